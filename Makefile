@@ -1,0 +1,30 @@
+# The two set-up commands: `make run` and `make test`. Both bootstrap .venv on a fresh machine.
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
+
+.PHONY: run test venv bench clean
+
+$(STAMP): pyproject.toml
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[test]'
+	@rm -f $(VENV)/.installed-*
+	@touch $@
+
+venv: $(STAMP)
+
+run: $(STAMP)
+	$(VENV)/bin/sparkctl $(ARGS)
+
+test: $(STAMP)
+	$(PY) -m pytest -q $(PYTEST_ARGS)
+
+bench: $(STAMP)
+	$(PY) benchmarks/version_time.py
+	$(PY) benchmarks/first_frame.py
+	$(PY) benchmarks/idle_cpu.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache

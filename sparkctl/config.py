@@ -1,0 +1,398 @@
+"""Load, validate and save sparkctl.toml.
+
+Every problem becomes one ConfigError line that names the file, the key (with its line
+when we can find it) and what was expected, so the CLI can print it and exit 2.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tomllib
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any, Callable
+
+from sparkctl import paths
+
+DEFAULT_HOST = "http://127.0.0.1:11434"
+
+DEFAULT_PROMPT = (
+    "You are writing for engineers who run language models on a single workstation with "
+    "unified memory. Explain, in plain prose of about four paragraphs, why token generation "
+    "on such a machine is limited by memory bandwidth rather than by arithmetic, how the "
+    "size of the weights and the quantization format change the number of bytes that must be "
+    "read for every generated token, and why the key-value cache grows with the context "
+    "length. Then describe how an engineer should measure decode speed fairly when comparing "
+    "two models: what to hold fixed (prompt, context length, sampling settings, engine "
+    "version), why a warm-up request matters, how many repetitions are enough, and which "
+    "signs suggest that a measurement is not valid, such as a model that spilled part of its "
+    "layers to the CPU, a reload between requests, thermal throttling, or a prompt that was "
+    "silently truncated. Finish with a short checklist the engineer can follow before "
+    "trusting a number. Do not use bullet points except in the final checklist, and do not "
+    "include code."
+)
+
+
+class ConfigError(Exception):
+    """A bad config file: one line, naming file, key and what was expected."""
+
+
+@dataclass(frozen=True)
+class EngineConfig:
+    kind: str = "ollama"
+    host: str = DEFAULT_HOST
+    timeout_s: float = 5.0
+
+
+@dataclass(frozen=True)
+class NamedEngineConfig:
+    """An extra engine for benches, e.g. llama.cpp's server: [engines.NAME]."""
+
+    name: str
+    kind: str = "openai"
+    url: str = ""
+    model: str = ""
+    timeout_s: float = 5.0
+
+
+@dataclass(frozen=True)
+class BudgetConfig:
+    reserve_gib: float = 8.0
+    warn_gib: float = 16.0
+
+
+@dataclass(frozen=True)
+class UiConfig:
+    refresh_s: float = 1.0
+    history_s: int = 300
+    theme: str = "sparkctl-dark"
+
+
+@dataclass(frozen=True)
+class TrackingConfig:
+    uri: str = ""
+    experiment: str = "sparkctl-bench"
+
+
+@dataclass(frozen=True)
+class ModelsConfig:
+    keep_alive: str = "-1"
+    num_ctx: int = 0  # 0: let the engine choose (Ollama: by memory size)
+
+
+@dataclass(frozen=True)
+class BenchConfig:
+    prompt: str = DEFAULT_PROMPT
+    num_predict: int = 512
+    temperature: float = 0.0
+    seed: int = 42
+    num_ctx: int = 8192
+    warmup: int = 1
+    reps: int = 5
+    timeout_s: float = 900.0
+    mode: str = "beside"
+    keep_alive: str = "30m"
+    bandwidth_gbps: float = 273.0
+    reload_threshold_s: float = 1.0
+    think: bool = True
+
+
+@dataclass(frozen=True)
+class Config:
+    engine: EngineConfig = EngineConfig()
+    lanes: dict[str, str] = field(default_factory=dict)
+    budget: BudgetConfig = BudgetConfig()
+    ui: UiConfig = UiConfig()
+    tracking: TrackingConfig = TrackingConfig()
+    models: ModelsConfig = ModelsConfig()
+    bench: BenchConfig = BenchConfig()
+    engines: dict[str, NamedEngineConfig] = field(default_factory=dict)
+    source: str = "built-in defaults"
+
+    def lane_of(self, model: str) -> str | None:
+        """The lane a model serves, matching with or without the implicit ':latest' tag."""
+        want = _norm_model(model)
+        for lane, name in self.lanes.items():
+            if _norm_model(name) == want:
+                return lane
+        return None
+
+    def lane_models(self) -> set[str]:
+        return {_norm_model(m) for m in self.lanes.values()}
+
+
+def _norm_model(name: str) -> str:
+    tail = name.rsplit("/", 1)[-1]
+    return name if ":" in tail else f"{name}:latest"
+
+
+# ---- validation ------------------------------------------------------------------------
+
+Check = Callable[[Any], str | None]  # returns what was expected, or None when fine
+
+
+def _number(minimum: float | None = None, exclusive: bool = False, integer: bool = False) -> Check:
+    def check(v: Any) -> str | None:
+        kind = "an integer" if integer else "a number"
+        ok_type = isinstance(v, int) if integer else isinstance(v, (int, float))
+        if isinstance(v, bool) or not ok_type:
+            return kind
+        if minimum is not None and (v <= minimum if exclusive else v < minimum):
+            return f"{kind} {'>' if exclusive else '>='} {minimum:g}"
+        return None
+
+    return check
+
+
+def _string(choices: tuple[str, ...] | None = None, pattern: str | None = None, what: str = "") -> Check:
+    def check(v: Any) -> str | None:
+        if not isinstance(v, str):
+            return "a string"
+        if choices is not None and v not in choices:
+            return "one of " + ", ".join(repr(c) for c in choices)
+        if pattern is not None and not re.fullmatch(pattern, v):
+            return what or f"a string matching {pattern}"
+        return None
+
+    return check
+
+
+def _boolean(v: Any) -> str | None:
+    return None if isinstance(v, bool) else "true or false"
+
+
+_URL = r"(https?://)?[A-Za-z0-9._\-\[\]:]+(:\d+)?(/.*)?"
+_DURATION = r"-?\d+(\.\d+)?(ns|us|ms|s|m|h)?(\d+(\.\d+)?(ns|us|ms|s|m|h))*"
+
+SECTIONS: dict[str, tuple[type, dict[str, Check]]] = {
+    "engine": (
+        EngineConfig,
+        {
+            "kind": _string(("ollama",)),
+            "host": _string(pattern=_URL, what="a URL like http://127.0.0.1:11434"),
+            "timeout_s": _number(0, exclusive=True),
+        },
+    ),
+    "budget": (
+        BudgetConfig,
+        {"reserve_gib": _number(0), "warn_gib": _number(0)},
+    ),
+    "ui": (
+        UiConfig,
+        {
+            "refresh_s": _number(0.1),
+            "history_s": _number(10, integer=True),
+            "theme": _string(pattern=r"[A-Za-z0-9_.\-]+", what="a theme name"),
+        },
+    ),
+    "tracking": (
+        TrackingConfig,
+        {"uri": _string(), "experiment": _string(pattern=r".+", what="a non-empty name")},
+    ),
+    "models": (
+        ModelsConfig,
+        {
+            "keep_alive": _string(pattern=_DURATION, what='a duration like "5m", "-1" or "0"'),
+            "num_ctx": _number(0, integer=True),
+        },
+    ),
+    "bench": (
+        BenchConfig,
+        {
+            "prompt": _string(pattern=r"(?s).*\S.*", what="a non-empty prompt"),
+            "num_predict": _number(1, integer=True),
+            "temperature": _number(0),
+            "seed": _number(integer=True),
+            "num_ctx": _number(256, integer=True),
+            "warmup": _number(0, integer=True),
+            "reps": _number(1, integer=True),
+            "timeout_s": _number(0, exclusive=True),
+            "mode": _string(("beside", "solo")),
+            "keep_alive": _string(pattern=_DURATION, what='a duration like "30m" or "-1"'),
+            "bandwidth_gbps": _number(0, exclusive=True),
+            "reload_threshold_s": _number(0),
+            "think": _boolean,
+        },
+    ),
+}
+
+NAMED_ENGINE_KEYS: dict[str, Check] = {
+    "kind": _string(("openai", "ollama")),
+    "url": _string(pattern=_URL, what="a URL like http://127.0.0.1:8080"),
+    "model": _string(),
+    "timeout_s": _number(0, exclusive=True),
+}
+
+
+def _line_of(text: str, section: str, key: str | None) -> int | None:
+    """Best-effort line number of `key` inside `[section]` (tomllib reports none for values)."""
+    lines = text.splitlines()
+    in_section = section == ""
+    header = re.compile(r"^\s*\[\s*" + re.escape(section) + r"\s*\]\s*(#.*)?$")
+    any_header = re.compile(r"^\s*\[")
+    for i, line in enumerate(lines, 1):
+        if any_header.match(line):
+            in_section = bool(header.match(line))
+            if in_section and key is None:
+                return i
+            continue
+        if in_section and key is not None and re.match(r"^\s*\"?" + re.escape(key) + r"\"?\s*=", line):
+            return i
+    return None
+
+
+def _fail(origin: str, text: str, section: str, key: str | None, message: str) -> ConfigError:
+    where = f"[{section}]" + (f" {key}" if key else "")
+    line = _line_of(text, section, key)
+    at = f"{origin}:{line}" if line else origin
+    return ConfigError(f"{at}: {where}: {message}")
+
+
+def _describe(v: Any) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, str):
+        return repr(v) if len(v) < 40 else repr(v[:37] + "...")
+    if isinstance(v, dict):
+        return "a table"
+    if isinstance(v, list):
+        return "an array"
+    return repr(v)
+
+
+def parse_config(text: str, origin: str = "<config>", env: dict[str, str] | None = None) -> Config:
+    """Validate TOML text into a Config; raise ConfigError with a one-line message."""
+    env = os.environ if env is None else env
+    try:
+        raw = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        # tomllib's message ends with "(at line N, column M)"
+        m = re.search(r"\(at line (\d+), column (\d+)\)", str(exc))
+        msg = re.sub(r"\s*\(at line \d+, column \d+\)", "", str(exc))
+        at = f"{origin}:{m.group(1)}:{m.group(2)}" if m else origin
+        raise ConfigError(f"{at}: invalid TOML: {msg}") from None
+
+    known = set(SECTIONS) | {"lanes", "engines"}
+    for name, value in raw.items():
+        if name not in known:
+            line = _line_of(text, name, None)
+            at = f"{origin}:{line}" if line else origin
+            raise ConfigError(
+                f"{at}: unknown section [{name}]; expected one of " + ", ".join(f"[{k}]" for k in sorted(known))
+            )
+        if not isinstance(value, dict):
+            raise _fail(origin, text, "", name, f"expected a [{name}] table, got {_describe(value)}")
+
+    built: dict[str, Any] = {}
+    for name, (cls, checks) in SECTIONS.items():
+        table = raw.get(name, {})
+        values = {}
+        for key, value in table.items():
+            if key not in checks:
+                raise _fail(
+                    origin, text, name, key, "unknown key; expected one of " + ", ".join(sorted(checks))
+                )
+            expected = checks[key](value)
+            if expected:
+                raise _fail(origin, text, name, key, f"expected {expected}, got {_describe(value)}")
+            values[key] = float(value) if isinstance(getattr(cls(), key), float) else value
+        built[name] = cls(**values)
+
+    lanes: dict[str, str] = {}
+    for lane, model in raw.get("lanes", {}).items():
+        if not re.fullmatch(r"[A-Za-z0-9_\-]+", lane):
+            raise _fail(origin, text, "lanes", lane, "expected a lane name of letters, digits, '-' or '_'")
+        if not isinstance(model, str) or not model.strip():
+            raise _fail(origin, text, "lanes", lane, f"expected a model name, got {_describe(model)}")
+        lanes[lane] = model.strip()
+
+    engines: dict[str, NamedEngineConfig] = {}
+    for ename, table in raw.get("engines", {}).items():
+        section = f"engines.{ename}"
+        if not isinstance(table, dict):
+            raise _fail(origin, text, "engines", ename, f"expected a table, got {_describe(table)}")
+        for key, value in table.items():
+            if key not in NAMED_ENGINE_KEYS:
+                raise _fail(
+                    origin, text, section, key,
+                    "unknown key; expected one of " + ", ".join(sorted(NAMED_ENGINE_KEYS)),
+                )
+            expected = NAMED_ENGINE_KEYS[key](value)
+            if expected:
+                raise _fail(origin, text, section, key, f"expected {expected}, got {_describe(value)}")
+        if not table.get("url"):
+            raise _fail(origin, text, section, None, "missing key url (the server's base URL)")
+        engines[ename] = NamedEngineConfig(name=ename, **table)
+
+    cfg = Config(**built, lanes=lanes, engines=engines, source=origin)
+
+    if cfg.budget.warn_gib < cfg.budget.reserve_gib:
+        raise _fail(
+            origin, text, "budget", "warn_gib",
+            f"expected a number >= reserve_gib ({cfg.budget.reserve_gib:g}), got {cfg.budget.warn_gib:g}",
+        )
+    env_host = env.get("OLLAMA_HOST", "").strip()
+    if env_host:
+        cfg = replace(cfg, engine=replace(cfg.engine, host=env_host))
+    return cfg
+
+
+def find_config_file(explicit: str | None, env: dict[str, str] | None = None, cwd: Path | None = None) -> Path | None:
+    """The first config in the look-up order, or None for built-in defaults."""
+    env = os.environ if env is None else env
+    if explicit:
+        return Path(explicit)
+    if env.get("SPARKCTL_CONFIG"):
+        return Path(env["SPARKCTL_CONFIG"])
+    local = (cwd or Path.cwd()) / "sparkctl.toml"
+    if local.is_file():
+        return local
+    user = paths.user_config_file()
+    if user.is_file():
+        return user
+    return None
+
+
+def load_config(explicit: str | None = None, env: dict[str, str] | None = None, cwd: Path | None = None) -> Config:
+    path = find_config_file(explicit, env, cwd)
+    if path is None:
+        return parse_config("", "built-in defaults", env)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: config file not found") from None
+    except IsADirectoryError:
+        raise ConfigError(f"{path}: is a directory, expected a TOML file") from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"{path}: not UTF-8 text") from None
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read ({exc.strerror})") from None
+    return parse_config(text, str(path), env)
+
+
+def to_toml_dict(cfg: Config) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for name, (cls, _checks) in SECTIONS.items():
+        section = getattr(cfg, name)
+        out[name] = {f.name: getattr(section, f.name) for f in fields(cls)}
+    out["lanes"] = dict(cfg.lanes)
+    if cfg.engines:
+        out["engines"] = {
+            n: {k: v for k, v in vars(e).items() if k != "name"} for n, e in cfg.engines.items()
+        }
+    return out
+
+
+def save_config(cfg: Config, path: Path) -> None:
+    """Write the whole config atomically (a crash never leaves half a file)."""
+    import tomli_w
+
+    paths.atomic_write_text(path, tomli_w.dumps(to_toml_dict(cfg)))
+
+
+def save_ui_theme(path: Path, theme: str) -> None:
+    """Persist a theme choice without disturbing the rest of the user's file."""
+    text = path.read_text(encoding="utf-8") if path.is_file() else ""
+    cfg = parse_config(text, str(path), env={})
+    save_config(replace(cfg, ui=replace(cfg.ui, theme=theme)), path)

@@ -1,0 +1,203 @@
+"""Model names, checked the way Ollama checks them, before any request is sent.
+
+Rules follow Ollama's `types/model/name.go` (ParseNameBare / isValidPart):
+
+    [host/][namespace/]model[:tag]
+
+- The tag is split off at the last ':' only when it comes after the last '/', so a
+  host may carry a port ("localhost:5000/ns/model").
+- A host may start with a scheme ("https://"), which Ollama drops.
+- Every part starts with a letter, digit or '_' and goes on with letters, digits,
+  '_', '-' or '.'; a namespace may not contain '.'; only the host may contain ':'.
+- Lengths: host 1-350, namespace, model and tag 1-80.
+- A separator with nothing on one side ("model:", "/model", "a//b") is an empty part.
+- Newer servers also accept `[host/]namespace/{skill|agent|mcp}/name` for things that
+  are not language models; sparkctl manages models, so it refuses those with a clear
+  message rather than sending them on.
+
+Names compare case-insensitively in Ollama ("Mistral" and "mistral" are one model), and
+a missing tag means ":latest", a missing namespace "library", a missing host
+"registry.ollama.ai". `same_model` applies those rules so a lane's "qwen3" matches the
+"qwen3:latest" that /api/ps reports.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+DEFAULT_HOST = "registry.ollama.ai"
+DEFAULT_NAMESPACE = "library"
+DEFAULT_TAG = "latest"
+
+MAX_HOST_LEN = 350
+MAX_PART_LEN = 80
+
+# Ollama's reserved "kind" segment (namespace/kind/name) for skills, agents, MCP servers.
+_NON_MODEL_KINDS = frozenset({"skill", "agent", "mcp"})
+
+
+class InvalidModelName(ValueError):
+    """A model name Ollama would reject; the message is one line and names the input."""
+
+
+@dataclass(frozen=True)
+class ModelName:
+    """The parts of a valid name; empty strings for parts the user left out."""
+
+    host: str
+    namespace: str
+    model: str
+    tag: str
+
+    def __str__(self) -> str:
+        out = ""
+        if self.host:
+            out += self.host + "/"
+        if self.namespace:
+            out += self.namespace + "/"
+        out += self.model
+        if self.tag:
+            out += ":" + self.tag
+        return out
+
+    def qualified(self) -> ModelName:
+        """With Ollama's defaults filled in for missing host, namespace and tag."""
+        return ModelName(
+            host=self.host or DEFAULT_HOST,
+            namespace=self.namespace or DEFAULT_NAMESPACE,
+            model=self.model,
+            tag=self.tag or DEFAULT_TAG,
+        )
+
+
+def _is_start_char(c: str) -> bool:
+    return c.isascii() and (c.isalnum() or c == "_")
+
+
+def _check_part(kind: str, value: str, original: str) -> None:
+    """Raise InvalidModelName when `value` is not a valid `kind` part."""
+    limit = MAX_HOST_LEN if kind == "host" else MAX_PART_LEN
+    if value == "":
+        raise InvalidModelName(f"invalid model name {original!r}: the {kind} is empty")
+    if len(value) > limit:
+        raise InvalidModelName(
+            f"invalid model name {original!r}: the {kind} is {len(value)} characters long "
+            f"(at most {limit})"
+        )
+    if not _is_start_char(value[0]):
+        raise InvalidModelName(
+            f"invalid model name {original!r}: the {kind} {value!r} must start with a "
+            f"letter, digit or '_'"
+        )
+    for c in value[1:]:
+        if _is_start_char(c) or c in "-_":
+            continue
+        if c == "." and kind != "namespace":
+            continue
+        if c == ":" and kind == "host":
+            continue
+        if c == "." and kind == "namespace":
+            raise InvalidModelName(
+                f"invalid model name {original!r}: the namespace {value!r} may not contain '.'"
+            )
+        raise InvalidModelName(
+            f"invalid model name {original!r}: {c!r} is not allowed in the {kind} {value!r}"
+        )
+
+
+def parse_model_name(s: str) -> ModelName:
+    """Split and check a name; raise InvalidModelName with the reason when Ollama would refuse it.
+
+    Surrounding whitespace is ignored (names come from forms and config files); the
+    parts keep their case.
+    """
+    if not isinstance(s, str):
+        raise InvalidModelName(f"invalid model name {s!r}: not a string")
+    original = s
+    s = s.strip()
+    if s == "":
+        raise InvalidModelName("invalid model name '': the name is empty")
+    if any(c.isspace() for c in s):
+        raise InvalidModelName(f"invalid model name {original!r}: it contains whitespace")
+
+    tag = ""
+    if s.rfind(":") > s.rfind("/"):
+        s, _, tag = s.rpartition(":")
+        if tag == "":
+            raise InvalidModelName(f"invalid model name {original!r}: the tag after ':' is empty")
+
+    host = namespace = ""
+    # Split the path on '/', keeping a scheme's "//" inside the host.
+    scheme = ""
+    if "://" in s:
+        scheme, _, s = s.partition("://")
+        if scheme.lower() not in ("http", "https"):
+            raise InvalidModelName(
+                f"invalid model name {original!r}: unsupported scheme {scheme + '://'!r}"
+            )
+    pieces = s.split("/")
+    if len(pieces) in (3, 4) and pieces[-2] in _NON_MODEL_KINDS:
+        # Ollama matches the kind case-sensitively: "ns/skill/x" is a skill, "ns/Skill/x"
+        # is host "ns", namespace "Skill".
+        raise InvalidModelName(
+            f"invalid model name {original!r}: it names an Ollama {pieces[-2]}, not a model"
+        )
+    if len(pieces) == 1:
+        (model,) = pieces
+        if scheme:
+            raise InvalidModelName(
+                f"invalid model name {original!r}: a scheme needs host/namespace/model"
+            )
+    elif len(pieces) == 2:
+        namespace, model = pieces
+        if scheme:
+            raise InvalidModelName(
+                f"invalid model name {original!r}: a scheme needs host/namespace/model"
+            )
+    elif len(pieces) == 3:
+        host, namespace, model = pieces
+    else:
+        raise InvalidModelName(
+            f"invalid model name {original!r}: too many '/' parts "
+            f"(expected [host/][namespace/]model[:tag])"
+        )
+
+    if host or len(pieces) == 3:
+        _check_part("host", host, original)
+    if namespace or len(pieces) >= 2:
+        _check_part("namespace", namespace, original)
+    _check_part("model", model, original)
+    if tag:
+        _check_part("tag", tag, original)
+    return ModelName(host=host, namespace=namespace, model=model, tag=tag)
+
+
+def validate_model_name(s: str) -> str:
+    """The name as it should be sent to the engine, or InvalidModelName.
+
+    Normalisation is limited to what Ollama itself ignores: surrounding whitespace and
+    an http(s):// scheme in front of the host. The tag is not added; see
+    `with_default_tag`.
+    """
+    return str(parse_model_name(s))
+
+
+def with_default_tag(name: str) -> str:
+    """`name` with ":latest" added when it has no tag (how Ollama reports it in /api/ps)."""
+    parsed = parse_model_name(name)
+    if parsed.tag:
+        return str(parsed)
+    return str(ModelName(parsed.host, parsed.namespace, parsed.model, DEFAULT_TAG))
+
+
+def canonical_model_name(name: str) -> str:
+    """Fully qualified and lower-cased: a key under which equal names collide."""
+    return str(parse_model_name(name).qualified()).lower()
+
+
+def same_model(a: str, b: str) -> bool:
+    """Whether two names refer to one model by Ollama's rules; False if either is invalid."""
+    try:
+        return canonical_model_name(a) == canonical_model_name(b)
+    except InvalidModelName:
+        return False

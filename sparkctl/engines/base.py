@@ -1,0 +1,102 @@
+"""The engine protocol: what sparkctl needs from an inference server, and its errors/events.
+
+Adapters (ollama.py, openai_compat.py) turn each server's wire format into these types so
+the services above never see HTTP or a client library's exceptions.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, AsyncIterator, Protocol, runtime_checkable
+
+from sparkctl.core.snapshots import LocalModel, ResidentModel
+
+
+class EngineError(Exception):
+    """The engine answered with an error. `status` is the HTTP status, or -1 in-band."""
+
+    def __init__(self, message: str, status: int = -1) -> None:
+        super().__init__(message)
+        self.message = message
+        self.status = status
+
+
+class EngineUnreachable(EngineError):
+    """No answer at all: connection refused, DNS, timeout on connect or read."""
+
+
+class ModelNotFound(EngineError):
+    """The engine does not know the model (404 `model 'x' not found`)."""
+
+
+@dataclass(frozen=True)
+class ShowInfo:
+    """The parts of /api/show that sparkctl uses."""
+
+    name: str
+    details: dict[str, Any] = field(default_factory=dict)
+    model_info: dict[str, Any] = field(default_factory=dict)
+    capabilities: tuple[str, ...] = ()
+    parameters: str = ""
+    modified_at: str | None = None
+
+
+@dataclass(frozen=True)
+class TokenEvent:
+    """A piece of streamed output. `thinking` marks reasoning text kept apart from the answer."""
+
+    text: str
+    thinking: bool = False
+
+
+@dataclass(frozen=True)
+class DoneEvent:
+    """The final chunk of a generation, with the engine's own timings (nanoseconds)."""
+
+    done_reason: str | None
+    total_duration_ns: int = 0
+    load_duration_ns: int = 0
+    prompt_eval_count: int = 0
+    prompt_eval_duration_ns: int = 0
+    eval_count: int = 0
+    eval_duration_ns: int = 0
+    raw: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class PullEvent:
+    """One line of a pull's progress stream."""
+
+    status: str
+    digest: str | None = None
+    total: int | None = None
+    completed: int | None = None
+
+
+StreamEvent = TokenEvent | DoneEvent
+
+
+@runtime_checkable
+class Engine(Protocol):
+    kind: str
+    host: str
+
+    async def version(self) -> str: ...
+
+    async def ps(self) -> list[ResidentModel]: ...
+
+    async def tags(self) -> list[LocalModel]: ...
+
+    async def show(self, model: str) -> ShowInfo: ...
+
+    def generate(
+        self,
+        model: str,
+        prompt: str,
+        *,
+        options: dict[str, Any] | None = None,
+        keep_alive: float | str | None = None,
+        think: bool | None = None,
+    ) -> AsyncIterator[StreamEvent]: ...
+
+    async def close(self) -> None: ...

@@ -1,0 +1,50 @@
+"""Where sparkctl keeps things: XDG config/data/cache dirs (platformdirs honours XDG_*)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+APP = "sparkctl"
+
+
+def config_dir() -> Path:
+    from platformdirs import user_config_dir
+
+    return Path(user_config_dir(APP, appauthor=False))
+
+
+def data_dir() -> Path:
+    override = os.environ.get("SPARKCTL_DATA_DIR")
+    if override:
+        return Path(override).expanduser().resolve()
+    from platformdirs import user_data_dir
+
+    return Path(user_data_dir(APP, appauthor=False))
+
+
+def user_config_file() -> Path:
+    return config_dir() / "sparkctl.toml"
+
+
+def user_theme_dir() -> Path:
+    return config_dir() / "themes"
+
+
+def spool_file() -> Path:
+    return data_dir() / "spool.jsonl"
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    """Write via a temp file in the same directory and rename, so readers never see half a file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        with open(tmp, "w", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    finally:
+        if tmp.exists():
+            tmp.unlink()

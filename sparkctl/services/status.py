@@ -1,0 +1,200 @@
+"""The dashboard's facts: engine, resident models, memory budget, GPU and pressure.
+
+The TUI gathers the engine half in an async worker and the host half in a thread worker,
+then calls `build_report`; `sparkctl status` does the same in one go via `collect_status`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any
+
+from sparkctl.config import Config
+from sparkctl.core.budget import MemoryBudget, build_budget
+from sparkctl.core.placement import GpuAttribution, attribute_gpu_memory, placement, until_label
+from sparkctl.core.snapshots import (
+    EngineStatus,
+    GpuReport,
+    GpuSnapshot,
+    HostSnapshot,
+    MemInfo,
+    Pressure,
+    ResidentModel,
+    Unavailable,
+)
+from sparkctl.engines.base import Engine, EngineError
+
+
+async def engine_status(engine: Engine) -> EngineStatus:
+    """Ask the engine who it is and what it holds; any failure becomes reachable=False."""
+    try:
+        version, resident = await asyncio.gather(engine.version(), engine.ps())
+    except EngineError as exc:
+        return EngineStatus(engine.kind, engine.host, False, error=exc.message)
+    return EngineStatus(engine.kind, engine.host, True, version=version, resident=tuple(resident))
+
+
+@dataclass(frozen=True)
+class ResidentRow:
+    model: ResidentModel
+    lane: str | None
+    placement: str
+    until: str
+
+
+@dataclass(frozen=True)
+class StatusReport:
+    engine: EngineStatus
+    host: HostSnapshot
+    budget: MemoryBudget | Unavailable
+    rows: tuple[ResidentRow, ...]
+    attribution: GpuAttribution | None
+    at: datetime
+
+
+def _processes(gpu: GpuReport) -> tuple | None:
+    procs: list = []
+    seen_any = False
+    for g in gpu.gpus:
+        if isinstance(g.processes, tuple):
+            seen_any = True
+            procs.extend(g.processes)
+    return tuple(procs) if seen_any else None
+
+
+def build_report(cfg: Config, engine: EngineStatus, host: HostSnapshot, now: datetime) -> StatusReport:
+    if isinstance(host.meminfo, MemInfo):
+        budget: MemoryBudget | Unavailable = build_budget(
+            host.meminfo, host.gpu, engine.resident, cfg.lane_of, cfg.budget.reserve_gib, cfg.budget.warn_gib
+        )
+    else:
+        budget = host.meminfo
+    rows = tuple(
+        ResidentRow(m, cfg.lane_of(m.name), placement(m.size, m.size_vram).label, until_label(m.expires_at, now))
+        for m in engine.resident
+    )
+    attribution = attribute_gpu_memory(engine.resident, _processes(host.gpu)) if engine.reachable else None
+    return StatusReport(engine, host, budget, rows, attribution, now)
+
+
+async def collect_status(cfg: Config, engine: Engine, probes: Any) -> StatusReport:
+    """Engine and host in parallel; probes are blocking, so they run in a thread."""
+    host_task = asyncio.to_thread(probes.read)
+    eng, host = await asyncio.gather(engine_status(engine), host_task)
+    return build_report(cfg, eng, host, datetime.now(timezone.utc))
+
+
+# ---- JSON for `sparkctl status --json` -----------------------------------------------------
+
+
+def _v(x: Any) -> Any:
+    """Unavailable readings become null; the reason goes in a sibling *_na key."""
+    return None if isinstance(x, Unavailable) else x
+
+
+def _gpu_dict(g: GpuSnapshot) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "index": g.index,
+        "name": _v(g.name),
+        "uuid": _v(g.uuid),
+        "driver": _v(g.driver),
+        "utilization_pct": _v(g.utilization_pct),
+        "temperature_c": _v(g.temperature_c),
+        "power_w": _v(g.power_w),
+        "power_limit_w": _v(g.power_limit_w),
+        "sm_clock_mhz": _v(g.sm_clock_mhz),
+        "sm_clock_max_mhz": _v(g.sm_clock_max_mhz),
+        "throttle_reasons": list(g.throttle_reasons) if isinstance(g.throttle_reasons, tuple) else None,
+        "unified_memory": g.unified_memory,
+        "memory": None,
+        "processes": None,
+    }
+    if g.memory is not None and not isinstance(g.memory, Unavailable):
+        out["memory"] = {"total": g.memory.total, "used": g.memory.used, "free": g.memory.free}
+    if isinstance(g.processes, tuple):
+        out["processes"] = [{"pid": p.pid, "name": p.name, "used_bytes": p.used_bytes} for p in g.processes]
+    na = {k: str(getattr(g, k).reason) for k in vars(g) if isinstance(getattr(g, k), Unavailable)}
+    if na:
+        out["unavailable"] = na
+    return out
+
+
+def report_to_dict(r: StatusReport) -> dict[str, Any]:
+    e = r.engine
+    out: dict[str, Any] = {
+        "at": r.at.isoformat(),
+        "engine": {
+            "kind": e.kind,
+            "host": e.host,
+            "reachable": e.reachable,
+            "version": e.version,
+            "error": e.error,
+        },
+        "resident": [
+            {
+                "name": row.model.name,
+                "lane": row.lane,
+                "size": row.model.size,
+                "size_vram": row.model.size_vram,
+                "placement": row.placement,
+                "context_length": row.model.context_length,
+                "expires_at": row.model.expires_at.isoformat() if row.model.expires_at else None,
+                "until": row.until,
+                "digest": row.model.digest,
+                "quantization": row.model.details.quantization_level,
+                "parameter_size": row.model.details.parameter_size,
+            }
+            for row in r.rows
+        ],
+        "gpu_attribution": None,
+        "budget": None,
+        "memory": None,
+        "pressure": None,
+        "gpus": [_gpu_dict(g) for g in r.host.gpu.gpus],
+        "gpu_unavailable": r.host.gpu.unavailable.reason if r.host.gpu.unavailable else None,
+        "host": {"hostname": r.host.hostname, "cpu_count": r.host.cpu_count},
+    }
+    if r.attribution is not None:
+        out["gpu_attribution"] = {
+            "engine_claimed_vram": r.attribution.claimed_vram,
+            "nvml_engine_bytes": r.attribution.nvml_bytes,
+            "mismatch": r.attribution.mismatch,
+        }
+    if isinstance(r.budget, MemoryBudget):
+        b = r.budget
+        out["budget"] = {
+            "pool": b.pool.value,
+            "total": b.total,
+            "available": b.available,
+            "reserve": b.reserve,
+            "headroom": b.headroom,
+            "level": b.level.value,
+            "segments": [
+                {"kind": s.kind, "label": s.label, "bytes": s.bytes, "lane": s.lane} for s in b.segments
+            ],
+            "notes": list(b.notes),
+        }
+    else:
+        out["budget_unavailable"] = r.budget.reason
+    if isinstance(r.host.meminfo, MemInfo):
+        m = r.host.meminfo
+        out["memory"] = {
+            "total": m.total,
+            "available": m.available,
+            "free": m.free,
+            "reclaimable": m.reclaimable,
+            "swap_free": m.swap_free,
+        }
+    if isinstance(r.host.pressure, Pressure):
+        p = r.host.pressure
+        out["pressure"] = {
+            "some_avg10": p.some_avg10,
+            "some_avg60": p.some_avg60,
+            "full_avg10": p.full_avg10,
+            "full_avg60": p.full_avg60,
+        }
+    else:
+        out["pressure_unavailable"] = r.host.pressure.reason
+    return out

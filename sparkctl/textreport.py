@@ -1,0 +1,73 @@
+"""Plain-text rendering of the status report for `sparkctl status`."""
+
+from __future__ import annotations
+
+from sparkctl.core.budget import MemoryBudget
+from sparkctl.core.fmt import gib, na
+from sparkctl.core.snapshots import GpuMemory, MemInfo, Pressure, Unavailable
+from sparkctl.services.status import StatusReport
+
+
+def render_status(r: StatusReport) -> str:
+    lines: list[str] = []
+    e = r.engine
+    if e.reachable:
+        lines.append(f"engine   {e.kind} {e.version} at {e.host}: reachable")
+    else:
+        lines.append(f"engine   {e.kind} at {e.host}: UNREACHABLE ({e.error})")
+
+    b = r.budget
+    if isinstance(b, MemoryBudget):
+        pool = {"unified": "unified memory", "vram": "GPU VRAM", "host": "host RAM (no GPU)"}[b.pool.value]
+        lines.append(
+            f"budget   {pool}: {gib(b.total)} total, {gib(b.available)} available, "
+            f"reserve {gib(b.reserve)}, headroom {gib(b.headroom)} [{b.level.value}]"
+        )
+        for s in b.segments:
+            lane = f" ({s.lane})" if s.kind == "model" else ""
+            lines.append(f"  {s.label + lane:<40} {gib(s.bytes):>10}")
+        for note in b.notes:
+            lines.append(f"  note: {note}")
+    else:
+        lines.append(f"budget   {b}")
+
+    if r.rows:
+        lines.append("resident")
+        lines.append(f"  {'NAME':<28} {'LANE':<11} {'SIZE':>10}  {'PROCESSOR':<16} {'CONTEXT':>8}  UNTIL")
+        for row in r.rows:
+            m = row.model
+            ctx = str(m.context_length) if m.context_length else "n/a"
+            lines.append(
+                f"  {m.name:<28} {row.lane or '-':<11} {gib(m.size):>10}  {row.placement:<16} {ctx:>8}  {row.until}"
+            )
+    elif e.reachable:
+        lines.append("resident (no models loaded)")
+    if r.attribution is not None and r.attribution.mismatch:
+        lines.append(f"  WARNING: {r.attribution.mismatch}")
+
+    if r.host.gpu.unavailable is not None:
+        lines.append(f"gpu      {r.host.gpu.unavailable}")
+    for g in r.host.gpu.gpus:
+        thr = g.throttle_reasons
+        thr_s = na(thr) if isinstance(thr, Unavailable) else (", ".join(thr) or "none")
+        mem = "unified (from /proc/meminfo)" if g.unified_memory else (
+            f"{gib(g.memory.used)} / {gib(g.memory.total)}" if isinstance(g.memory, GpuMemory) else na(g.memory)
+        )
+        lines.append(
+            f"gpu {g.index}    {na(g.name)}: util {na(g.utilization_pct, '{:.0f}', '%')}, "
+            f"temp {na(g.temperature_c, '{:.0f}', ' C')}, power {na(g.power_w, '{:.1f}', ' W')}, "
+            f"SM {na(g.sm_clock_mhz, '{:.0f}', ' MHz')}, throttle {thr_s}, memory {mem}"
+        )
+
+    m = r.host.meminfo
+    if isinstance(m, MemInfo):
+        lines.append(
+            f"host     {r.host.hostname}: {gib(m.total)} RAM, {gib(m.available)} available, "
+            f"{gib(m.reclaimable)} reclaimable cache, swap free {gib(m.swap_free)}"
+        )
+    p = r.host.pressure
+    if isinstance(p, Pressure):
+        lines.append(f"pressure memory some {p.some_avg10:.2f}% full {p.full_avg10:.2f}% (avg10)")
+    else:
+        lines.append(f"pressure {p}")
+    return "\n".join(lines)

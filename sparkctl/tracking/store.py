@@ -1,0 +1,358 @@
+"""Writing run records to MLflow, and reading runs back.
+
+``import mlflow`` costs ~2 s and ~180 MB, and a fresh SQLite store ~6-9 s of schema
+migrations, so this module never imports MLflow at module level: the first method call
+does, and that call belongs on a worker thread. Only ``MlflowClient`` with explicit run
+ids is used; the fluent API keeps its active run per thread and would silently start
+stray runs from a worker.
+
+Every failure surfaces as ``TrackingError`` with a one-line message fit for a status bar.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import threading
+from pathlib import Path
+from typing import Any
+from urllib.parse import unquote
+
+from sparkctl.tracking.record import RunRecord
+
+RECORD_ID_TAG = "sparkctl.record_id"
+# Set after everything else is logged: a run without it is a partial write, which a
+# replay of the same record replaces (the partial one is soft-deleted).
+COMPLETE_TAG = "sparkctl.record_complete"
+
+DB_FILE_NAME = "mlflow.db"
+ARTIFACTS_DIR_NAME = "artifacts"
+
+# MLflow's per-request limits for log_batch (mlflow/utils/validation.py).
+MAX_METRICS_PER_BATCH = 1000
+MAX_PARAMS_PER_BATCH = 100
+MAX_TAGS_PER_BATCH = 100
+MAX_PARAM_VALUE_LEN = 6000
+MAX_TAG_VALUE_LEN = 8000
+
+_MESSAGE_MAX = 300
+
+
+class TrackingError(Exception):
+    """MLflow could not be reached or refused the write. ``str()`` is one line.
+
+    ``unreachable`` is True when the tracking server could not be contacted at all, so a
+    caller replaying many records can stop instead of waiting out each timeout."""
+
+    def __init__(self, message: str, *, unreachable: bool = False) -> None:
+        super().__init__(message)
+        self.unreachable = unreachable
+
+
+def default_tracking_uri(data_dir: Path) -> str:
+    """``sqlite:////abs/path/mlflow.db`` inside ``data_dir`` (absolute: MLflow's own
+    default is relative to the current directory)."""
+    return "sqlite:///" + str(Path(data_dir).expanduser().resolve() / DB_FILE_NAME)
+
+
+def sqlite_path(uri: str) -> Path | None:
+    """The database file of a ``sqlite:///`` URI, or None (other schemes, in-memory)."""
+    prefix = "sqlite:///"
+    if not uri.startswith(prefix):
+        return None
+    rest = unquote(uri[len(prefix) :].split("?", 1)[0])
+    if not rest or rest == ":memory:":
+        return None
+    return Path(rest).resolve()  # a relative path resolves against the cwd, as SQLAlchemy does
+
+
+def _configure_mlflow_env(timeout_s: float, max_retries: int) -> None:
+    # setdefault: a user's own setting wins. These are process-wide (MLflow reads them on
+    # every request), so the first store created decides for the process.
+    os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
+    os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", str(max(0, int(max_retries))))
+    os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", str(max(1, math.ceil(timeout_s))))
+    os.environ.setdefault("MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR", "1")
+
+
+def _one_line(text: str) -> str:
+    line = " ".join(str(text).split())
+    return line if len(line) <= _MESSAGE_MAX else line[: _MESSAGE_MAX - 3] + "..."
+
+
+def _chunks(items: list, size: int):
+    for i in range(0, len(items), size):
+        yield items[i : i + size]
+
+
+def _clip(value: str, limit: int) -> str:
+    return value if len(value) <= limit else value[: limit - 3] + "..."
+
+
+class MlflowStore:
+    """An MLflow tracking backend (SQLite file or tracking server) for one experiment.
+
+    ``artifact_root``: where runs' artifacts go for experiments this store creates. For a
+    SQLite URI it defaults to ``<db dir>/artifacts`` (MLflow would otherwise use
+    ``./mlruns`` relative to the current directory); for a server, None lets the server
+    choose. An existing experiment keeps the location it was created with.
+
+    Thread-safe: the client and experiment ids are created once under a lock; MLflow's
+    client is safe to share when every call names its run id.
+    """
+
+    def __init__(
+        self,
+        uri: str,
+        artifact_root: Path | None,
+        experiment: str,
+        timeout_s: float = 5,
+        max_retries: int = 0,
+    ) -> None:
+        self.uri = uri
+        self.experiment = experiment
+        self.timeout_s = timeout_s
+        self.max_retries = max_retries
+        db = sqlite_path(uri)
+        if artifact_root is None and db is not None:
+            artifact_root = db.parent / ARTIFACTS_DIR_NAME
+        self.artifact_root = Path(artifact_root).expanduser().resolve() if artifact_root else None
+        self._lock = threading.Lock()
+        self._client: Any = None
+        self._experiment_ids: dict[str, str] = {}
+
+    def __repr__(self) -> str:
+        return f"MlflowStore({self.uri!r}, experiment={self.experiment!r})"
+
+    @property
+    def is_remote(self) -> bool:
+        return self.uri.startswith(("http://", "https://"))
+
+    # -- client and experiment -----------------------------------------------------
+
+    def _get_client(self):
+        with self._lock:
+            if self._client is None:
+                _configure_mlflow_env(self.timeout_s, self.max_retries)
+                from mlflow import MlflowClient
+
+                db = sqlite_path(self.uri)
+                if db is not None:
+                    db.parent.mkdir(parents=True, exist_ok=True)
+                self._client = MlflowClient(tracking_uri=self.uri)
+            return self._client
+
+    def _experiment_id(self, client, name: str, *, create: bool) -> str | None:
+        with self._lock:
+            cached = self._experiment_ids.get(name)
+        if cached is not None:
+            return cached
+        exp = client.get_experiment_by_name(name)
+        if exp is None:
+            if not create:
+                return None
+            location = self.artifact_root.as_uri() if self.artifact_root else None
+            try:
+                exp_id = client.create_experiment(name, artifact_location=location)
+            except Exception as exc:
+                # Another process may have created it between our look-up and create.
+                exp = client.get_experiment_by_name(name)
+                if exp is None:
+                    raise exc
+                exp_id = exp.experiment_id
+        else:
+            if exp.lifecycle_stage == "deleted":
+                raise TrackingError(
+                    f"MLflow experiment {name!r} is deleted: restore it "
+                    f"(mlflow experiments restore --experiment-id {exp.experiment_id}) "
+                    "or use another experiment name"
+                )
+            exp_id = exp.experiment_id
+        with self._lock:
+            self._experiment_ids[name] = exp_id
+        return exp_id
+
+    def _error(self, exc: BaseException, action: str) -> TrackingError:
+        if isinstance(exc, TrackingError):
+            return exc
+        text = str(exc)
+        low = text.lower()
+        if "out-of-date database schema" in low or "alembic" in low or (
+            type(exc).__module__.startswith("alembic")
+        ):
+            if "can't locate revision" in low:
+                return TrackingError(
+                    f"the MLflow database {self.uri} was written by a newer MLflow; "
+                    "upgrade the mlflow package"
+                )
+            return TrackingError(
+                f"the MLflow database schema is out of date: run `mlflow db upgrade {self.uri}` "
+                "(back up the database first)"
+            )
+        unreachable_markers = (
+            "connection refused",
+            "max retries exceeded",
+            "failed to establish a new connection",
+            "name or service not known",
+            "timed out",
+            "connectionerror",
+        )
+        if self.is_remote and any(m in low for m in unreachable_markers):
+            return TrackingError(
+                f"MLflow server {self.uri} is unreachable ({action}): {_one_line(text)}",
+                unreachable=True,
+            )
+        return TrackingError(f"MLflow {action} failed: {type(exc).__name__}: {_one_line(text)}")
+
+    # -- writing -------------------------------------------------------------------
+
+    def write(self, record: RunRecord) -> str:
+        """Write ``record`` as one MLflow run and return its run id.
+
+        Idempotent per ``record.record_id``: if a complete run with that id exists in the
+        experiment, its id is returned and nothing is written. If logging fails after the
+        run was created, the run is terminated as FAILED (never left RUNNING) and
+        ``TrackingError`` is raised. Blocking: call from a worker thread."""
+        run_id: str | None = None
+        try:
+            client = self._get_client()
+            exp_id = self._experiment_id(client, record.experiment or self.experiment, create=True)
+            existing = self._find_complete_run(client, exp_id, record)
+            if existing is not None:
+                return existing
+            run = client.create_run(
+                exp_id,
+                start_time=record.start_ms,
+                tags={RECORD_ID_TAG: record.record_id},
+                run_name=record.run_name,
+            )
+            run_id = run.info.run_id
+            self._log_everything(client, run_id, record)
+            client.set_tag(run_id, COMPLETE_TAG, "true")
+            client.set_terminated(run_id, status=record.status, end_time=record.end_ms)
+            return run_id
+        except BaseException as exc:
+            if run_id is not None:
+                try:
+                    client.set_terminated(run_id, status="FAILED", end_time=record.end_ms)
+                except Exception:
+                    pass  # the store is gone; nothing more we can do for this run
+            if not isinstance(exc, Exception):
+                raise
+            raise self._error(exc, "write") from exc
+
+    def _find_complete_run(self, client, exp_id: str, record: RunRecord) -> str | None:
+        from mlflow.entities import ViewType
+
+        runs = client.search_runs(
+            [exp_id],
+            filter_string=f"tags.`{RECORD_ID_TAG}` = '{record.record_id}'",
+            run_view_type=ViewType.ALL,
+            max_results=100,
+        )
+        found: str | None = None
+        for run in runs:
+            if run.data.tags.get(COMPLETE_TAG) == "true":
+                if found is None:
+                    found = run.info.run_id
+                    if run.info.status == "RUNNING":
+                        # Crashed between the last log call and set_terminated.
+                        client.set_terminated(
+                            found, status=record.status, end_time=record.end_ms
+                        )
+            elif run.info.lifecycle_stage != "deleted":
+                # A partial write from an earlier attempt: hide it; this replay supersedes it.
+                if run.info.status == "RUNNING":
+                    client.set_terminated(run.info.run_id, status="FAILED")
+                client.delete_run(run.info.run_id)
+        return found
+
+    def _log_everything(self, client, run_id: str, record: RunRecord) -> None:
+        from mlflow.entities import Metric, Param, RunTag
+
+        ts = record.end_ms
+        metrics: list[Metric] = []
+        for key, values in record.step_metrics.items():
+            for step, value in enumerate(values):
+                if value is None:
+                    continue
+                metrics.append(Metric(key, float(value), ts, step))
+        for key, value in record.summary_metrics.items():
+            if value is None:
+                continue
+            metrics.append(Metric(key, float(value), ts, 0))
+        params = [Param(k, _clip(v, MAX_PARAM_VALUE_LEN)) for k, v in record.params.items()]
+        tags = [
+            RunTag(k, _clip(v, MAX_TAG_VALUE_LEN))
+            for k, v in record.tags.items()
+            if k not in (RECORD_ID_TAG, COMPLETE_TAG)
+        ]
+        for chunk in _chunks(params, MAX_PARAMS_PER_BATCH):
+            client.log_batch(run_id, params=chunk, synchronous=True)
+        for chunk in _chunks(tags, MAX_TAGS_PER_BATCH):
+            client.log_batch(run_id, tags=chunk, synchronous=True)
+        for chunk in _chunks(metrics, MAX_METRICS_PER_BATCH):
+            client.log_batch(run_id, metrics=chunk, synchronous=True)
+
+        for name, content in record.artifacts.items():
+            if isinstance(content, str):
+                client.log_text(run_id, content, name)
+            elif isinstance(content, (dict, list)):
+                client.log_dict(run_id, content, name)
+            else:
+                raise TypeError(
+                    f"artifact {name!r}: expected str, dict or list, not {type(content).__name__}"
+                )
+
+    # -- reading -------------------------------------------------------------------
+
+    def search_runs(
+        self,
+        filter_string: str = "",
+        order_by: list[str] | None = None,
+        max_results: int = 100,
+        experiment: str | None = None,
+    ) -> list[dict[str, Any]]:
+        """Runs of the experiment as plain dicts (newest first unless ``order_by``).
+
+        Filter syntax is MLflow's: AND only; params and tags compare as strings
+        (``params.num_ctx = '8192'``); metrics use their latest step. An experiment that
+        does not exist yet has no runs. Blocking: call from a worker thread."""
+        try:
+            client = self._get_client()
+            exp_id = self._experiment_id(client, experiment or self.experiment, create=False)
+            if exp_id is None:
+                return []
+            out: list[dict[str, Any]] = []
+            token = None
+            while len(out) < max_results:
+                page = client.search_runs(
+                    [exp_id],
+                    filter_string=filter_string,
+                    max_results=min(max_results - len(out), 1000),
+                    order_by=order_by,
+                    page_token=token,
+                )
+                out.extend(_run_to_dict(run) for run in page)
+                token = page.token
+                if not token:
+                    break
+            return out
+        except Exception as exc:
+            raise self._error(exc, "search") from exc
+
+
+def _run_to_dict(run) -> dict[str, Any]:
+    info, data = run.info, run.data
+    return {
+        "run_id": info.run_id,
+        "run_name": info.run_name,
+        "experiment_id": info.experiment_id,
+        "status": info.status,
+        "start_time": info.start_time,
+        "end_time": info.end_time,
+        "artifact_uri": info.artifact_uri,
+        "params": dict(data.params),
+        "tags": dict(data.tags),
+        "metrics": dict(data.metrics),
+    }

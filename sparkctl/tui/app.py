@@ -1,0 +1,190 @@
+"""The Textual app: sampling workers, shared state, screens as modes.
+
+The app samples the host (thread worker: /proc and NVML block) and the engine (async
+worker) on a timer that restarts only when the previous sample finished, so slow reads
+never stack up. Workers post messages; the handlers here own the state that screens watch.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Callable
+
+from textual import work
+from textual.app import App
+from textual.reactive import reactive
+from textual.worker import Worker, WorkerState, get_current_worker
+
+from sparkctl import __version__
+from sparkctl.config import Config
+from sparkctl.core.snapshots import GIB, EngineStatus, HostSnapshot, MemInfo, Unavailable
+from sparkctl.services.status import StatusReport, build_report, engine_status
+from sparkctl.tui.messages import EngineSampled, HostSampled
+from sparkctl.tui.screens.dashboard import DashboardScreen
+from sparkctl.tui.themes import load_themes
+
+FALLBACK_THEME = "sparkctl-dark"
+
+
+class SparkApp(App):
+    TITLE = "sparkctl"
+    CSS_PATH = "app.tcss"
+    MODES = {"dashboard": DashboardScreen}
+    DEFAULT_MODE = "dashboard"
+    BINDINGS = [
+        ("d", "switch_mode('dashboard')", "Dashboard"),
+        ("q", "quit", "Quit"),
+    ]
+
+    report: reactive[StatusReport | None] = reactive(None, always_update=True)
+
+    def __init__(
+        self,
+        config: Config,
+        engine: Any,
+        probes: Any,
+        clock: Callable[[], datetime] | None = None,
+        user_theme_dir: Path | None = None,
+    ) -> None:
+        super().__init__()
+        self.config = config
+        self.engine = engine
+        self.probes = probes
+        self.clock = clock or (lambda: datetime.now(timezone.utc))
+        self.user_theme_dir = user_theme_dir
+        self.theme_problems: list[str] = []
+        self._engine_status: EngineStatus | None = None
+        self._host: HostSnapshot | None = None
+        self._engine_down_since: float | None = None
+        n = max(10, int(config.ui.history_s / config.ui.refresh_s))
+        self.history_available: deque[float] = deque(maxlen=n)
+        self.history_gpu: deque[float] = deque(maxlen=n)
+        self._stopping = False
+
+    # ---- start-up ------------------------------------------------------------------------
+
+    def on_mount(self) -> None:
+        self.sub_title = f"v{__version__} · {self.config.engine.host}"
+        themes, self.theme_problems = load_themes(self.user_theme_dir)
+        for theme in themes:
+            self.register_theme(theme)
+        wanted = self.config.ui.theme
+        if wanted not in self.available_themes:
+            self.theme_problems.append(f"theme {wanted!r} not found; using {FALLBACK_THEME}")
+            wanted = FALLBACK_THEME
+        self.theme = wanted
+        for problem in self.theme_problems:
+            self.notify(problem, severity="warning", timeout=8)
+        self.sample_host()
+        self.sample_engine()
+
+    # ---- workers -------------------------------------------------------------------------
+
+    @work(thread=True, group="probe", exclusive=True, exit_on_error=False)
+    def sample_host(self) -> None:
+        snapshot = self.probes.read()
+        if not get_current_worker().is_cancelled:
+            self.post_message(HostSampled(snapshot))
+
+    @work(group="engine", exclusive=True, exit_on_error=False)
+    async def sample_engine(self) -> None:
+        status = await engine_status(self.engine)
+        self.post_message(EngineSampled(status))
+
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        """Schedule the next sample once this one has finished, whatever its outcome."""
+        w = event.worker
+        if event.state not in (WorkerState.SUCCESS, WorkerState.ERROR, WorkerState.CANCELLED):
+            return
+        if self._stopping:
+            return
+        if event.state is WorkerState.ERROR:
+            self.log.error(f"{w.group} sample failed: {w.error!r}")
+        if w.group == "probe":
+            self.set_timer(self.config.ui.refresh_s, self.sample_host)
+        elif w.group == "engine":
+            self.set_timer(self.config.ui.refresh_s, self.sample_engine)
+
+    # ---- handlers own the state ----------------------------------------------------------
+
+    def on_host_sampled(self, message: HostSampled) -> None:
+        self._host = message.snapshot
+        snap = message.snapshot
+        if isinstance(snap.meminfo, MemInfo):
+            self.history_available.append(snap.meminfo.available / GIB)
+        utils = [g.utilization_pct for g in snap.gpu.gpus if not isinstance(g.utilization_pct, Unavailable)]
+        if utils:
+            self.history_gpu.append(float(max(utils)))
+        self._rebuild()
+
+    def on_engine_sampled(self, message: EngineSampled) -> None:
+        status = message.status
+        if status.reachable:
+            if self._engine_down_since is not None:
+                self.notify(f"engine is back: {status.kind} {status.version}", timeout=4)
+            self._engine_down_since = None
+        elif self._engine_down_since is None:
+            self._engine_down_since = time.monotonic()
+            if self._engine_status is not None and self._engine_status.reachable:
+                self.notify(f"engine unreachable: {status.error}", severity="error", timeout=6)
+        self._engine_status = status
+        self._rebuild()
+
+    def _rebuild(self) -> None:
+        if self._host is None:
+            return
+        engine = self._engine_status or EngineStatus(
+            self.config.engine.kind, self.config.engine.host, False, error="connecting…"
+        )
+        self.report = build_report(self.config, engine, self._host, self.clock())
+
+    # ---- helpers screens use -------------------------------------------------------------
+
+    def engine_down_for(self) -> float | None:
+        if self._engine_down_since is None:
+            return None
+        return time.monotonic() - self._engine_down_since
+
+    def history_span_s(self) -> float:
+        return len(self.history_available) * self.config.ui.refresh_s
+
+    def action_refresh_now(self) -> None:
+        self.sample_host()
+        self.sample_engine()
+
+    async def action_quit(self) -> None:
+        self._stopping = True
+        self.workers.cancel_all()
+        self.exit()
+
+    async def on_unmount(self) -> None:
+        self._stopping = True
+        close = getattr(self.engine, "close", None)
+        if close is not None:
+            try:
+                await close()
+            except Exception:  # closing a dead connection must not turn quit into a crash
+                pass
+
+
+def make_app(
+    config: Config,
+    engine: Any = None,
+    probes: Any = None,
+    clock: Callable[[], datetime] | None = None,
+    user_theme_dir: Path | None = None,
+) -> SparkApp:
+    """Build the app; tests pass doubles, the CLI passes nothing and gets the real parts."""
+    if engine is None or probes is None:
+        from sparkctl.services.factory import make_engine, make_probes
+
+        engine = engine or make_engine(config)
+        probes = probes or make_probes()
+    if user_theme_dir is None:
+        from sparkctl.paths import user_theme_dir as default_dir
+
+        user_theme_dir = default_dir()
+    return SparkApp(config, engine, probes, clock=clock, user_theme_dir=user_theme_dir)

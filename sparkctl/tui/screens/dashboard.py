@@ -1,0 +1,197 @@
+"""The dashboard: budget bar, resident models, engine, GPU, pressure and history."""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.containers import Horizontal, Vertical
+from textual.screen import Screen
+from textual.widgets import DataTable, Footer, Header, Label, Sparkline, Static
+
+from sparkctl.core.budget import Level, MemoryBudget
+from sparkctl.core.fmt import gib, na
+from sparkctl.core.snapshots import GIB, GpuMemory, Pressure, Unavailable
+from sparkctl.services.status import StatusReport
+from sparkctl.tui.widgets.budget_bar import BudgetBar
+
+RESIDENT_COLUMNS = ("Model", "Lane", "Size", "Processor", "Context", "Until", "Quant")
+
+
+class Panel(Static):
+    """A bordered text panel that only repaints when its text changes."""
+
+    DEFAULT_CSS = """
+    Panel { border: round $panel-lighten-2; padding: 0 1; height: auto; }
+    """
+
+    def set_text(self, text: Text | str) -> None:
+        key = text.plain if isinstance(text, Text) else text
+        if getattr(self, "_last_key", None) != key:
+            self._last_key = key
+            self.update(text)
+
+
+class DashboardScreen(Screen):
+    BINDINGS = [("r", "app.refresh_now", "Refresh now")]
+
+    def compose(self) -> ComposeResult:
+        yield Header(show_clock=False)
+        with Vertical(id="budget-box") as v:
+            v.border_title = "Memory budget"
+            yield BudgetBar(id="budget")
+        with Vertical(id="resident-box") as v:
+            v.border_title = "Resident models"
+            yield DataTable(id="resident", cursor_type="row", zebra_stripes=True)
+            yield Label("", id="attribution")
+        with Horizontal(id="panels"):
+            yield Panel("connecting…", id="engine")
+            yield Panel("reading…", id="gpu")
+            yield Panel("reading…", id="pressure")
+        with Horizontal(id="history"):
+            with Vertical(classes="spark") as v:
+                v.border_title = "Available memory"
+                yield Sparkline([], id="spark-mem")
+                yield Label("", id="spark-mem-label")
+            with Vertical(classes="spark") as v:
+                v.border_title = "GPU utilization"
+                yield Sparkline([], id="spark-gpu")
+                yield Label("", id="spark-gpu-label")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        table = self.query_one("#resident", DataTable)
+        table.add_columns(*RESIDENT_COLUMNS)
+        self.query_one("#engine", Panel).border_title = "Engine"
+        self.query_one("#gpu", Panel).border_title = "GPU"
+        self.query_one("#pressure", Panel).border_title = "Memory pressure"
+        self.watch(self.app, "report", self._show_report, init=True)
+
+    # ---- rendering a report --------------------------------------------------------------
+
+    def _show_report(self, report: StatusReport | None) -> None:
+        if report is None:
+            return
+        self.query_one(BudgetBar).show(report.budget)
+        self._show_resident(report)
+        self._show_engine(report)
+        self._show_gpu(report)
+        self._show_pressure(report)
+        self._show_history()
+
+    def _show_resident(self, r: StatusReport) -> None:
+        table = self.query_one("#resident", DataTable)
+        rows = []
+        for row in r.rows:
+            m = row.model
+            lane_colour = self.app.theme_variables.get(f"lane-{row.lane or 'other'}", "")
+            processor = Text(row.placement, style="bold red" if row.placement != "100% GPU" else "")
+            rows.append((
+                Text(m.name, style=f"bold {lane_colour}"),
+                row.lane or "-",
+                gib(m.size),
+                processor,
+                str(m.context_length) if m.context_length else "n/a",
+                row.until,
+                m.details.quantization_level or "-",
+            ))
+        key = [tuple(str(c) for c in row) for row in rows]
+        if key != getattr(self, "_rows_key", None):
+            self._rows_key = key
+            table.clear()
+            for row in rows:
+                table.add_row(*row)
+        label = self.query_one("#attribution", Label)
+        a = r.attribution
+        if not r.engine.reachable:
+            text = Text("engine unreachable: resident models unknown", style="bold red")
+        elif not r.rows:
+            text = Text("no models loaded", style="dim")
+        elif a is not None and a.mismatch:
+            text = Text(f"⚠ {a.mismatch}", style="bold yellow")
+        elif a is not None and a.nvml_bytes is not None:
+            text = Text(f"NVML attributes {gib(a.nvml_bytes)} to the engine's processes "
+                        f"(engine reports {gib(a.claimed_vram)} on GPU)")
+        else:
+            text = Text("NVML per-process memory: n/a", style="dim")
+        label.update(text)
+
+    def _show_engine(self, r: StatusReport) -> None:
+        e = r.engine
+        t = Text()
+        t.append(f"{e.kind} · {e.host}\n")
+        if e.reachable:
+            t.append("● reachable", style="bold green")
+            t.append(f"   version {e.version}\n")
+            t.append(f"{len(e.resident)} model(s) resident")
+        else:
+            t.append("● UNREACHABLE", style="bold red")
+            down = self.app.engine_down_for()
+            if down is not None:
+                t.append(f" for {down:.0f} s")
+            t.append(f"\n{e.error}\n", style="red")
+            t.append("retrying every refresh…", style="dim")
+        self.query_one("#engine", Panel).set_text(t)
+
+    def _show_gpu(self, r: StatusReport) -> None:
+        t = Text()
+        gpu = r.host.gpu
+        if gpu.unavailable is not None or not gpu.gpus:
+            reason = gpu.unavailable.reason if gpu.unavailable else "no GPU found"
+            t.append(f"n/a ({reason})\n", style="dim")
+            t.append("util n/a · temp n/a · power n/a\nSM clock n/a · throttle n/a", style="dim")
+        for g in gpu.gpus[:2]:
+            t.append(f"{na(g.name)}\n", style="bold")
+            t.append(f"util {na(g.utilization_pct, '{:.0f}', '%')} · temp {na(g.temperature_c, '{:.0f}', '°C')}"
+                     f" · power {na(g.power_w, '{:.0f}', ' W')}\n")
+            t.append(f"SM clock {na(g.sm_clock_mhz, '{:.0f}', ' MHz')} · ")
+            thr = g.throttle_reasons
+            if isinstance(thr, Unavailable):
+                t.append(f"throttle {thr}\n")
+            elif thr:
+                t.append("throttle " + ", ".join(thr) + "\n", style="bold yellow")
+            else:
+                t.append("no throttling\n")
+            if g.unified_memory:
+                t.append("memory: unified (budget from /proc/meminfo)", style="dim")
+            elif isinstance(g.memory, GpuMemory):
+                t.append(f"VRAM {gib(g.memory.used)} / {gib(g.memory.total)}")
+            else:
+                t.append(f"VRAM {na(g.memory)}")
+        self.query_one("#gpu", Panel).set_text(t)
+
+    def _show_pressure(self, r: StatusReport) -> None:
+        t = Text()
+        p = r.host.pressure
+        if isinstance(p, Pressure):
+            style = "bold red" if p.full_avg10 > 5 else "bold yellow" if p.some_avg10 > 10 else ""
+            t.append(f"some {p.some_avg10:.1f}% · full {p.full_avg10:.1f}% (10 s)\n", style=style)
+            t.append(f"some {p.some_avg60:.1f}% · full {p.full_avg60:.1f}% (60 s)\n")
+        else:
+            t.append(f"PSI {p}\n", style="dim")
+        b = r.budget
+        if isinstance(b, MemoryBudget):
+            if b.level is Level.CRITICAL:
+                t.append(f"available {gib(b.available)} is at or below the {gib(b.reserve)} reserve:\n"
+                         "unload a model before loading anything", style="bold white on red")
+            elif b.level is Level.WARN:
+                t.append(f"available {gib(b.available)} is nearing the {gib(b.reserve)} reserve",
+                         style="bold yellow")
+            else:
+                t.append(f"available {gib(b.available)}, reserve {gib(b.reserve)}", style="green")
+        self.query_one("#pressure", Panel).set_text(t)
+
+    def _show_history(self) -> None:
+        mem = list(self.app.history_available)
+        gpu = list(self.app.history_gpu)
+        self.query_one("#spark-mem", Sparkline).data = mem or [0.0]
+        self.query_one("#spark-gpu", Sparkline).data = gpu or [0.0]
+        span = self.app.history_span_s()
+        self.query_one("#spark-mem-label", Label).update(
+            f"{mem[-1]:.1f} GiB now · min {min(mem):.1f} · last {span:.0f} s" if mem else "no samples yet"
+        )
+        self.query_one("#spark-gpu-label", Label).update(
+            f"{gpu[-1]:.0f}% now · max {max(gpu):.0f}% · last {span:.0f} s" if gpu else "GPU utilization n/a"
+        )
+
+
+__all__ = ["DashboardScreen", "GIB"]
