@@ -116,7 +116,7 @@ def parse_model_name(s: str) -> ModelName:
     original = s
     s = s.strip()
     if s == "":
-        raise InvalidModelName("invalid model name '': the name is empty")
+        raise InvalidModelName(f"invalid model name {original!r}: the name is empty")
     if any(c.isspace() for c in s):
         raise InvalidModelName(f"invalid model name {original!r}: it contains whitespace")
 

@@ -15,6 +15,7 @@ inside the probe so that importing sparkctl costs nothing on a box without NVIDI
 from __future__ import annotations
 
 import math
+import platform
 import threading
 import time
 from collections.abc import Callable
@@ -32,6 +33,11 @@ from sparkctl.core.snapshots import GpuMemory, GpuProcess, GpuReport, GpuSnapsho
 _ULL_NOT_AVAILABLE = 2**64 - 1
 
 DEFAULT_RETRY_INTERVAL_S = 30.0
+
+# Every NVIDIA part whose GPU reports host memory (GB10, Jetson/Thor) sits beside an Arm
+# CPU. On x86 a GPU is discrete, so "total within 5% of MemTotal" is only a coincidence
+# there (an 80 GB A100 in an 80 GiB VM) and must not turn VRAM reporting off.
+_ARM_MACHINES = frozenset({"aarch64", "arm64", "armv8l", "armv8b"})
 
 _NO_FUNCTION = "no-function"  # _last_code when pynvml or the driver lacks the call
 _NOT_LOOKED_UP = object()
@@ -92,12 +98,15 @@ class NvmlProbe:
         host_mem_total: Callable[[], int | None] = _default_host_mem_total,
         process_name: Callable[[int], str] = _default_process_name,
         unified_tolerance: float = 0.05,
+        host_arch: str | None = None,
     ) -> None:
         self._retry_interval_s = retry_interval_s
         self._clock = clock
         self._host_mem_total = host_mem_total
         self._process_name = process_name
         self._unified_tolerance = unified_tolerance
+        arch = (host_arch if host_arch is not None else platform.machine()).lower()
+        self._compare_with_host_total = arch in _ARM_MACHINES
         self._lock = threading.Lock()
         self._nvml: Any = None  # the pynvml module once NVML is initialised
         self._init_error: Unavailable | None = None
@@ -316,7 +325,9 @@ class NvmlProbe:
             processes=processes,
         )
 
-    def _read_memory(self, nvml: Any, handle: Any, name: str | Unavailable) -> tuple[GpuMemory | Unavailable | None, bool]:
+    def _read_memory(
+        self, nvml: Any, handle: Any, name: str | Unavailable
+    ) -> tuple[GpuMemory | Unavailable | None, bool]:
         """(memory, unified). Unified memory reads as (None, True): use MemInfo instead."""
         info: Any = Unavailable("no memory query made")
         v2 = getattr(nvml, "nvmlMemory_v2", None)
@@ -331,7 +342,9 @@ class NvmlProbe:
             return info, False
 
         total = int(info.total)
-        if looks_unified(name, total, None, self._unified_tolerance) or looks_unified(
+        if looks_unified(name, total, None, self._unified_tolerance):
+            return None, True
+        if self._compare_with_host_total and looks_unified(
             name, total, self._host_total(), self._unified_tolerance
         ):
             return None, True

@@ -198,8 +198,16 @@ class MlflowStore:
             "connectionerror",
         )
         if self.is_remote and any(m in low for m in unreachable_markers):
+            if "connection refused" in low:
+                why = "connection refused"
+            elif "timed out" in low or "timeout" in low:
+                why = "timed out"
+            elif "name or service not known" in low or "name resolution" in low:
+                why = "unknown host"
+            else:
+                why = _one_line(text)
             return TrackingError(
-                f"MLflow server {self.uri} is unreachable ({action}): {_one_line(text)}",
+                f"MLflow server {self.uri} is unreachable during {action} ({why})",
                 unreachable=True,
             )
         return TrackingError(f"MLflow {action} failed: {type(exc).__name__}: {_one_line(text)}")
@@ -208,6 +216,9 @@ class MlflowStore:
 
     def write(self, record: RunRecord) -> str:
         """Write ``record`` as one MLflow run and return its run id.
+
+        The run goes to the experiment named by ``record.experiment`` (the store's own
+        experiment when that is empty), created on first use.
 
         Idempotent per ``record.record_id``: if a complete run with that id exists in the
         experiment, its id is returned and nothing is written. If logging fails after the

@@ -1,0 +1,1459 @@
+"""A FAKE Ollama server for tests: real HTTP on 127.0.0.1, scripted behaviour.
+
+This is not Ollama. It speaks Ollama's HTTP API closely enough that the real
+`ollama` Python client (and sparkctl's adapter on top of it) cannot tell the
+difference for the calls sparkctl makes, and it lets a test script the situations
+that are hard to produce with a real server: a model spilling to the CPU, an
+eviction, an out-of-memory load, a pull cut off half way, a stream that drops, a
+server that goes away and comes back on the same port.
+
+What the responses follow (read from Ollama's sources, not from memory):
+- `server/routes.go`: handler order and status codes (GenerateHandler, ChatHandler,
+  PullHandler, ShowHandler, ListHandler, PsHandler, DeleteHandler), `streamResponse`
+  (NDJSON with chunked transfer encoding; an error before the first line becomes a
+  plain JSON error with its status, an error after it becomes a last
+  `{"error": ...}` line on HTTP 200), `waitForStream` (pull with `"stream": false`),
+  `c.JSON` bodies (`application/json; charset=utf-8`), the empty-prompt load
+  (`done_reason: "load"`) and keep_alive 0 unload (`done_reason: "unload"`), answered
+  as one JSON object whatever `stream` says, the `"x" does not support thinking` 400,
+  `model 'x' not found` 404s, `handleScheduleError`.
+- `api/types.go`: field names and order, `omitempty` on the metrics (a zero metric is
+  left out), `Duration.UnmarshalJSON` for keep_alive (a number is seconds, a string
+  is a Go duration, a negative value means forever), `ProgressResponse`,
+  `ProcessModelResponse` (digest without `sha256:`, `context_length`).
+- `docs/api.md` and `reference/OLLAMA_API.md` in this project: pull status lines,
+  the registry's 412 "requires a newer version of Ollama" text, error texts.
+- Go's encoding/json: compact output, `<`, `>`, `&` escaped as `\\u003c`...,
+  map keys (model_info) sorted, RFC 3339 timestamps with nanoseconds and the
+  trailing zeros trimmed, integral floats without a decimal point.
+
+Use it from a test:
+
+    server = FakeOllama(two_models_resident()).start()
+    ... OllamaEngine(server.url) ...
+    server.state.fail("/api/ps", 500, "boom", times=1)
+    server.down(); ...; server.up()     # same port, connection refused meanwhile
+    server.stop()
+
+Every knob lives on `server.state` (a `FakeState`), which a test may mutate while the
+server runs; the handlers read it on every request.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import re
+import select
+import socket
+import threading
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone, tzinfo
+from decimal import Decimal
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Callable, Iterable
+
+GIB = 1024**3
+MAX_DURATION_NS = 2**63 - 1  # Go's math.MaxInt64: what a negative keep_alive becomes
+
+NEWER_VERSION_ERROR = (
+    "pull model manifest: 412: \n\nThe model you are attempting to pull requires a newer "
+    "version of Ollama.\n\nPlease download the latest version at:\n\n"
+    "\thttps://ollama.com/download\n\n"
+)
+MANIFEST_MISSING_ERROR = "pull model manifest: file does not exist"
+RUNNER_DIED_ERROR = "llama-server process has terminated: exit status 2"
+
+
+def oom_message(required_bytes: int, available_bytes: int) -> str:
+    """The older scheduler's memory refusal, with Go's HumanBytes2 formatting."""
+    return (
+        f"model requires more system memory ({_human_bytes2(required_bytes)}) "
+        f"than is available ({_human_bytes2(available_bytes)})"
+    )
+
+
+def _human_bytes2(n: int) -> str:
+    for unit, size in (("GiB", GIB), ("MiB", 1024**2), ("KiB", 1024)):
+        if n >= size:
+            return f"{n / size:.1f} {unit}"
+    return f"{n} B"
+
+
+def fake_digest(seed: str) -> str:
+    """A stable 64-hex digest for a made-up blob or manifest."""
+    return hashlib.sha256(seed.encode()).hexdigest()
+
+
+# --------------------------------------------------------------------------- Go-style JSON
+
+
+def _go_float(value: float) -> str:
+    if math.isnan(value) or math.isinf(value):
+        raise ValueError("Go's encoder refuses NaN and Inf")
+    magnitude = abs(value)
+    if value == 0 or 1e-6 <= magnitude < 1e21:
+        text = format(Decimal(repr(value)), "f")
+        if "." in text:
+            text = text.rstrip("0").rstrip(".")
+        return text
+    mantissa, _, exponent = repr(value).partition("e")
+    sign = "-" if exponent.startswith("-") else "+"
+    digits = exponent.lstrip("+-").lstrip("0") or "0"
+    if len(digits) < 2:
+        digits = "0" + digits
+    return f"{mantissa}e{sign}{digits}"
+
+
+def _go_string(text: str) -> str:
+    encoded = json.dumps(text, ensure_ascii=False)
+    return (
+        encoded.replace("<", "\\u003c")
+        .replace(">", "\\u003e")
+        .replace("&", "\\u0026")
+        .replace("\u2028", "\\u2028")
+        .replace("\u2029", "\\u2029")
+    )
+
+
+def go_json(value: Any, *, sort_keys: bool = False) -> str:
+    """Encode like Go's json.Marshal: compact, HTML-safe, Go number formatting.
+
+    Struct-like dicts keep their insertion order (Go writes struct fields in
+    declaration order); pass sort_keys for Go maps such as model_info.
+    """
+    if value is None:
+        return "null"
+    if value is True:
+        return "true"
+    if value is False:
+        return "false"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        return _go_float(value)
+    if isinstance(value, str):
+        return _go_string(value)
+    if isinstance(value, GoMap):
+        items = sorted(value.items())
+        return "{" + ",".join(f"{_go_string(k)}:{go_json(v, sort_keys=True)}" for k, v in items) + "}"
+    if isinstance(value, dict):
+        items = sorted(value.items()) if sort_keys else value.items()
+        return "{" + ",".join(f"{_go_string(str(k))}:{go_json(v, sort_keys=sort_keys)}" for k, v in items) + "}"
+    if isinstance(value, (list, tuple)):
+        return "[" + ",".join(go_json(v, sort_keys=sort_keys) for v in value) + "]"
+    raise TypeError(f"cannot encode {type(value).__name__}")
+
+
+class GoMap(dict):
+    """A dict that Go would hold as a map: its keys are written sorted."""
+
+
+def go_time(ns: int, tz: tzinfo = timezone.utc) -> str:
+    """time.Time's JSON form: RFC 3339 with nanoseconds, trailing zeros trimmed."""
+    seconds, frac = divmod(ns, 1_000_000_000)
+    moment = datetime.fromtimestamp(seconds, tz)
+    text = moment.strftime("%Y-%m-%dT%H:%M:%S")
+    if frac:
+        text += "." + f"{frac:09d}".rstrip("0")
+    offset = moment.utcoffset() or timedelta(0)
+    if offset == timedelta(0):
+        return text + "Z"
+    minutes = int(offset.total_seconds() // 60)
+    sign = "+" if minutes >= 0 else "-"
+    minutes = abs(minutes)
+    return f"{text}{sign}{minutes // 60:02d}:{minutes % 60:02d}"
+
+
+_DURATION_UNITS_NS = {
+    "ns": 1,
+    "us": 1_000,
+    "µs": 1_000,
+    "μs": 1_000,
+    "ms": 1_000_000,
+    "s": 1_000_000_000,
+    "m": 60_000_000_000,
+    "h": 3_600_000_000_000,
+}
+_DURATION_PART = re.compile(r"(\d+\.?\d*|\.\d+)(ns|us|µs|μs|ms|s|m|h)?")
+
+
+class BadRequest(Exception):
+    """A request the real server would refuse at JSON binding (400)."""
+
+
+def parse_go_duration(text: str) -> int:
+    """time.ParseDuration, in nanoseconds; raises BadRequest with Go's message."""
+    original = text
+    sign = 1
+    if text[:1] in "+-":
+        sign = -1 if text[0] == "-" else 1
+        text = text[1:]
+    if text == "0":
+        return 0
+    if not text:
+        raise BadRequest(f'time: invalid duration "{original}"')
+    total = 0.0
+    position = 0
+    while position < len(text):
+        match = _DURATION_PART.match(text, position)
+        if not match or match.start() != position:
+            raise BadRequest(f'time: invalid duration "{original}"')
+        number, unit = match.groups()
+        if unit is None:
+            raise BadRequest(f'time: missing unit in duration "{original}"')
+        total += float(number) * _DURATION_UNITS_NS[unit]
+        position = match.end()
+    return sign * int(total)
+
+
+def keep_alive_ns(value: Any, default_ns: int) -> int:
+    """api.Duration.UnmarshalJSON: seconds as a number, a Go duration string, <0 = forever."""
+    if value is None:
+        return default_ns
+    if isinstance(value, bool):
+        raise BadRequest("Unsupported type: 'bool'")
+    if isinstance(value, (int, float)):
+        if value < 0:
+            return MAX_DURATION_NS
+        return int(value * 1_000_000_000)
+    if isinstance(value, str):
+        ns = parse_go_duration(value)
+        return MAX_DURATION_NS if ns < 0 else ns
+    raise BadRequest(f"Unsupported type: '{type(value).__name__}'")
+
+
+# --------------------------------------------------------------------------- scenario data
+
+
+def normalize_name(name: str) -> str:
+    """Ollama's short name with the default tag: 'qwen3' -> 'qwen3:latest'."""
+    name = name.strip()
+    last = name.rsplit("/", 1)[-1]
+    return name if ":" in last else f"{name}:latest"
+
+
+RUNNER_OPTIONS = ("num_ctx", "num_batch", "num_gpu", "use_mmap", "num_thread")
+
+
+@dataclass
+class FakeModel:
+    """One model in the local store (/api/tags, /api/show) and how it behaves when loaded."""
+
+    name: str
+    size: int  # bytes on disk
+    digest: str = ""  # manifest digest, 64 hex
+    family: str = "llama"
+    parameter_size: str = "8.0B"
+    quantization_level: str = "Q4_K_M"
+    capabilities: list[str] = field(default_factory=lambda: ["completion"])
+    format: str = "gguf"
+    parent_model: str = ""
+    families: list[str] | None = None  # None -> [family]
+    architecture: str | None = None  # GGUF general.architecture; None -> family
+    block_count: int = 36
+    context_length: int = 40960  # trained context (ARCH.context_length)
+    embedding_length: int = 4096
+    head_count: int = 32
+    head_count_kv: int = 8
+    parameter_count: int = 8_000_000_000
+    file_type: int = 15  # GGUF file type id (15 = Q4_K_M)
+    extra_model_info: dict[str, Any] = field(default_factory=dict)
+    parameters: str = ""  # the Modelfile PARAMETER block /api/show returns
+    template: str = "{{ .Prompt }}"
+    license: str = ""
+    modified_at_ns: int = 0  # 0 -> when the state was built
+    # When loaded:
+    vram_fraction: float = 1.0  # < 1 places part of it on the CPU (size_vram < size)
+    resident_size: int | None = None  # None -> size + KV cache for num_ctx
+    load_s: float = 0.02  # how long a cold load takes (shows as load_duration)
+    load_error: tuple[int, str] | None = None  # e.g. (500, oom_message(...))
+    evicts: list[str] = field(default_factory=list)  # residents unloaded to make room
+    tokens_per_s: float | None = None  # overrides FakeState.tokens_per_s for this model
+
+    def __post_init__(self) -> None:
+        self.name = normalize_name(self.name)
+        if not self.digest:
+            self.digest = fake_digest("manifest:" + self.name)
+
+    @property
+    def arch(self) -> str:
+        return self.architecture or self.family
+
+    def model_info(self) -> GoMap:
+        arch = self.arch
+        info = GoMap(
+            {
+                "general.architecture": arch,
+                "general.parameter_count": self.parameter_count,
+                "general.file_type": self.file_type,
+                "general.quantization_version": 2,
+                f"{arch}.block_count": self.block_count,
+                f"{arch}.context_length": self.context_length,
+                f"{arch}.embedding_length": self.embedding_length,
+                f"{arch}.attention.head_count": self.head_count,
+                f"{arch}.attention.head_count_kv": self.head_count_kv,
+                f"{arch}.attention.layer_norm_rms_epsilon": 1e-06,
+                f"{arch}.rope.freq_base": 1000000.0,
+                "tokenizer.ggml.model": "gpt2",
+                "tokenizer.ggml.tokens": [],  # long arrays come back empty without verbose
+            }
+        )
+        info.update(self.extra_model_info)
+        return info
+
+    def details(self) -> dict[str, Any]:
+        return {
+            "parent_model": self.parent_model,
+            "format": self.format,
+            "family": self.family,
+            "families": self.families if self.families is not None else [self.family],
+            "parameter_size": self.parameter_size,
+            "quantization_level": self.quantization_level,
+        }
+
+    def kv_cache_bytes(self, num_ctx: int) -> int:
+        head_dim = self.embedding_length // max(1, self.head_count)
+        return 2 * self.block_count * self.head_count_kv * head_dim * num_ctx * 2
+
+
+@dataclass
+class FakeResident:
+    """A model in memory, as /api/ps lists it."""
+
+    name: str
+    size: int
+    size_vram: int
+    expires_at_ns: int
+    context_length: int
+    runner_options: dict[str, Any] = field(default_factory=dict)
+    busy: int = 0  # requests in flight: a busy model does not expire
+
+    def __post_init__(self) -> None:
+        self.name = normalize_name(self.name)
+
+
+@dataclass
+class PullLayer:
+    digest: str  # 64 hex, no prefix
+    total: int
+    has_total: bool = True  # False: the progress lines carry no total/completed
+
+
+@dataclass
+class RegistryModel:
+    """A model the fake registry can serve to /api/pull."""
+
+    name: str
+    layers: list[PullLayer]
+    error: str | None = None  # sent in-band after `error_after_layer` layers
+    error_after_layer: int = 0
+    model: FakeModel | None = None  # what lands in the catalogue on success
+
+    def __post_init__(self) -> None:
+        self.name = normalize_name(self.name)
+
+
+@dataclass
+class Fault:
+    """A scripted failure on one endpoint.
+
+    kind "status": answer `status` with {"error": message} before anything is sent.
+    kind "in_band": start the stream, send `after` lines, then a last {"error": message}.
+    kind "drop": start the stream, send `after` lines, then close the socket mid-body.
+    """
+
+    kind: str
+    status: int = 500
+    message: str = ""
+    after: int = 0
+    times: int | None = None  # None: every request until cleared
+
+
+@dataclass
+class RecordedRequest:
+    method: str
+    path: str
+    body: Any
+
+
+@dataclass
+class FakeState:
+    """Every scenario knob. Mutate freely from the test thread; guarded by `lock`."""
+
+    version: str = "0.12.6"
+    models: dict[str, FakeModel] = field(default_factory=dict)
+    resident: dict[str, FakeResident] = field(default_factory=dict)
+    registry: dict[str, RegistryModel] = field(default_factory=dict)
+    blobs: dict[str, int] = field(default_factory=dict)  # digest -> bytes already on disk
+    faults: dict[str, Fault] = field(default_factory=dict)  # path -> fault
+    default_keep_alive_s: float = 300.0
+    default_num_ctx: int = 4096  # 262144 on a box with >= 47 GiB of VRAM
+    unload_delay_s: float = 0.0  # how long an unloaded/expired model stays in /api/ps
+    tokens_per_s: float | None = None  # None: as fast as possible
+    prefill_tokens_per_s: float = 5000.0
+    response_tokens: list[str] = field(
+        default_factory=lambda: ["The", " sky", " is", " blue", " because", " of", " Rayleigh", " scattering", "."]
+    )
+    thinking_tokens: list[str] = field(
+        default_factory=lambda: ["Okay", ",", " the", " user", " asks", " about", " the", " sky", "."]
+    )
+    runaway: str | None = None  # "response" or "thinking": never stops until num_predict/disconnect
+    prompt_tokens: int | None = None  # None: words in the prompt + template overhead
+    prompt_overhead_tokens: int = 9
+    include_context: bool = True  # generate's final chunk carries `context`
+    pull_chunks: int = 4  # progress lines per missing layer
+    pull_line_interval_s: float = 0.002
+    local_tz: tzinfo = timezone.utc  # expires_at/modified_at are server-local times
+    lock: threading.RLock = field(default_factory=threading.RLock, repr=False)
+
+    # -- catalogue and residents ------------------------------------------------------
+    def add_model(self, model: FakeModel) -> FakeModel:
+        if not model.modified_at_ns:
+            model.modified_at_ns = time.time_ns()
+        with self.lock:
+            self.models[model.name] = model
+        return model
+
+    def find_model(self, name: str) -> FakeModel | None:
+        wanted = normalize_name(name).casefold()
+        with self.lock:
+            for key, model in self.models.items():
+                if key.casefold() == wanted:
+                    return model
+        return None
+
+    def add_resident(
+        self,
+        name: str,
+        *,
+        size: int | None = None,
+        size_vram: int | None = None,
+        expires_in_s: float | None = 300.0,
+        context_length: int | None = None,
+    ) -> FakeResident:
+        """Put a model in memory. expires_in_s=None means a negative keep_alive (forever)."""
+        model = self.find_model(name)
+        num_ctx = context_length or self.default_num_ctx
+        if size is None:
+            size = (model.size + model.kv_cache_bytes(num_ctx)) if model else 0
+        if size_vram is None:
+            size_vram = int(size * (model.vram_fraction if model else 1.0))
+        now = time.time_ns()
+        expires = now + MAX_DURATION_NS if expires_in_s is None else now + int(expires_in_s * 1e9)
+        resident = FakeResident(
+            name=model.name if model else name,
+            size=size,
+            size_vram=size_vram,
+            expires_at_ns=expires,
+            context_length=num_ctx,
+            runner_options={"num_ctx": num_ctx},
+        )
+        with self.lock:
+            self.resident[resident.name] = resident
+        return resident
+
+    def resident_names(self) -> list[str]:
+        with self.lock:
+            self.prune()
+            return list(self.resident)
+
+    def prune(self, now_ns: int | None = None) -> None:
+        """Drop residents whose keep-alive ran out (plus the unload delay)."""
+        now_ns = now_ns or time.time_ns()
+        delay = int(self.unload_delay_s * 1e9)
+        with self.lock:
+            for name, resident in list(self.resident.items()):
+                if resident.busy:
+                    continue
+                if resident.expires_at_ns <= now_ns - delay:
+                    del self.resident[name]
+
+    # -- registry -----------------------------------------------------------------------
+    def add_registry_model(
+        self,
+        name: str,
+        layer_sizes: Iterable[int],
+        *,
+        present: Iterable[int] = (),
+        partial: dict[int, int] | None = None,
+        has_totals: bool = True,
+        error: str | None = None,
+        error_after_layer: int = 0,
+        model: FakeModel | None = None,
+    ) -> RegistryModel:
+        """A pullable model. `present`: indexes of layers already on disk; `partial`:
+        index -> bytes of that layer kept from an earlier, cancelled pull."""
+        normalized = normalize_name(name)
+        layers = [
+            PullLayer(fake_digest(f"layer:{normalized}:{i}"), size, has_totals)
+            for i, size in enumerate(layer_sizes)
+        ]
+        entry = RegistryModel(normalized, layers, error, error_after_layer, model)
+        with self.lock:
+            self.registry[normalized] = entry
+            for index in present:
+                self.blobs[layers[index].digest] = layers[index].total
+            for index, kept in (partial or {}).items():
+                self.blobs[layers[index].digest] = kept
+        return entry
+
+    # -- faults --------------------------------------------------------------------------
+    def fail(self, path: str, status: int, message: str, *, times: int | None = None) -> None:
+        """Answer `path` with an HTTP error status and {"error": message}."""
+        self.faults[path] = Fault("status", status, message, 0, times)
+
+    def fail_in_stream(self, path: str, message: str, *, after: int = 0, times: int | None = None) -> None:
+        """Start the stream, send `after` lines, then an in-band {"error": message} (HTTP 200)."""
+        self.faults[path] = Fault("in_band", 200, message, after, times)
+
+    def drop_stream(self, path: str, *, after: int = 0, times: int | None = None) -> None:
+        """Start the stream, send `after` lines, then close the socket mid-body."""
+        self.faults[path] = Fault("drop", 200, "", after, times)
+
+    def clear_faults(self) -> None:
+        self.faults.clear()
+
+    def take_fault(self, path: str) -> Fault | None:
+        with self.lock:
+            fault = self.faults.get(path)
+            if fault is None:
+                return None
+            if fault.times is not None:
+                fault.times -= 1
+                if fault.times <= 0:
+                    del self.faults[path]
+            return fault
+
+
+# --------------------------------------------------------------------------- builders
+
+
+def make_model(
+    name: str,
+    *,
+    size_gib: float,
+    family: str = "llama",
+    parameter_size: str = "8.0B",
+    quantization_level: str = "Q4_K_M",
+    capabilities: Iterable[str] = ("completion",),
+    **kwargs: Any,
+) -> FakeModel:
+    return FakeModel(
+        name=name,
+        size=int(size_gib * GIB),
+        family=family,
+        parameter_size=parameter_size,
+        quantization_level=quantization_level,
+        capabilities=list(capabilities),
+        **kwargs,
+    )
+
+
+def _gpt_oss_120b() -> FakeModel:
+    return make_model(
+        "gpt-oss:120b",
+        size_gib=60.9,
+        family="gptoss",
+        parameter_size="116.8B",
+        quantization_level="MXFP4",
+        capabilities=("completion", "tools", "thinking"),
+        block_count=36,
+        context_length=131072,
+        embedding_length=2880,
+        head_count=64,
+        head_count_kv=8,
+        parameter_count=116_829_156_672,
+        file_type=4,
+        load_s=0.03,
+    )
+
+
+def _qwen3_30b() -> FakeModel:
+    return make_model(
+        "qwen3:30b-a3b",
+        size_gib=17.3,
+        family="qwen3moe",
+        parameter_size="30.5B",
+        capabilities=("completion", "tools", "thinking"),
+        block_count=48,
+        context_length=262144,
+        embedding_length=2048,
+        head_count=32,
+        head_count_kv=4,
+        parameter_count=30_532_122_624,
+    )
+
+
+def _qwen3_8b() -> FakeModel:
+    return make_model(
+        "qwen3:8b",
+        size_gib=4.87,
+        family="qwen3",
+        parameter_size="8.2B",
+        capabilities=("completion", "tools", "thinking"),
+        block_count=36,
+        context_length=40960,
+        embedding_length=4096,
+        head_count=32,
+        head_count_kv=8,
+        parameter_count=8_190_735_360,
+    )
+
+
+def _llama32_3b() -> FakeModel:
+    return make_model(
+        "llama3.2:3b",
+        size_gib=1.88,
+        family="llama",
+        parameter_size="3.2B",
+        capabilities=("completion", "tools"),
+        block_count=28,
+        context_length=131072,
+        embedding_length=3072,
+        head_count=24,
+        head_count_kv=8,
+        parameter_count=3_212_749_888,
+    )
+
+
+def default_state() -> FakeState:
+    """Two small models on disk, nothing in memory."""
+    state = FakeState()
+    state.add_model(_qwen3_8b())
+    state.add_model(_llama32_3b())
+    return state
+
+
+def two_models_resident() -> FakeState:
+    """A Spark-like box running two models.
+
+    - gpt-oss:120b, loaded with a negative keep_alive (expires_at ~292 years ahead), all
+      of it on the GPU;
+    - qwen3:30b-a3b, split: 24 GiB resident, 20 GiB of it on the GPU, expiring in 4 min.
+    expires_at is written in a +02:00 local zone, as a server outside UTC would.
+    """
+    state = FakeState(default_num_ctx=262144, local_tz=timezone(timedelta(hours=2)))
+    state.add_model(_gpt_oss_120b())
+    state.add_model(_qwen3_30b())
+    state.add_model(_llama32_3b())
+    state.add_resident("gpt-oss:120b", size=68 * GIB, size_vram=68 * GIB, expires_in_s=None, context_length=131072)
+    state.add_resident("qwen3:30b-a3b", size=24 * GIB, size_vram=20 * GIB, expires_in_s=240, context_length=262144)
+    return state
+
+
+def pull_scenario() -> FakeState:
+    """A registry to pull from.
+
+    - qwen3:8b: a 5 GB weights layer (missing), its template layer already on disk,
+      license and params layers missing;
+    - nototals:latest: a registry that sends no sizes (lines without total/completed);
+    - future:latest: the registry's 412 "requires a newer version of Ollama";
+    - broken:latest: fails in-band after its first layer.
+    Any other name: in-band "pull model manifest: file does not exist".
+    """
+    state = default_state()
+    del state.models["qwen3:8b"]
+    state.add_registry_model(
+        "qwen3:8b", [5_225_374_688, 1_723, 11_338, 487], present=[1], model=_qwen3_8b()
+    )
+    state.add_registry_model(
+        "nototals", [300_000, 120], has_totals=False, model=make_model("nototals", size_gib=0.0003)
+    )
+    state.add_registry_model("future", [1_000], error=NEWER_VERSION_ERROR)
+    state.add_registry_model(
+        "broken", [10_000, 20], error="max retries exceeded: unexpected EOF", error_after_layer=1
+    )
+    return state
+
+
+def load_scenario(
+    *,
+    spill: bool = False,
+    evict: str | None = None,
+    out_of_memory: bool = False,
+    runner_died: bool = False,
+    load_s: float = 0.02,
+) -> FakeState:
+    """Production gpt-oss:120b resident forever; contender qwen3:8b on disk.
+
+    spill: the contender loads with 30% on the CPU; evict: loading it unloads that
+    resident; out_of_memory / runner_died: loading it fails with the matching 500.
+    """
+    state = FakeState(default_num_ctx=8192)
+    state.add_model(_gpt_oss_120b())
+    contender = state.add_model(_qwen3_8b())
+    state.add_model(_llama32_3b())
+    contender.load_s = load_s
+    state.add_resident("gpt-oss:120b", size=68 * GIB, size_vram=68 * GIB, expires_in_s=None, context_length=131072)
+    if spill:
+        contender.vram_fraction = 0.7
+    if evict:
+        contender.evicts = [normalize_name(evict)]
+    if out_of_memory:
+        contender.load_error = (500, oom_message(int(70.3 * GIB), int(45.1 * GIB)))
+    if runner_died:
+        contender.load_error = (500, RUNNER_DIED_ERROR)
+    return state
+
+
+def bench_scenario(
+    *,
+    tokens_per_s: float | None = 400.0,
+    response_tokens: list[str] | None = None,
+    thinking_tokens: list[str] | None = None,
+    runaway: str | None = None,
+) -> FakeState:
+    """qwen3:8b (thinking) and llama3.2:3b (no thinking) on disk, a paced token stream."""
+    state = default_state()
+    state.tokens_per_s = tokens_per_s
+    if response_tokens is not None:
+        state.response_tokens = response_tokens
+    if thinking_tokens is not None:
+        state.thinking_tokens = thinking_tokens
+    state.runaway = runaway
+    return state
+
+
+# --------------------------------------------------------------------------- HTTP
+
+
+class _ClientGone(Exception):
+    """The client closed its end: stop producing (Ollama cancels the request context)."""
+
+
+class _Stream:
+    """Writes NDJSON lines as HTTP/1.1 chunks, as gin's c.Stream does."""
+
+    def __init__(self, handler: "_Handler") -> None:
+        self.handler = handler
+        self.started = False
+        self.lines = 0
+
+    def start(self) -> None:
+        if self.started:
+            return
+        handler = self.handler
+        handler.send_response(200)
+        handler.send_header("Content-Type", "application/x-ndjson")
+        handler.send_header("Transfer-Encoding", "chunked")
+        handler.end_headers()
+        self.started = True
+
+    def line(self, obj: Any) -> None:
+        self.start()
+        data = (go_json(obj) + "\n").encode()
+        try:
+            self.handler.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+        except OSError as exc:
+            raise _ClientGone() from exc
+        self.lines += 1
+
+    def end(self) -> None:
+        self.start()
+        try:
+            self.handler.wfile.write(b"0\r\n\r\n")
+        except OSError as exc:
+            raise _ClientGone() from exc
+
+    def drop(self) -> None:
+        """Close the socket without the terminating chunk: a torn body on the client."""
+        self.start()
+        self.handler.close_connection = True
+        try:
+            self.handler.connection.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server: "_HTTPServer"
+
+    # quiet, and no "Server:" header (Go's net/http does not send one)
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
+        return
+
+    def send_response(self, code: int, message: str | None = None) -> None:
+        self.log_request(code)
+        self.send_response_only(code, message)
+        self.send_header("Date", self.date_time_string())
+
+    def setup(self) -> None:
+        super().setup()
+        self.server.fake._track(self.connection, True)
+
+    def finish(self) -> None:
+        try:
+            super().finish()
+        finally:
+            self.server.fake._track(self.connection, False)
+
+    @property
+    def state(self) -> FakeState:
+        return self.server.fake.state
+
+    # -- plumbing ---------------------------------------------------------------------------
+    def _read_body(self) -> bytes:
+        if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
+            chunks = []
+            while True:
+                size = int(self.rfile.readline().strip() or b"0", 16)
+                if size == 0:
+                    self.rfile.readline()
+                    break
+                chunks.append(self.rfile.read(size))
+                self.rfile.readline()
+            return b"".join(chunks)
+        length = int(self.headers.get("Content-Length") or 0)
+        return self.rfile.read(length) if length else b""
+
+    def _send(self, status: int, body: bytes, content_type: str | None) -> None:
+        self.send_response(status)
+        if content_type:
+            self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        if body and self.command != "HEAD":
+            try:
+                self.wfile.write(body)
+            except OSError:
+                self.close_connection = True
+
+    def _json(self, status: int, obj: Any, content_type: str = "application/json; charset=utf-8") -> None:
+        self._send(status, go_json(obj).encode(), content_type)
+
+    def _error(self, status: int, message: str) -> None:
+        self._json(status, {"error": message})
+
+    def _client_gone(self) -> bool:
+        """Whether the client hung up (readable with nothing to read), without writing."""
+        try:
+            readable, _, _ = select.select([self.connection], [], [], 0)
+            if not readable:
+                return False
+            return self.connection.recv(1, socket.MSG_PEEK) == b""
+        except (OSError, ValueError):
+            return True
+
+    def _dispatch(self, method: str) -> None:
+        path = self.path.split("?", 1)[0]
+        routes: dict[str, dict[str, Callable[[Any], None]]] = {
+            "/": {"GET": self._root, "HEAD": self._root},
+            "/api/version": {"GET": self._version, "HEAD": self._version},
+            "/api/tags": {"GET": self._tags, "HEAD": self._tags},
+            "/api/ps": {"GET": self._ps},
+            "/api/show": {"POST": self._show},
+            "/api/pull": {"POST": self._pull},
+            "/api/generate": {"POST": self._generate},
+            "/api/chat": {"POST": self._chat},
+            "/api/delete": {"DELETE": self._delete},
+        }
+        raw = self._read_body()
+        body: Any = None
+        if raw:
+            try:
+                body = json.loads(raw)
+            except ValueError:
+                body = raw.decode(errors="replace")
+        self.server.fake.requests.append(RecordedRequest(method, path, body))
+        handlers = routes.get(path)
+        if handlers is None:
+            self._send(404, b"404 page not found", "text/plain")
+            return
+        handler = handlers.get(method)
+        if handler is None:
+            self._send(405, b"405 method not allowed", "text/plain")
+            return
+        fault = self.state.take_fault(path)
+        if fault is not None and fault.kind == "status":
+            self._error(fault.status, fault.message)
+            return
+        if method == "POST" or method == "DELETE":
+            if not raw:
+                self._error(400, "missing request body")
+                return
+            if not isinstance(body, dict):
+                self._error(400, "invalid character looking for beginning of value")
+                return
+        try:
+            handler(body if isinstance(body, dict) else {}, fault)  # type: ignore[call-arg]
+        except BadRequest as exc:
+            self._error(400, str(exc))
+        except _ClientGone:
+            self.close_connection = True
+
+    def do_GET(self) -> None:  # noqa: N802
+        self._dispatch("GET")
+
+    def do_HEAD(self) -> None:  # noqa: N802
+        self._dispatch("HEAD")
+
+    def do_POST(self) -> None:  # noqa: N802
+        self._dispatch("POST")
+
+    def do_DELETE(self) -> None:  # noqa: N802
+        self._dispatch("DELETE")
+
+    # -- endpoints ----------------------------------------------------------------------------
+    def _root(self, body: dict, fault: Fault | None) -> None:
+        self._send(200, b"Ollama is running", "text/plain; charset=utf-8")
+
+    def _version(self, body: dict, fault: Fault | None) -> None:
+        self._json(200, {"version": self.state.version})
+
+    def _tags(self, body: dict, fault: Fault | None) -> None:
+        state = self.state
+        with state.lock:
+            models = sorted(state.models.values(), key=lambda m: m.modified_at_ns // 1_000_000_000, reverse=True)
+            entries = [
+                {
+                    "name": _short(m.name),
+                    "model": _short(m.name),
+                    "modified_at": go_time(m.modified_at_ns, state.local_tz),
+                    "size": m.size,
+                    "digest": m.digest,
+                    "details": m.details(),
+                }
+                for m in models
+            ]
+        self._json(200, {"models": entries})
+
+    def _ps(self, body: dict, fault: Fault | None) -> None:
+        state = self.state
+        with state.lock:
+            state.prune()
+            residents = sorted(state.resident.values(), key=lambda r: r.expires_at_ns // 1_000_000_000, reverse=True)
+            entries = []
+            for resident in residents:
+                model = state.find_model(resident.name)
+                entries.append(
+                    {
+                        "name": _short(resident.name),
+                        "model": _short(resident.name),
+                        "size": resident.size,
+                        "digest": model.digest if model else fake_digest("manifest:" + resident.name),
+                        "details": model.details() if model else FakeModel(resident.name, 0).details(),
+                        "expires_at": go_time(resident.expires_at_ns, state.local_tz),
+                        "size_vram": resident.size_vram,
+                        "context_length": resident.context_length,
+                    }
+                )
+        self._json(200, {"models": entries})
+
+    def _show(self, body: dict, fault: Fault | None) -> None:
+        name = body.get("model") or body.get("name") or ""
+        if not name:
+            self._error(400, "model is required")
+            return
+        model = self.state.find_model(name)
+        if model is None:
+            self._error(404, f"model '{normalize_name(name)}' not found")
+            return
+        response: dict[str, Any] = {}
+        if model.license:
+            response["license"] = model.license
+        response["modelfile"] = (
+            '# Modelfile generated by "ollama show"\n'
+            "# To build a new Modelfile based on this, replace FROM with:\n"
+            f"# FROM {_short(model.name)}\n\n"
+            f"FROM /usr/share/ollama/.ollama/models/blobs/sha256-{model.digest}\n"
+            f'TEMPLATE """{model.template}"""\n'
+        )
+        if model.parameters:
+            response["parameters"] = model.parameters
+        if model.template:
+            response["template"] = model.template
+        response["details"] = model.details()
+        response["model_info"] = model.model_info()
+        response["capabilities"] = list(model.capabilities)
+        response["modified_at"] = go_time(model.modified_at_ns, self.state.local_tz)
+        self._json(200, response)
+
+    def _delete(self, body: dict, fault: Fault | None) -> None:
+        name = body.get("model") or body.get("name") or ""
+        state = self.state
+        model = state.find_model(name)
+        if model is None:
+            self._error(404, f"model '{name}' not found")
+            return
+        with state.lock:
+            state.models.pop(model.name, None)
+        self._send(200, b"", None)
+
+    # -- pull ---------------------------------------------------------------------------------------
+    def _pull(self, body: dict, fault: Fault | None) -> None:
+        name = body.get("model") or body.get("name") or ""
+        if not name:
+            self._error(400, "invalid model name")
+            return
+        streaming = body.get("stream", True) is not False
+        state = self.state
+        entry = state.registry.get(normalize_name(name))
+        emitted: list[dict[str, Any]] = []
+        stream = _Stream(self) if streaming else None
+
+        def emit(obj: dict[str, Any]) -> None:
+            if fault is not None and fault.kind in ("in_band", "drop") and len(emitted) >= fault.after:
+                raise _FaultNow(fault)
+            emitted.append(obj)
+            if stream is not None:
+                stream.line(obj)
+
+        try:
+            emit({"status": "pulling manifest"})
+            if entry is None:
+                raise _PullFailed(MANIFEST_MISSING_ERROR)
+            for index, layer in enumerate(entry.layers):
+                if entry.error is not None and index == entry.error_after_layer:
+                    raise _PullFailed(entry.error)
+                self._pull_layer(layer, emit, stream)
+            if entry.error is not None and entry.error_after_layer >= len(entry.layers):
+                raise _PullFailed(entry.error)
+            emit({"status": "verifying sha256 digest"})
+            emit({"status": "writing manifest"})
+            existing = state.find_model(entry.name)
+            model = entry.model or FakeModel(entry.name, sum(layer.total for layer in entry.layers))
+            model.modified_at_ns = time.time_ns()
+            if existing is not None and existing.digest != model.digest:
+                emit({"status": "removing unused layers"})
+            state.add_model(model)
+            emit({"status": "success"})
+        except _FaultNow as now:
+            if now.fault.kind == "drop":
+                self._drop_now(stream)
+                return
+            self._stream_error(stream, now.fault.message)
+            return
+        except _PullFailed as failed:
+            self._stream_error(stream, failed.message)
+            return
+        if stream is not None:
+            stream.end()
+        else:
+            self._json(200, emitted[-1], "application/json")
+
+    def _pull_layer(self, layer: PullLayer, emit: Callable[[dict[str, Any]], None], stream: _Stream | None) -> None:
+        state = self.state
+        status = f"pulling {layer.digest[:12]}"
+        digest = f"sha256:{layer.digest}"
+
+        def progress(done: int) -> dict[str, Any]:
+            line: dict[str, Any] = {"status": status, "digest": digest}
+            if layer.has_total:
+                if layer.total:
+                    line["total"] = layer.total
+                if done:
+                    line["completed"] = done
+            return line
+
+        with state.lock:
+            kept = min(state.blobs.get(layer.digest, 0), layer.total)
+        if kept >= layer.total:
+            emit(progress(layer.total))  # already on disk: one line, completed == total
+            return
+        remaining = layer.total - kept
+        steps = max(1, state.pull_chunks)
+        emit(progress(kept))
+        for step in range(1, steps + 1):
+            time.sleep(state.pull_line_interval_s)
+            if stream is None and self._client_gone():
+                raise _ClientGone()
+            done = kept + remaining * step // steps
+            with state.lock:
+                state.blobs[layer.digest] = done  # partial downloads are kept on disk
+            emit(progress(done))
+
+    def _drop_now(self, stream: _Stream | None) -> None:
+        """Cut the connection mid-response (a crashed server, a proxy timeout)."""
+        if stream is not None:
+            stream.drop()
+            return
+        self.close_connection = True
+        try:
+            self.connection.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+
+    def _stream_error(self, stream: _Stream | None, message: str) -> None:
+        if stream is not None and stream.started:
+            stream.line({"error": message})
+            stream.end()
+        else:
+            # nothing sent yet (or stream:false): a plain JSON error with a status
+            self._json(500, {"error": message}, "application/json")
+
+    # -- generate / chat ---------------------------------------------------------------------------
+    def _generate(self, body: dict, fault: Fault | None) -> None:
+        prompt = body.get("prompt") or ""
+        self._inference(body, fault, chat=False, empty=prompt == "", prompt_text=prompt)
+
+    def _chat(self, body: dict, fault: Fault | None) -> None:
+        messages = body.get("messages") or []
+        text = " ".join(str(m.get("content") or "") for m in messages if isinstance(m, dict))
+        self._inference(body, fault, chat=True, empty=len(messages) == 0, prompt_text=text)
+
+    def _inference(self, body: dict, fault: Fault | None, *, chat: bool, empty: bool, prompt_text: str) -> None:
+        state = self.state
+        checkpoint_start = time.monotonic_ns()
+        requested = body.get("model") or ""
+        if not requested:
+            self._error(400 if chat else 404, "model is required" if chat else "model '' not found")
+            return
+        model = state.find_model(requested)
+        if model is None:
+            self._error(404, f"model '{requested}' not found")
+            return
+        keep_ns = keep_alive_ns(body.get("keep_alive"), int(state.default_keep_alive_s * 1e9))
+        options = body.get("options") or {}
+        if not isinstance(options, dict):
+            raise BadRequest("json: cannot unmarshal into options")
+
+        # Unload (empty prompt/messages and keep_alive 0) comes before any capability check.
+        if empty and "keep_alive" in body and keep_ns == 0:
+            with state.lock:
+                resident = state.resident.get(model.name)
+                if resident is not None:
+                    resident.expires_at_ns = time.time_ns()
+            self._json(200, self._final_shape(requested, chat, done_reason="unload"))
+            return
+
+        if "completion" not in model.capabilities:
+            self._error(400, f"{_go_quote(requested)} does not support {'chat' if chat else 'generate'}")
+            return
+        think = body.get("think")
+        thinks = "thinking" in model.capabilities
+        if not thinks and _truthy_think(think):
+            self._error(400, f"{_go_quote(requested)} does not support thinking")
+            return
+        thinking_on = thinks and (think is None or _truthy_think(think))
+
+        for key in ("num_ctx", "num_predict", "num_batch", "num_gpu", "num_thread"):
+            value = options.get(key)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
+                self._error(500, f'option "{key}" must be of type integer')
+                return
+
+        error = self._schedule(model, options, keep_ns)
+        if error is not None:
+            self._error(*error)
+            return
+        checkpoint_loaded = time.monotonic_ns()
+        load_ns = checkpoint_loaded - checkpoint_start
+
+        if empty:
+            self._json(200, self._final_shape(requested, chat, done_reason="load"))
+            self._release(model, keep_ns)
+            return
+
+        with state.lock:
+            resident = state.resident.get(model.name)
+            num_ctx = resident.context_length if resident else state.default_num_ctx
+            resident_busy = resident
+            if resident_busy is not None:
+                resident_busy.busy += 1
+        try:
+            self._produce(
+                body, fault, model, chat=chat, requested=requested, prompt_text=prompt_text,
+                thinking_on=thinking_on, num_ctx=num_ctx, options=options,
+                checkpoint_start=checkpoint_start, load_ns=load_ns,
+            )
+        finally:
+            with state.lock:
+                if resident_busy is not None:
+                    resident_busy.busy -= 1
+            self._release(model, keep_ns)
+
+    def _schedule(self, model: FakeModel, options: dict, keep_ns: int) -> tuple[int, str] | None:
+        """Load the model unless it is resident with the same runner options."""
+        state = self.state
+        state.prune()
+        num_ctx = int(options.get("num_ctx") or state.default_num_ctx)
+        num_ctx = min(num_ctx, model.context_length) if model.context_length else num_ctx
+        wanted = {key: options.get(key) for key in RUNNER_OPTIONS}
+        wanted["num_ctx"] = num_ctx
+        with state.lock:
+            resident = state.resident.get(model.name)
+            if resident is not None and _same_runner(resident.runner_options, wanted):
+                return None
+        if model.load_error is not None:
+            return model.load_error
+        with state.lock:
+            for victim in model.evicts:
+                state.resident.pop(normalize_name(victim), None)
+            state.resident.pop(model.name, None)  # a reload replaces the old runner
+        time.sleep(model.load_s)
+        size = model.resident_size if model.resident_size is not None else model.size + model.kv_cache_bytes(num_ctx)
+        resident = FakeResident(
+            name=model.name,
+            size=size,
+            size_vram=int(size * model.vram_fraction),
+            expires_at_ns=_expiry(keep_ns),
+            context_length=num_ctx,
+            runner_options=wanted,
+        )
+        with state.lock:
+            state.resident[model.name] = resident
+        return None
+
+    def _release(self, model: FakeModel, keep_ns: int) -> None:
+        with self.state.lock:
+            resident = self.state.resident.get(model.name)
+            if resident is not None and not resident.busy:
+                resident.expires_at_ns = _expiry(keep_ns)
+
+    def _final_shape(self, requested: str, chat: bool, *, done_reason: str, **metrics: int) -> dict[str, Any]:
+        out: dict[str, Any] = {"model": requested, "created_at": go_time(time.time_ns())}
+        if chat:
+            out["message"] = {"role": "assistant", "content": ""}
+        else:
+            out["response"] = ""
+        out["done"] = True
+        out["done_reason"] = done_reason
+        if not chat and metrics.get("context") is not None:
+            out["context"] = metrics.pop("context")
+        metrics.pop("context", None)
+        for key in ("total_duration", "load_duration", "prompt_eval_count", "prompt_eval_duration", "eval_count", "eval_duration"):
+            value = metrics.get(key, 0)
+            if value:  # omitempty
+                out[key] = value
+        return out
+
+    def _chunk(self, requested: str, chat: bool, text: str, thinking: bool) -> dict[str, Any]:
+        out: dict[str, Any] = {"model": requested, "created_at": go_time(time.time_ns())}
+        if chat:
+            message: dict[str, Any] = {"role": "assistant", "content": "" if thinking else text}
+            if thinking:
+                message["thinking"] = text
+            out["message"] = message
+        else:
+            out["response"] = "" if thinking else text
+            if thinking:
+                out["thinking"] = text
+        out["done"] = False
+        return out
+
+    def _produce(
+        self, body: dict, fault: Fault | None, model: FakeModel, *, chat: bool, requested: str,
+        prompt_text: str, thinking_on: bool, num_ctx: int, options: dict, checkpoint_start: int, load_ns: int,
+    ) -> None:
+        state = self.state
+        streaming = body.get("stream", True) is not False
+        stream = _Stream(self) if streaming else None
+
+        prompt_tokens = state.prompt_tokens
+        if prompt_tokens is None:
+            prompt_tokens = len(prompt_text.split()) + state.prompt_overhead_tokens
+        prompt_tokens = max(1, min(prompt_tokens, num_ctx))  # truncated to the context
+        prefill_ns = int(prompt_tokens / state.prefill_tokens_per_s * 1e9)
+        time.sleep(prefill_ns / 1e9)
+
+        num_predict = options.get("num_predict")
+        limit = int(num_predict) if num_predict is not None and int(num_predict) >= 0 else None
+        rate = model.tokens_per_s if model.tokens_per_s is not None else state.tokens_per_s
+        plan = _token_plan(state, thinking_on)
+
+        produced = 0
+        thinking_text: list[str] = []
+        response_text: list[str] = []
+        eval_start_ns = time.monotonic_ns()
+        done_reason = "stop"
+        for text, is_thinking in plan:
+            if limit is not None and produced >= limit:
+                done_reason = "length"
+                break
+            if fault is not None and fault.kind in ("in_band", "drop") and produced >= fault.after:
+                if fault.kind == "drop":
+                    self._drop_now(stream)
+                elif stream is not None and stream.started:
+                    stream.line({"error": fault.message})
+                    stream.end()
+                else:
+                    self._json(500, {"error": fault.message}, "application/json")
+                return
+            if rate:
+                delay = (eval_start_ns + (produced + 1) * 1e9 / rate - time.monotonic_ns()) / 1e9
+                if delay > 0:
+                    time.sleep(delay)
+            if stream is not None:
+                stream.line(self._chunk(requested, chat, text, is_thinking))
+            elif produced % 64 == 0 and self._client_gone():
+                raise _ClientGone()
+            (thinking_text if is_thinking else response_text).append(text)
+            produced += 1
+        # With a rate set, report the paced figure exactly; otherwise what it took.
+        eval_ns = int(produced / rate * 1e9) if rate else time.monotonic_ns() - eval_start_ns
+        context = list(range(1, prompt_tokens + produced + 1)) if state.include_context and not chat else None
+        final = self._final_shape(
+            requested, chat, done_reason=done_reason,
+            total_duration=time.monotonic_ns() - checkpoint_start,
+            load_duration=load_ns,
+            prompt_eval_count=prompt_tokens,
+            prompt_eval_duration=prefill_ns,
+            eval_count=produced,
+            eval_duration=max(eval_ns, 1) if produced else 0,
+            context=context,  # type: ignore[arg-type]
+        )
+        if stream is not None:
+            stream.line(final)
+            stream.end()
+            return
+        # "stream": false: one object with the text gathered and the last chunk's metrics
+        if chat:
+            final["message"] = {"role": "assistant", "content": "".join(response_text)}
+            if thinking_text:
+                final["message"]["thinking"] = "".join(thinking_text)
+        else:
+            merged: dict[str, Any] = {"model": final["model"], "created_at": final["created_at"]}
+            merged["response"] = "".join(response_text)
+            if thinking_text:
+                merged["thinking"] = "".join(thinking_text)
+            merged.update({k: v for k, v in final.items() if k not in merged})
+            final = merged
+        self._json(200, final)
+
+
+class _FaultNow(Exception):
+    def __init__(self, fault: Fault) -> None:
+        self.fault = fault
+
+
+class _PullFailed(Exception):
+    def __init__(self, message: str) -> None:
+        self.message = message
+
+
+def _token_plan(state: FakeState, thinking_on: bool) -> Iterable[tuple[str, bool]]:
+    thinking = list(state.thinking_tokens) if thinking_on else []
+    response = list(state.response_tokens) or [" "]
+    if state.runaway == "thinking" and thinking_on:
+        while True:
+            for text in thinking:
+                yield text, True
+    for text in thinking:
+        yield text, True
+    if state.runaway:
+        while True:
+            for text in response:
+                yield text, False
+    for text in response:
+        yield text, False
+
+
+def _truthy_think(value: Any) -> bool:
+    if isinstance(value, str):
+        return value in ("low", "medium", "high") or value == "true"
+    return bool(value)
+
+
+def _same_runner(current: dict[str, Any], wanted: dict[str, Any]) -> bool:
+    for key in RUNNER_OPTIONS:
+        if key == "num_ctx":
+            if current.get(key) != wanted.get(key):
+                return False
+        elif wanted.get(key) is not None and current.get(key) != wanted.get(key):
+            return False
+    return True
+
+
+def _expiry(keep_ns: int) -> int:
+    return time.time_ns() + keep_ns
+
+
+def _short(name: str) -> str:
+    return name
+
+
+def _go_quote(text: str) -> str:
+    return json.dumps(text)
+
+
+# --------------------------------------------------------------------------- server
+
+
+class _HTTPServer(ThreadingHTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+    fake: "FakeOllama"
+
+
+class FakeOllama:
+    """The fake server. `start()` binds a free port on 127.0.0.1 (or `port`).
+
+    `down()` stops listening and cuts open connections, so clients get "connection
+    refused"; `up()` listens again on the same port. `requests` records every call.
+    """
+
+    def __init__(self, state: FakeState | None = None, *, port: int = 0) -> None:
+        self.state = state if state is not None else default_state()
+        self.port = port
+        self.requests: list[RecordedRequest] = []
+        self._httpd: _HTTPServer | None = None
+        self._thread: threading.Thread | None = None
+        self._connections: set[socket.socket] = set()
+        self._conn_lock = threading.Lock()
+
+    # -- lifecycle -------------------------------------------------------------------
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def is_up(self) -> bool:
+        return self._httpd is not None
+
+    def start(self) -> "FakeOllama":
+        if self._httpd is None:
+            self._listen()
+        return self
+
+    def up(self) -> "FakeOllama":
+        return self.start()
+
+    def down(self) -> None:
+        httpd, self._httpd = self._httpd, None
+        if httpd is None:
+            return
+        httpd.shutdown()
+        httpd.server_close()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+        with self._conn_lock:
+            open_connections = list(self._connections)
+        for connection in open_connections:
+            try:
+                connection.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+    def stop(self) -> None:
+        self.down()
+
+    def __enter__(self) -> "FakeOllama":
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def _listen(self) -> None:
+        httpd = _HTTPServer(("127.0.0.1", self.port), _Handler)
+        httpd.fake = self
+        self.port = httpd.server_address[1]
+        self._httpd = httpd
+        self._thread = threading.Thread(
+            target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, name=f"fake-ollama:{self.port}", daemon=True
+        )
+        self._thread.start()
+
+    def _track(self, connection: socket.socket, opened: bool) -> None:
+        with self._conn_lock:
+            if opened:
+                self._connections.add(connection)
+            else:
+                self._connections.discard(connection)
+
+    # -- conveniences for tests -------------------------------------------------------------
+    def calls(self, path: str) -> list[RecordedRequest]:
+        return [r for r in self.requests if r.path == path]

@@ -1,0 +1,41 @@
+"""Imports point one way: core and services never pull in textual or mlflow, and the
+CLI's --version path imports nothing heavy (its 0.3 s budget depends on it)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+HEAVY = ("textual", "mlflow", "ollama", "pynvml", "httpx", "psutil")
+
+
+def _modules_after(code: str) -> set[str]:
+    out = subprocess.run(
+        [sys.executable, "-c", code + "\nimport sys, json; print(json.dumps(sorted(sys.modules)))"],
+        capture_output=True, text=True, check=True,
+    )
+    return set(json.loads(out.stdout.strip().splitlines()[-1]))
+
+
+def _top(mods: set[str]) -> set[str]:
+    return {m.split(".")[0] for m in mods}
+
+
+def test_core_imports_no_ui_no_mlflow_no_io_libraries():
+    mods = _top(_modules_after("import sparkctl.core.budget, sparkctl.core.placement, sparkctl.core.fmt\n"
+                               "import pkgutil, importlib, sparkctl.core as c\n"
+                               "[importlib.import_module('sparkctl.core.' + m.name) for m in pkgutil.iter_modules(c.__path__)]"))
+    assert not mods & set(HEAVY), mods & set(HEAVY)
+
+
+def test_services_import_neither_textual_nor_mlflow():
+    mods = _top(_modules_after("import pkgutil, importlib, sparkctl.services as s\n"
+                               "[importlib.import_module('sparkctl.services.' + m.name) for m in pkgutil.iter_modules(s.__path__)]"))
+    assert "textual" not in mods
+    assert "mlflow" not in mods
+
+
+def test_cli_module_is_light():
+    mods = _top(_modules_after("import sparkctl.cli"))
+    assert not mods & set(HEAVY), mods & set(HEAVY)
