@@ -11,6 +11,7 @@ import os
 import sys
 
 from sparkctl import __version__
+from sparkctl.engines.base import EngineError, EngineUnreachable
 
 EXIT_OK = 0
 EXIT_BAD_INPUT = 2
@@ -40,6 +41,11 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--json", action="store_true", help="one JSON object (keys in README)")
 
     sub.add_parser("config", help="print the effective configuration and where it came from")
+
+    from sparkctl import cli_bench, cli_models
+
+    cli_models.register(sub)
+    cli_bench.register(sub)
     return p
 
 
@@ -105,11 +111,17 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         cfg = _load_config(args)
-        handler = COMMANDS.get(args.command, cmd_tui)
+        handler = getattr(args, "handler", None) or COMMANDS.get(args.command, cmd_tui)
         return handler(args, cfg)
     except CliError as exc:
         print(f"sparkctl: {exc}", file=sys.stderr)
         return exc.code
+    except EngineUnreachable as exc:
+        print(f"sparkctl: engine unreachable: {exc.message}", file=sys.stderr)
+        return EXIT_UNREACHABLE
+    except EngineError as exc:
+        print(f"sparkctl: engine error: {exc.message}", file=sys.stderr)
+        return EXIT_ENGINE_ERROR
     except KeyboardInterrupt:
         print("sparkctl: interrupted", file=sys.stderr)
         return 130

@@ -23,7 +23,9 @@ from sparkctl.config import Config
 from sparkctl.core.snapshots import GIB, EngineStatus, HostSnapshot, MemInfo, Unavailable
 from sparkctl.services.status import StatusReport, build_report, engine_status
 from sparkctl.tui.messages import EngineSampled, HostSampled
+from sparkctl.tui.screens.bench import BenchScreen
 from sparkctl.tui.screens.dashboard import DashboardScreen
+from sparkctl.tui.screens.models import ModelsScreen
 from sparkctl.tui.themes import load_themes
 
 FALLBACK_THEME = "sparkctl-dark"
@@ -32,10 +34,12 @@ FALLBACK_THEME = "sparkctl-dark"
 class SparkApp(App):
     TITLE = "sparkctl"
     CSS_PATH = "app.tcss"
-    MODES = {"dashboard": DashboardScreen}
+    MODES = {"dashboard": DashboardScreen, "models": ModelsScreen, "bench": BenchScreen}
     DEFAULT_MODE = "dashboard"
     BINDINGS = [
         ("d", "switch_mode('dashboard')", "Dashboard"),
+        ("m", "switch_mode('models')", "Models"),
+        ("b", "switch_mode('bench')", "Bench"),
         ("q", "quit", "Quit"),
     ]
 

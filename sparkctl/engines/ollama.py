@@ -1,0 +1,423 @@
+"""Ollama adapter: the Engine protocol over `ollama.AsyncClient`.
+
+Everything a caller sees is a snapshot dataclass or an event from base.py; every
+failure is one of base.py's errors. The client library raises a mix of its own
+`ResponseError`, the builtin `ConnectionError`, raw httpx exceptions (inside streams,
+and for every timeout) and pydantic errors; `_translate` maps all of them.
+
+Timeouts: the client's default is none at all, so a dead server behind a firewall
+would hang a worker forever. Quick calls (ps, tags, show, delete, version) get
+`timeout`; calls that legitimately wait on the model (load, generate, pull) get
+`load_timeout` between two bytes. Both fail fast on connect (`connect_timeout`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+from collections.abc import AsyncIterator, Mapping, Sequence
+from datetime import datetime, timezone
+from typing import Any
+
+import httpx
+import ollama
+import pydantic
+
+from sparkctl.core.snapshots import EngineStatus, LocalModel, ModelDetails, ResidentModel
+from sparkctl.engines.base import (
+    DoneEvent,
+    EngineError,
+    EngineUnreachable,
+    ModelNotFound,
+    PullEvent,
+    ShowInfo,
+    StreamEvent,
+    TokenEvent,
+)
+
+DEFAULT_HOST = "http://127.0.0.1:11434"
+DEFAULT_PORT = 11434
+
+
+def normalize_host(host: str | None = None) -> str:
+    """Resolve a host the way OLLAMA_HOST is read: scheme and port optional.
+
+    "" / None -> $OLLAMA_HOST or http://127.0.0.1:11434; "box" -> http://box:11434;
+    ":8080" -> http://127.0.0.1:8080; "http://box" -> http://box:80 (an explicit
+    scheme brings its own default port, as in Ollama's envconfig); a path is kept.
+    """
+    raw = (host if host is not None else os.environ.get("OLLAMA_HOST", "")).strip()
+    if not raw:
+        return DEFAULT_HOST
+    scheme, sep, rest = raw.partition("://")
+    if sep:
+        scheme = scheme.lower()
+        if scheme not in ("http", "https"):
+            raise ValueError(f"unsupported scheme in Ollama host {raw!r}")
+        default_port = 443 if scheme == "https" else 80
+    else:
+        scheme, rest, default_port = "http", raw, DEFAULT_PORT
+    hostport, _, path = rest.partition("/")
+    if hostport.startswith("["):  # [ipv6] or [ipv6]:port
+        end = hostport.find("]")
+        if end < 0:
+            raise ValueError(f"bad IPv6 address in Ollama host {raw!r}")
+        name, port_text = hostport[: end + 1], hostport[end + 1 :].lstrip(":")
+    else:
+        name, _, port_text = hostport.partition(":")
+    name = name or "127.0.0.1"
+    if port_text:
+        if not port_text.isdigit() or not 0 < int(port_text) < 65536:
+            raise ValueError(f"bad port in Ollama host {raw!r}")
+        port = int(port_text)
+    else:
+        port = default_port
+    path = path.strip("/")
+    return f"{scheme}://{name}:{port}" + (f"/{path}" if path else "")
+
+
+def same_model(a: str, b: str) -> bool:
+    """Whether two names denote one model ('qwen3' == 'qwen3:latest'), ignoring case."""
+    return _with_tag(a).casefold() == _with_tag(b).casefold()
+
+
+def _with_tag(name: str) -> str:
+    name = name.strip()
+    return name if ":" in name.rsplit("/", 1)[-1] else f"{name}:latest"
+
+
+class OllamaEngine:
+    """Talks to one Ollama server. Create it once, use it from async code, `close()` it."""
+
+    kind = "ollama"
+
+    def __init__(
+        self,
+        host: str | None = None,
+        timeout: float = 10.0,
+        connect_timeout: float = 3.0,
+        *,
+        load_timeout: float = 600.0,
+    ) -> None:
+        self.host = normalize_host(host)
+        self.timeout = timeout
+        self.connect_timeout = connect_timeout
+        self.load_timeout = load_timeout
+        quick = httpx.Timeout(timeout, connect=connect_timeout)
+        slow = httpx.Timeout(load_timeout, connect=connect_timeout)
+        self._quick = ollama.AsyncClient(host=self.host, timeout=quick)
+        self._slow = ollama.AsyncClient(host=self.host, timeout=slow)
+        # /api/version has no client method: a plain GET.
+        self._http = httpx.AsyncClient(base_url=self.host, timeout=quick)
+
+    def __repr__(self) -> str:
+        return f"OllamaEngine({self.host!r})"
+
+    async def __aenter__(self) -> "OllamaEngine":
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        for closer in (self._quick.close, self._slow.close, self._http.aclose):
+            try:
+                await closer()
+            except Exception:  # closing must not mask what the caller is handling
+                pass
+
+    # ------------------------------------------------------------------ simple calls
+    async def version(self) -> str:
+        try:
+            response = await self._http.get("/api/version")
+            if response.status_code >= 400:
+                raise ollama.ResponseError(response.text, response.status_code)
+            return str(response.json()["version"])
+        except Exception as exc:
+            raise self._translate(exc, "version") from exc
+
+    async def ps(self) -> list[ResidentModel]:
+        try:
+            response = await self._quick.ps()
+        except Exception as exc:
+            raise self._translate(exc, "ps") from exc
+        return [_resident(m) for m in response.models]
+
+    async def tags(self) -> list[LocalModel]:
+        try:
+            response = await self._quick.list()
+        except Exception as exc:
+            raise self._translate(exc, "tags") from exc
+        return [_local(m) for m in response.models]
+
+    async def show(self, model: str) -> ShowInfo:
+        try:
+            response = await self._quick.show(model)
+        except Exception as exc:
+            raise self._translate(exc, "show", model) from exc
+        return ShowInfo(
+            name=model,
+            details=response.details.model_dump(exclude_none=True) if response.details else {},
+            model_info=dict(response.modelinfo or {}),
+            capabilities=tuple(response.capabilities or ()),
+            parameters=response.parameters or "",
+            modified_at=response.modified_at.isoformat() if response.modified_at else None,
+        )
+
+    async def delete(self, model: str) -> None:
+        try:
+            await self._quick.delete(model)
+        except Exception as exc:
+            raise self._translate(exc, "delete", model) from exc
+
+    async def status(self) -> EngineStatus:
+        """Version and resident models in one answer that never raises."""
+        try:
+            version = await self.version()
+            resident = await self.ps()
+        except EngineError as exc:
+            return EngineStatus(
+                kind=self.kind, host=self.host, reachable=not isinstance(exc, EngineUnreachable), error=exc.message
+            )
+        return EngineStatus(kind=self.kind, host=self.host, reachable=True, version=version, resident=tuple(resident))
+
+    # ------------------------------------------------------------------ load / unload
+    async def load(
+        self,
+        model: str,
+        keep_alive: float | str | None = None,
+        options: Mapping[str, Any] | None = None,
+    ) -> DoneEvent:
+        """Load a model without generating (empty prompt); keep_alive < 0 keeps it forever."""
+        try:
+            response = await self._slow.generate(
+                model=model, prompt="", keep_alive=keep_alive, options=dict(options) if options else None
+            )
+        except Exception as exc:
+            raise self._translate(exc, "load", model) from exc
+        return _done(response)
+
+    async def unload(self, model: str, wait_s: float = 15.0, poll_s: float = 0.1) -> None:
+        """Ask the server to unload (keep_alive 0), then wait until /api/ps no longer lists it.
+
+        The server answers at once and frees the memory afterwards; callers that plan
+        memory need the second half. Raises EngineError if it is still there after wait_s.
+        """
+        try:
+            await self._quick.generate(model=model, prompt="", keep_alive=0)
+        except Exception as exc:
+            raise self._translate(exc, "unload", model) from exc
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + wait_s
+        while True:
+            resident = await self.ps()
+            if not any(same_model(r.name, model) for r in resident):
+                return
+            if loop.time() >= deadline:
+                raise EngineError(f"{model} is still loaded on {self.host} {wait_s:g}s after the unload request")
+            await asyncio.sleep(poll_s)
+
+    # ------------------------------------------------------------------ streams
+    async def pull(self, model: str) -> AsyncIterator[PullEvent]:
+        """Progress lines of a download. Cancel by closing the iterator (`aclose()`):
+        the connection is closed and the server keeps what it has for the next pull."""
+        stream: Any = None
+        last_status = ""
+        try:
+            stream = await self._slow.pull(model, stream=True)
+            async for part in stream:
+                last_status = part.status or ""
+                yield PullEvent(
+                    status=part.status or "",
+                    digest=part.digest,
+                    total=part.total,
+                    completed=part.completed,
+                )
+        except (GeneratorExit, asyncio.CancelledError):
+            raise
+        except Exception as exc:
+            raise self._translate(exc, "pull", model) from exc
+        finally:
+            if stream is not None:
+                await _close_quietly(stream)
+        if last_status != "success":
+            raise EngineUnreachable(f"Ollama at {self.host} ended the pull of {model} before it succeeded")
+
+    async def generate(
+        self,
+        model: str,
+        prompt: str,
+        *,
+        options: Mapping[str, Any] | None = None,
+        keep_alive: float | str | None = None,
+        think: bool | str | None = None,
+        system: str | None = None,
+        raw: bool | None = None,
+    ) -> AsyncIterator[StreamEvent]:
+        """Stream a completion: TokenEvents (thinking=True for reasoning text), then one DoneEvent."""
+        stream: Any = None
+        finished = False
+        try:
+            stream = await self._slow.generate(
+                model=model,
+                prompt=prompt,
+                system=system,
+                raw=raw,
+                options=dict(options) if options else None,
+                keep_alive=keep_alive,
+                think=think,
+                stream=True,
+            )
+            async for part in stream:
+                if part.thinking:
+                    yield TokenEvent(part.thinking, thinking=True)
+                if part.response:
+                    yield TokenEvent(part.response)
+                if part.done:
+                    finished = True
+                    yield _done(part)
+        except (GeneratorExit, asyncio.CancelledError):
+            raise
+        except Exception as exc:
+            raise self._translate(exc, "generate", model) from exc
+        finally:
+            if stream is not None:
+                await _close_quietly(stream)
+        if not finished:
+            raise EngineUnreachable(f"Ollama at {self.host} ended the {model} stream without its final chunk")
+
+    async def chat(
+        self,
+        model: str,
+        messages: Sequence[Mapping[str, Any]],
+        *,
+        options: Mapping[str, Any] | None = None,
+        keep_alive: float | str | None = None,
+        think: bool | str | None = None,
+    ) -> AsyncIterator[StreamEvent]:
+        """Like generate, over /api/chat (the model's chat template applies)."""
+        stream: Any = None
+        finished = False
+        try:
+            stream = await self._slow.chat(
+                model=model,
+                messages=[dict(m) for m in messages],
+                options=dict(options) if options else None,
+                keep_alive=keep_alive,
+                think=think,
+                stream=True,
+            )
+            async for part in stream:
+                message = part.message
+                if message is not None and message.thinking:
+                    yield TokenEvent(message.thinking, thinking=True)
+                if message is not None and message.content:
+                    yield TokenEvent(message.content)
+                if part.done:
+                    finished = True
+                    yield _done(part)
+        except (GeneratorExit, asyncio.CancelledError):
+            raise
+        except Exception as exc:
+            raise self._translate(exc, "chat", model) from exc
+        finally:
+            if stream is not None:
+                await _close_quietly(stream)
+        if not finished:
+            raise EngineUnreachable(f"Ollama at {self.host} ended the {model} stream without its final chunk")
+
+    # ------------------------------------------------------------------ errors
+    def _translate(self, exc: BaseException, action: str, model: str | None = None) -> EngineError:
+        """Turn anything the client stack raises into a base.py error with a short message."""
+        if isinstance(exc, EngineError):
+            return exc
+        if isinstance(exc, ollama.ResponseError):
+            message = _clean(str(exc.error))
+            status = exc.status_code
+            if status == 404 or (status == -1 and "file does not exist" in message):
+                return ModelNotFound(message, status)
+            return EngineError(message, status)
+        if isinstance(exc, httpx.ConnectTimeout):
+            return EngineUnreachable(f"Ollama at {self.host} did not accept a connection within {self.connect_timeout:g}s")
+        if isinstance(exc, httpx.TimeoutException):
+            limit = self.load_timeout if action in ("load", "pull", "generate", "chat") else self.timeout
+            return EngineUnreachable(f"Ollama at {self.host} did not answer {action} within {limit:g}s")
+        if isinstance(exc, (ConnectionError, httpx.ConnectError)):
+            return EngineUnreachable(f"cannot connect to Ollama at {self.host} (is it running?)")
+        if isinstance(exc, (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError)):
+            return EngineUnreachable(f"connection to Ollama at {self.host} dropped during {action}")
+        if isinstance(exc, httpx.TransportError):
+            return EngineUnreachable(f"cannot talk to Ollama at {self.host}: {type(exc).__name__}")
+        if isinstance(exc, (json.JSONDecodeError, pydantic.ValidationError, KeyError, TypeError, ValueError)):
+            return EngineError(f"unexpected {action} response from {self.host}: {type(exc).__name__}")
+        return EngineError(f"{action} failed on {self.host}: {exc}")
+
+
+# ---------------------------------------------------------------------- conversions
+
+
+async def _close_quietly(stream: Any) -> None:
+    try:
+        await stream.aclose()
+    except Exception:
+        pass
+
+
+def _clean(message: str) -> str:
+    """Collapse the registry's multi-line texts into one readable line."""
+    return " ".join(message.split())
+
+
+def _details(details: Any) -> ModelDetails:
+    if details is None:
+        return ModelDetails()
+    return ModelDetails(
+        family=details.family or "",
+        parameter_size=details.parameter_size or "",
+        quantization_level=details.quantization_level or "",
+        format=details.format or "",
+        parent_model=details.parent_model or "",
+        families=tuple(details.families or ()),
+    )
+
+
+def _aware(moment: datetime | None) -> datetime | None:
+    if moment is None:
+        return None
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=timezone.utc)
+
+
+def _resident(model: Any) -> ResidentModel:
+    return ResidentModel(
+        name=model.name or model.model or "",
+        size=int(model.size or 0),
+        size_vram=int(model.size_vram or 0),
+        digest=model.digest or "",
+        expires_at=_aware(model.expires_at),
+        context_length=model.context_length,
+        details=_details(model.details),
+    )
+
+
+def _local(model: Any) -> LocalModel:
+    return LocalModel(
+        name=model.model or "",
+        size=int(model.size or 0),
+        digest=model.digest or "",
+        modified_at=_aware(model.modified_at),
+        details=_details(model.details),
+    )
+
+
+def _done(part: Any) -> DoneEvent:
+    return DoneEvent(
+        done_reason=part.done_reason,
+        total_duration_ns=part.total_duration or 0,
+        load_duration_ns=part.load_duration or 0,
+        prompt_eval_count=part.prompt_eval_count or 0,
+        prompt_eval_duration_ns=part.prompt_eval_duration or 0,
+        eval_count=part.eval_count or 0,
+        eval_duration_ns=part.eval_duration or 0,
+        raw=part.model_dump(exclude_none=True, exclude={"context", "message", "response", "thinking"}),
+    )
