@@ -1,7 +1,186 @@
-"""CLI commands for benches: bench, sync."""
+"""CLI commands for benches: `bench MODEL...` and `sync` (replay the spool into MLflow)."""
 
 from __future__ import annotations
 
+import sys
+
 
 def register(sub) -> None:
-    """Add the bench subcommands to the CLI; each parser sets `handler=fn(args, cfg) -> int`."""
+    b = sub.add_parser("bench", help="benchmark models with a fixed prompt; every run lands in MLflow")
+    b.add_argument("models", nargs="+", metavar="MODEL")
+    b.add_argument("--reps", type=int, help="measured repetitions per model (default [bench] reps)")
+    b.add_argument("--warmup", type=int, help="warm-up requests per model, not measured")
+    b.add_argument("--timeout", type=float, metavar="SECONDS", help="per-request ceiling; past it the repetition is DNF")
+    b.add_argument("--ctx", type=int, metavar="N", help="num_ctx, fixed for the whole bench")
+    b.add_argument("--num-predict", type=int, metavar="N", help="maximum tokens per request")
+    b.add_argument("--prompt", help="override the configured prompt (its sha256 is logged)")
+    b.add_argument("--solo", action="store_true", help="unload every other model first; restore lane models after")
+    b.add_argument("--allow-cpu", action="store_true", help="run a model that is not 100%% GPU, marked invalid")
+    b.add_argument("--no-think", action="store_true", help="ask thinking models not to think")
+    b.add_argument("--json", action="store_true", help="print the per-model results as JSON")
+    b.set_defaults(handler=cmd_bench)
+
+    s = sub.add_parser("sync", help="write runs kept in the local spool to MLflow")
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(handler=cmd_sync)
+
+
+def _validate(args) -> None:
+    from sparkctl.cli import EXIT_BAD_INPUT, CliError
+    from sparkctl.core.names import InvalidModelName, validate_model_name
+
+    for m in args.models:
+        try:
+            validate_model_name(m)
+        except InvalidModelName as exc:
+            raise CliError(str(exc), EXIT_BAD_INPUT) from None
+    for flag, value, low in (("--reps", args.reps, 1), ("--warmup", args.warmup, 0),
+                             ("--ctx", args.ctx, 256), ("--num-predict", args.num_predict, 1)):
+        if value is not None and value < low:
+            raise CliError(f"{flag} must be >= {low}, got {value}", EXIT_BAD_INPUT)
+    if args.timeout is not None and args.timeout <= 0:
+        raise CliError(f"--timeout must be > 0, got {args.timeout:g}", EXIT_BAD_INPUT)
+    if args.prompt is not None and not args.prompt.strip():
+        raise CliError("--prompt must not be empty", EXIT_BAD_INPUT)
+
+
+class _Progress:
+    """One status line on a terminal; nothing when piped (the summary is printed either way)."""
+
+    def __init__(self, enabled: bool) -> None:
+        self.enabled = enabled
+
+    def __call__(self, ev) -> None:
+        from sparkctl.services.bench import Live, Phase, RepDone, RepStarted
+
+        if not self.enabled:
+            return
+        if isinstance(ev, Phase):
+            self._line(ev.text)
+        elif isinstance(ev, RepStarted):
+            what = f"warm-up {-ev.index}/{ev.total}" if ev.warmup else f"rep {ev.index + 1}/{ev.total}"
+            self._line(f"{ev.model}: {what}")
+            self.current = f"{ev.model} {what}"
+        elif isinstance(ev, Live):
+            tps = f"{ev.decode_tps:6.1f} tok/s" if ev.decode_tps else "      -     "
+            ttft = f"TTFT {ev.ttft_s:5.2f} s" if ev.ttft_s is not None else "TTFT   -   "
+            self._line(f"{getattr(self, 'current', ev.model)}: {ev.tokens:6d} tokens  {tps}  {ttft}  {ev.elapsed_s:6.1f} s")
+        elif isinstance(ev, RepDone):
+            r = ev.result
+            if r.dnf:
+                self._line(f"{r.model}: DNF after {r.wall_s:.0f} s ({r.client_tokens} tokens)", end="\n")
+
+    def _line(self, text: str, end: str = "") -> None:
+        sys.stderr.write("\r\033[K" + text[:160] + end)
+        sys.stderr.flush()
+
+    def done(self) -> None:
+        if self.enabled:
+            sys.stderr.write("\r\033[K")
+            sys.stderr.flush()
+
+
+def _fmt(x, spec=".1f") -> str:
+    return "-" if x is None else format(x, spec)
+
+
+def render_runs(runs) -> str:
+    lines = [f"{'MODEL':<28} {'DECODE tok/s':>12} {'min':>7} {'max':>7} {'CV%':>5} {'CLIENT':>7} "
+             f"{'PREFILL':>8} {'TTFT s':>7} {'LOAD s':>7} {'DNF':>4}  VERDICT"]
+    for run in runs:
+        s = run.summary
+        verdict = "stable" if run.stable else "UNSTABLE (CV >= 5%)" if "decode_tps_cv_pct" in s else "-"
+        if run.invalid:
+            verdict = "INVALID"
+        lines.append(
+            f"{run.model:<28} {_fmt(s.get('decode_tps_median')):>12} {_fmt(s.get('decode_tps_min')):>7} "
+            f"{_fmt(s.get('decode_tps_max')):>7} {_fmt(s.get('decode_tps_cv_pct')):>5} "
+            f"{_fmt(s.get('client_decode_tps_median')):>7} {_fmt(s.get('prefill_tps_median'), '.0f'):>8} "
+            f"{_fmt(s.get('ttft_s_median'), '.2f'):>7} {_fmt(s.get('load_s_median'), '.2f'):>7} "
+            f"{int(s.get('dnf_count', 0)):>4}  {verdict}"
+        )
+    for run in runs:
+        extra = []
+        if "roofline_pct" in run.summary:
+            extra.append(f"roofline {run.summary['roofline_pct']:.0f}% of {run.summary['roofline_ceiling_tps']:.0f} tok/s")
+        if "joules_per_token" in run.summary:
+            extra.append(f"{run.summary['joules_per_token']:.2f} J/token")
+        extra.append(f"placement {run.placement_before} -> {run.placement_after}")
+        lines.append(f"  {run.model}: " + ", ".join(extra))
+        for msg in run.invalid + run.flags:
+            lines.append(f"  ! {run.model}: {msg}")
+        if run.sync_message:
+            lines.append(f"  {run.model}: {run.sync_message}")
+    return "\n".join(lines)
+
+
+def run_to_dict(run) -> dict:
+    return {
+        "model": run.model, "status": run.status, "stable": run.stable, "valid": not run.invalid,
+        "invalid_reasons": run.invalid, "flags": run.flags, "placement_before": run.placement_before,
+        "placement_after": run.placement_after, "summary": run.summary, "mlflow_run_id": run.run_id,
+        "tracking": run.sync_message,
+        "reps": [
+            {k: getattr(r, k) for k in ("index", "ttft_s", "engine_decode_tps", "client_decode_tps",
+                                         "prefill_tps", "load_s", "eval_count", "prompt_eval_count",
+                                         "thinking_tokens", "done_reason", "dnf", "reload", "error")}
+            for r in run.reps
+        ],
+    }
+
+
+def cmd_bench(args, cfg) -> int:
+    import asyncio
+    import json
+
+    from sparkctl.cli import EXIT_OK, EXIT_REFUSED, CliError
+    from sparkctl.services.bench import BenchRefused, BenchRunner, BenchSettings
+    from sparkctl.services.factory import make_engine, make_probes, make_recorder
+
+    _validate(args)
+    settings = BenchSettings.from_config(
+        cfg.bench, reps=args.reps, warmup=args.warmup, timeout_s=args.timeout, num_ctx=args.ctx,
+        num_predict=args.num_predict, prompt=args.prompt, mode="solo" if args.solo else None,
+        allow_cpu=args.allow_cpu or None, think=False if args.no_think else None,
+    )
+    progress = _Progress(sys.stderr.isatty() and not args.json)
+
+    async def go():
+        engine = make_engine(cfg)
+        try:
+            runner = BenchRunner(cfg, engine, make_probes(), settings, sink=progress, recorder=make_recorder(cfg))
+            return await runner.run(args.models)
+        finally:
+            await engine.close()
+
+    try:
+        runs = asyncio.run(go())
+    except BenchRefused as exc:
+        raise CliError(f"refused: {exc}", EXIT_REFUSED) from None
+    finally:
+        progress.done()
+    if args.json:
+        print(json.dumps([run_to_dict(r) for r in runs], indent=2, default=str))
+    else:
+        print(render_runs(runs))
+    return EXIT_OK
+
+
+def cmd_sync(args, cfg) -> int:
+    import json
+
+    from sparkctl.cli import EXIT_OK, EXIT_UNREACHABLE
+    from sparkctl.services.factory import make_spool_and_store
+    from sparkctl.tracking.sync import sync_pending
+
+    spool, store = make_spool_and_store(cfg)
+    pending = len(spool.pending())
+    synced, failed = sync_pending(spool, store)
+    if args.json:
+        print(json.dumps({"pending": pending, "synced": synced,
+                          "failed": [{"record_id": r, "error": e} for r, e in failed]}))
+    else:
+        print(f"{synced} of {pending} spooled run(s) written to MLflow ({store.uri})")
+        for rid, err in failed:
+            print(f"  not written: {rid}: {err}")
+    return EXIT_OK if not failed else EXIT_UNREACHABLE

@@ -52,8 +52,10 @@ class SparkApp(App):
         probes: Any,
         clock: Callable[[], datetime] | None = None,
         user_theme_dir: Path | None = None,
+        recorder: Callable[[Any], Any] | None = None,
     ) -> None:
         super().__init__()
+        self.recorder = recorder
         self.config = config
         self.engine = engine
         self.probes = probes
@@ -180,6 +182,7 @@ def make_app(
     probes: Any = None,
     clock: Callable[[], datetime] | None = None,
     user_theme_dir: Path | None = None,
+    recorder: Callable[[Any], Any] | None = None,
 ) -> SparkApp:
     """Build the app; tests pass doubles, the CLI passes nothing and gets the real parts."""
     if engine is None or probes is None:
@@ -191,4 +194,8 @@ def make_app(
         from sparkctl.paths import user_theme_dir as default_dir
 
         user_theme_dir = default_dir()
-    return SparkApp(config, engine, probes, clock=clock, user_theme_dir=user_theme_dir)
+    if recorder is None:
+        from sparkctl.services.factory import make_recorder
+
+        recorder = make_recorder(config)  # mlflow itself is imported on the first write only
+    return SparkApp(config, engine, probes, clock=clock, user_theme_dir=user_theme_dir, recorder=recorder)
