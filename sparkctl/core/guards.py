@@ -105,3 +105,18 @@ def energy(
     j_per_token = joules / output_tokens if output_tokens > 0 else None
     tokens_per_joule = output_tokens / joules if joules > 0 else None
     return Energy(joules, j_per_token, tokens_per_joule)
+
+
+# English prose tokenizes at roughly 3-5 characters per token; fewer than one token per
+# 8 characters means part of the prompt never reached the model.
+MAX_CHARS_PER_TOKEN = 8
+
+
+def prompt_looks_truncated(prompt_eval_count: int | None, prompt_chars: int, num_ctx: int) -> bool:
+    """Truncation as a bench can see it without the engine's tokenizer: the count is far
+    below any tokenizer's count for a prompt this long, or the prompt filled the window."""
+    if not prompt_eval_count:
+        return False
+    if prompt_truncated(prompt_eval_count, prompt_chars // MAX_CHARS_PER_TOKEN):
+        return True
+    return prompt_eval_count >= num_ctx

@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import ssl
 from collections.abc import AsyncIterator, Mapping, Sequence
 from datetime import datetime, timezone
 from typing import Any
@@ -106,10 +107,11 @@ class OllamaEngine:
         self.load_timeout = load_timeout
         quick = httpx.Timeout(timeout, connect=connect_timeout)
         slow = httpx.Timeout(load_timeout, connect=connect_timeout)
-        self._quick = ollama.AsyncClient(host=self.host, timeout=quick)
-        self._slow = ollama.AsyncClient(host=self.host, timeout=slow)
+        tls = _tls_context(self.host)
+        self._quick = ollama.AsyncClient(host=self.host, timeout=quick, verify=tls)
+        self._slow = ollama.AsyncClient(host=self.host, timeout=slow, verify=tls)
         # /api/version has no client method: a plain GET.
-        self._http = httpx.AsyncClient(base_url=self.host, timeout=quick)
+        self._http = httpx.AsyncClient(base_url=self.host, timeout=quick, verify=tls)
 
     def __repr__(self) -> str:
         return f"OllamaEngine({self.host!r})"
@@ -352,6 +354,23 @@ class OllamaEngine:
         if isinstance(exc, (json.JSONDecodeError, pydantic.ValidationError, KeyError, TypeError, ValueError)):
             return EngineError(f"unexpected {action} response from {self.host}: {type(exc).__name__}")
         return EngineError(f"{action} failed on {self.host}: {exc}")
+
+
+_TLS_CONTEXT: ssl.SSLContext | None = None
+
+
+def _tls_context(host: str) -> ssl.SSLContext | bool:
+    """One verified TLS context per process for https hosts; none needed for http.
+
+    Each httpx client otherwise builds its own from the CA bundle (~0.1 s apiece),
+    which would cost the TUI its first-frame budget.
+    """
+    global _TLS_CONTEXT
+    if not host.startswith("https://"):
+        return False  # plain HTTP: no TLS is ever negotiated
+    if _TLS_CONTEXT is None:
+        _TLS_CONTEXT = httpx.create_ssl_context()
+    return _TLS_CONTEXT
 
 
 # ---------------------------------------------------------------------- conversions

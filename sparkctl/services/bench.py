@@ -225,6 +225,9 @@ class BenchRunner:
         self.recorder = recorder  # blocking: RunRecord -> SyncResult; run via to_thread
         self.engine_version = "unknown"
         self.host_facts: dict[str, str] = {}
+        self._shows: dict[str, ShowInfo] = {}
+        self._digests: dict[str, str] = {}
+        self._sizes: dict[str, int] = {}
 
     # ---- preflight -------------------------------------------------------------------------
 
@@ -234,6 +237,15 @@ class BenchRunner:
         shows = {}
         for m in models:
             shows[m] = await self.engine.show(m)
+        self._shows = shows
+        try:
+            for lm in await self.engine.tags():
+                for m in models:
+                    if _norm(lm.name) == _norm(m):
+                        self._sizes[m] = lm.size
+                        self._digests.setdefault(m, lm.digest)
+        except EngineError:
+            pass  # sizes only refine the roofline; the bench does not need them
         host = await asyncio.to_thread(self.probes.read)
         self.host_facts = _host_tags(host)
         if isinstance(host.meminfo, MemInfo):
@@ -249,12 +261,19 @@ class BenchRunner:
             self._budget = budget
         return shows
 
+    def _think(self, model: str) -> bool | None:
+        """Only name `think` for models that can: Ollama answers 400 to think on others."""
+        show = self._shows.get(model)
+        if show is None or "thinking" not in show.capabilities:
+            return None
+        return self.s.think
+
     # ---- one repetition ---------------------------------------------------------------------
 
     async def run_rep(self, model: str, index: int, warmup: bool) -> RepResult:
         r = RepResult(model, index, warmup)
         stream = self.engine.generate(model, self.s.prompt, options=self.s.options,
-                                      keep_alive=self.s.keep_alive, think=self.s.think or None)
+                                      keep_alive=self.s.keep_alive, think=self._think(model))
         t_send = time.perf_counter()
         t_first = t_last = None
         answer: list[str] = []
@@ -426,6 +445,8 @@ class BenchRunner:
         resident = {_norm(r.name): r for r in await self.engine.ps()}
         rm: ResidentModel | None = resident.get(_norm(model))
         label = placement(rm.size, rm.size_vram).label if rm else "not resident"
+        if rm is not None and rm.digest:
+            self._digests[model] = rm.digest
         if before:
             run.placement_before = label
         else:
@@ -442,9 +463,12 @@ class BenchRunner:
             run.status = "FAILED"
         if any(r.reload for r in reps):
             run.flags.append("reload detected after warm-up")
-        expected = guards_prompt_tokens(run)
-        if expected and any(guards.prompt_truncated(r.prompt_eval_count, expected) for r in reps):
-            run.flags.append(f"prompt truncated: prompt_eval_count below the {expected} tokens of the warm-up")
+        cut = [r for r in run.warmups + reps
+               if guards.prompt_looks_truncated(r.prompt_eval_count, len(self.s.prompt), self.s.num_ctx)]
+        if cut:
+            run.flags.append(
+                f"prompt truncated: the engine evaluated {cut[0].prompt_eval_count} prompt tokens for a "
+                f"{len(self.s.prompt)}-character prompt at num_ctx {self.s.num_ctx}")
         if any(r.dnf for r in reps):
             run.flags.append(f"{sum(r.dnf for r in reps)} repetition(s) did not finish within {self.s.timeout_s:g} s")
         if any(r.error for r in reps):
@@ -498,7 +522,7 @@ class BenchRunner:
         quant = run.show.details.get("quantization_level", "")
         bits = bits_per_weight_from_quant(quant)
         if bits is None and total_params:
-            size = getattr(self, "_sizes", {}).get(run.model)
+            size = self._sizes.get(run.model)
             bits = bits_per_weight_from_size(size, total_params) if size else None
         if not params or not bits:
             return None
@@ -523,7 +547,7 @@ class BenchRunner:
             "engine.kind": self.engine.kind, "engine.version": self.engine_version,
             "engine.host": self.engine.host,
             "model.name": run.model,
-            "model.digest": getattr(self, "_digests", {}).get(run.model, ""),
+            "model.digest": self._digests.get(run.model, ""),
             "model.quantization": details.get("quantization_level", ""),
             "model.parameter_size": details.get("parameter_size", ""),
             "model.family": details.get("family", ""),
@@ -564,14 +588,6 @@ class BenchRunner:
             status=run.status, start_ms=start_ms, end_ms=end_ms, params=params, tags=tags,
             step_metrics=step_metrics, summary_metrics=run.summary, artifacts=artifacts,
         )
-
-
-def guards_prompt_tokens(run: ModelRun) -> int | None:
-    """Prompt length as the engine counted it in the warm-up (or the first repetition)."""
-    for r in run.warmups + run.reps:
-        if r.prompt_eval_count:
-            return r.prompt_eval_count
-    return None
 
 
 def _f(x: Any) -> float | None:

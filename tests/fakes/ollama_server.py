@@ -363,6 +363,7 @@ class Fault:
     kind "status": answer `status` with {"error": message} before anything is sent.
     kind "in_band": start the stream, send `after` lines, then a last {"error": message}.
     kind "drop": start the stream, send `after` lines, then close the socket mid-body.
+    kind "stall": say nothing for `seconds`, then answer normally (a hung server).
     """
 
     kind: str
@@ -370,6 +371,7 @@ class Fault:
     message: str = ""
     after: int = 0
     times: int | None = None  # None: every request until cleared
+    seconds: float = 0.0
 
 
 @dataclass
@@ -512,6 +514,10 @@ class FakeState:
     def drop_stream(self, path: str, *, after: int = 0, times: int | None = None) -> None:
         """Start the stream, send `after` lines, then close the socket mid-body."""
         self.faults[path] = Fault("drop", 200, "", after, times)
+
+    def stall(self, path: str, seconds: float, *, times: int | None = None) -> None:
+        """Hold the answer to `path` for `seconds` (to trip a client's read timeout)."""
+        self.faults[path] = Fault("stall", 200, "", 0, times, seconds)
 
     def clear_faults(self) -> None:
         self.faults.clear()
@@ -783,6 +789,9 @@ class _Handler(BaseHTTPRequestHandler):
 
     def setup(self) -> None:
         super().setup()
+        # Go's net/http (Ollama) disables Nagle on every TCP connection; without this, small
+        # NDJSON lines wait for delayed ACKs and a paced stream arrives in bunches.
+        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.server.fake._track(self.connection, True)
 
     def finish(self) -> None:
@@ -868,6 +877,9 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(405, b"405 method not allowed", "text/plain")
             return
         fault = self.state.take_fault(path)
+        if fault is not None and fault.kind == "stall":
+            time.sleep(fault.seconds)
+            fault = None
         if fault is not None and fault.kind == "status":
             self._error(fault.status, fault.message)
             return

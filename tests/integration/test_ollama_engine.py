@@ -205,6 +205,21 @@ async def test_engine_coming_back_on_the_same_port_is_picked_up(
     assert await ollama_engine.ps() == []
 
 
+async def test_hung_engine_times_out_instead_of_hanging(fake_ollama: FakeOllama) -> None:
+    engine = OllamaEngine(fake_ollama.url, timeout=0.3, connect_timeout=1.0, load_timeout=0.3)
+    fake_ollama.state.stall("/api/ps", 1.0, times=1)
+    fake_ollama.state.stall("/api/generate", 1.0, times=1)
+    try:
+        started = time.monotonic()
+        with pytest.raises(EngineUnreachable, match="did not answer ps within 0.3s"):
+            await engine.ps()
+        with pytest.raises(EngineUnreachable, match="did not answer generate"):
+            await collect(engine.generate("llama3.2:3b", "hi"))
+        assert time.monotonic() - started < 1.5
+    finally:
+        await engine.close()
+
+
 async def test_server_500_is_an_engine_error_with_its_text(
     fake_ollama: FakeOllama, ollama_engine: OllamaEngine
 ) -> None:
@@ -530,7 +545,7 @@ async def test_error_inside_a_stream_is_an_engine_error(fake_ollama: FakeOllama,
 
 def test_fake_wire_format_matches_ollama(fake_ollama: FakeOllama) -> None:
     """Spot checks of the bytes the fake sends, so the tests above rest on the real format."""
-    with httpx.Client(base_url=fake_ollama.url) as client:
+    with httpx.Client(base_url=fake_ollama.url, verify=False) as client:
         load = client.post("/api/generate", json={"model": "llama3.2:3b", "prompt": "", "stream": True})
         assert load.headers["content-type"] == "application/json; charset=utf-8"
         assert set(load.json()) == {"model", "created_at", "response", "done", "done_reason"}  # zero metrics omitted
