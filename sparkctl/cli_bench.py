@@ -7,7 +7,8 @@ import sys
 
 def register(sub) -> None:
     b = sub.add_parser("bench", help="benchmark models with a fixed prompt; every run lands in MLflow")
-    b.add_argument("models", nargs="+", metavar="MODEL")
+    b.add_argument("models", nargs="*", metavar="MODEL",
+                   help="models to bench (for --engine NAME, default: that engine's configured model)")
     b.add_argument("--reps", type=int, help="measured repetitions per model (default [bench] reps)")
     b.add_argument("--warmup", type=int, help="warm-up requests per model, not measured")
     b.add_argument("--timeout", type=float, metavar="SECONDS", help="per-request ceiling; past it the repetition is DNF")
@@ -18,6 +19,10 @@ def register(sub) -> None:
     b.add_argument("--allow-cpu", action="store_true", help="run a model that is not 100%% GPU, marked invalid")
     b.add_argument("--no-think", action="store_true", help="ask thinking models not to think")
     b.add_argument("--json", action="store_true", help="print the per-model results as JSON")
+    b.add_argument("--engine", metavar="NAME", help="bench the [engines.NAME] server from the config")
+    b.add_argument("--engine-kind", choices=("ollama", "openai"),
+                   help="bench an engine given by URL: openai = llama.cpp's llama-server, vLLM, SGLang")
+    b.add_argument("--engine-url", metavar="URL", help="that engine's base URL, e.g. http://127.0.0.1:8080")
     b.set_defaults(handler=cmd_bench)
 
     s = sub.add_parser("sync", help="write runs kept in the local spool to MLflow")
@@ -25,15 +30,44 @@ def register(sub) -> None:
     s.set_defaults(handler=cmd_sync)
 
 
-def _validate(args) -> None:
+def _engine_choice(args, cfg) -> tuple[str | None, str | None, str | None, str]:
+    """(name, kind, url, effective kind) from --engine / --engine-kind / --engine-url."""
+    from sparkctl.cli import EXIT_BAD_INPUT, CliError
+
+    name, kind, url = getattr(args, "engine", None), getattr(args, "engine_kind", None), getattr(args, "engine_url", None)
+    if name is not None and (kind is not None or url is not None):
+        raise CliError("--engine NAME cannot be combined with --engine-kind/--engine-url", EXIT_BAD_INPUT)
+    if name is not None:
+        if name not in cfg.engines:
+            known = ", ".join(sorted(cfg.engines)) or "none configured"
+            raise CliError(f"no engine named {name!r} in [engines] of {cfg.source} ({known})", EXIT_BAD_INPUT)
+        return name, None, None, cfg.engines[name].kind
+    if kind == "openai" and not url:
+        raise CliError("--engine-kind openai needs --engine-url URL", EXIT_BAD_INPUT)
+    if url is not None and kind is None:
+        kind = "openai"
+    return None, kind, url, kind or "ollama"
+
+
+def _validate(args, effective_kind: str = "ollama") -> None:
     from sparkctl.cli import EXIT_BAD_INPUT, CliError
     from sparkctl.core.names import InvalidModelName, validate_model_name
 
+    if not args.models:
+        raise CliError("bench needs at least one MODEL", EXIT_BAD_INPUT)
     for m in args.models:
+        if effective_kind != "ollama":
+            # served names are the server's own (a file name, an HF path): only sanity-check them
+            if not m.strip() or any(ord(c) < 32 for c in m):
+                raise CliError(f"invalid model name {m!r}", EXIT_BAD_INPUT)
+            continue
         try:
             validate_model_name(m)
         except InvalidModelName as exc:
             raise CliError(str(exc), EXIT_BAD_INPUT) from None
+    if args.solo and effective_kind != "ollama":
+        raise CliError("--solo needs an engine that can unload models; an OpenAI-compatible server "
+                       "serves one fixed model (run one server per model instead)", EXIT_BAD_INPUT)
     for flag, value, low in (("--reps", args.reps, 1), ("--warmup", args.warmup, 0),
                              ("--ctx", args.ctx, 256), ("--num-predict", args.num_predict, 1)):
         if value is not None and value < low:
@@ -133,11 +167,21 @@ def cmd_bench(args, cfg) -> int:
     import asyncio
     import json
 
-    from sparkctl.cli import EXIT_OK, EXIT_REFUSED, CliError
+    from sparkctl.cli import EXIT_BAD_INPUT, EXIT_OK, EXIT_REFUSED, CliError
     from sparkctl.services.bench import BenchRefused, BenchRunner, BenchSettings
-    from sparkctl.services.factory import make_engine, make_probes, make_recorder
+    from sparkctl.services.factory import EngineChoiceError, make_engine, make_probes, make_recorder
 
-    _validate(args)
+    name, kind, url, effective_kind = _engine_choice(args, cfg)
+    if not args.models and name is not None and cfg.engines[name].model:
+        args.models = [cfg.engines[name].model]
+    _validate(args, effective_kind)
+    try:
+        engine = make_engine(cfg, name=name, kind=kind, url=url)
+    except EngineChoiceError as exc:
+        raise CliError(str(exc), EXIT_BAD_INPUT) from None
+    if effective_kind == "openai" and args.ctx is not None:
+        print("sparkctl: note: --ctx is not sent to an OpenAI-compatible server (its context is fixed "
+              "when it starts); the server's own context is recorded", file=sys.stderr)
     settings = BenchSettings.from_config(
         cfg.bench, reps=args.reps, warmup=args.warmup, timeout_s=args.timeout, num_ctx=args.ctx,
         num_predict=args.num_predict, prompt=args.prompt, mode="solo" if args.solo else None,
@@ -146,7 +190,6 @@ def cmd_bench(args, cfg) -> int:
     progress = _Progress(sys.stderr.isatty() and not args.json)
 
     async def go():
-        engine = make_engine(cfg)
         try:
             runner = BenchRunner(cfg, engine, make_probes(), settings, sink=progress, recorder=make_recorder(cfg))
             return await runner.run(args.models)

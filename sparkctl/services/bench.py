@@ -24,7 +24,7 @@ from sparkctl.core.placement import placement
 from sparkctl.core.roofline import active_params, bits_per_weight_from_quant, bits_per_weight_from_size, roofline
 from sparkctl.core.snapshots import GIB, GpuReport, MemInfo, ResidentModel, Unavailable
 from sparkctl.core.stats import is_stable, interleave, summarize
-from sparkctl.engines.base import DoneEvent, EngineError, EngineUnreachable, ShowInfo, TokenEvent
+from sparkctl.engines.base import DoneEvent, EngineError, EngineUnreachable, ModelNotFound, ShowInfo, TokenEvent
 
 UI_BATCH_S = 0.05
 GPU_SAMPLE_S = 0.5
@@ -228,6 +228,7 @@ class BenchRunner:
         self._shows: dict[str, ShowInfo] = {}
         self._digests: dict[str, str] = {}
         self._sizes: dict[str, int] = {}
+        self._ctx_requested: int | None = None  # set when the server's context replaced ours
 
     # ---- preflight -------------------------------------------------------------------------
 
@@ -238,6 +239,13 @@ class BenchRunner:
         for m in models:
             shows[m] = await self.engine.show(m)
         self._shows = shows
+        if getattr(self.engine, "fixed_context", False):
+            # OpenAI-compatible servers fix the context at start: record theirs, not ours.
+            ctx = next((sh.model_info.get("server.n_ctx") for sh in shows.values()
+                        if isinstance(sh.model_info.get("server.n_ctx"), int)), None)
+            if ctx and ctx != self.s.num_ctx:
+                self._ctx_requested = self.s.num_ctx
+                self.s = replace(self.s, num_ctx=ctx)
         try:
             for lm in await self.engine.tags():
                 for m in models:
@@ -440,6 +448,9 @@ class BenchRunner:
                 self.sink(Phase(f"could not restore {name}: {exc.message}"))
 
     async def _check_placement(self, run: ModelRun, model: str, before: bool) -> None:
+        if not getattr(self.engine, "reports_placement", True):
+            await self._unverified_placement(run, model, before)
+            return
         if before:
             await self.engine.load(model, keep_alive=self.s.keep_alive, options={"num_ctx": self.s.num_ctx})
         resident = {_norm(r.name): r for r in await self.engine.ps()}
@@ -456,6 +467,26 @@ class BenchRunner:
             if before and not self.s.allow_cpu:
                 raise BenchRefused(f"{msg}; the bench needs 100% GPU (use --allow-cpu to run it marked invalid)")
             run.invalid.append(msg)
+
+    async def _unverified_placement(self, run: ModelRun, model: str, before: bool) -> None:
+        """Engines that cannot say where the weights sit (llama-server, vLLM, SGLang): check
+        the model is served, record placement as unknown and flag it; neither refuse the run
+        nor claim a GPU placement nobody saw."""
+        label = f"unknown ({self.engine.kind} does not report placement)"
+        if before:  # the engine's load() checks that the model is served and raises if not
+            await self.engine.load(model, keep_alive=self.s.keep_alive, options={"num_ctx": self.s.num_ctx})
+        else:
+            try:
+                await self.engine.show(model)
+            except ModelNotFound:
+                label = "not served"
+        if before:
+            run.placement_before = label
+            run.flags.append(f"placement not verified: {self.engine.kind} does not report where the weights are")
+        else:
+            run.placement_after = label
+        if label == "not served":
+            run.invalid.append(f"{model} is no longer served by {self.engine.host} after the run")
 
     def _finish(self, run: ModelRun, sampler: GpuSampler | None) -> None:
         reps = run.reps
@@ -561,6 +592,13 @@ class BenchRunner:
             "guard.stable": str(run.stable).lower(),
             **self.host_facts,
         }
+        identity = getattr(self.engine, "identity", None)
+        if callable(identity):
+            # e.g. engine.build: a comparison must never mix engine builds by accident
+            tags.update({k: str(v) for k, v in identity().items()})
+        if self._ctx_requested is not None:
+            tags["bench.num_ctx_requested"] = str(self._ctx_requested)
+            tags["bench.num_ctx_source"] = "server"
         if sampler is not None:
             gs = sampler.summary()
             tags["gpu.throttle_reasons"] = ",".join(gs["throttle_reasons"]) or "none"

@@ -5,10 +5,60 @@ from __future__ import annotations
 from sparkctl.config import Config
 
 
-def make_engine(cfg: Config):
-    from sparkctl.engines.ollama import OllamaEngine
+class EngineChoiceError(ValueError):
+    """A named engine that is not configured, or a bad kind/URL: one line for the CLI."""
 
-    return OllamaEngine(cfg.engine.host, timeout=cfg.engine.timeout_s)
+
+ENGINE_KINDS = ("ollama", "openai")
+
+
+def make_engine(cfg: Config, name: str | None = None, kind: str | None = None, url: str | None = None):
+    """The engine to talk to: `[engine]` by default, `[engines.NAME]` by name, or ad hoc.
+
+    `kind` "openai" needs `url` (llama-server, vLLM, SGLang); kind "ollama" with a url
+    points at another Ollama. Raises EngineChoiceError for an unknown name or a bad URL.
+    """
+    if name is not None:
+        if kind is not None or url is not None:
+            raise EngineChoiceError("choose an engine by name or by kind/URL, not both")
+        named = cfg.engines.get(name)
+        if named is None:
+            known = ", ".join(sorted(cfg.engines)) or "none configured"
+            raise EngineChoiceError(f"no engine named {name!r} in [engines] ({known})")
+        kind, url, timeout = named.kind, named.url, named.timeout_s
+        model = named.model or None
+    else:
+        timeout, model = cfg.engine.timeout_s, None
+    if kind is None:
+        kind = "openai" if url is not None else "ollama"
+    if kind not in ENGINE_KINDS:
+        raise EngineChoiceError(f"unknown engine kind {kind!r}; expected one of {', '.join(ENGINE_KINDS)}")
+    if kind == "ollama":
+        from sparkctl.engines.ollama import OllamaEngine
+
+        try:
+            return OllamaEngine(url if url is not None else cfg.engine.host, timeout=timeout)
+        except ValueError as exc:
+            raise EngineChoiceError(str(exc)) from None
+    from sparkctl.engines.openai_compat import OpenAICompatEngine
+
+    if not url:
+        raise EngineChoiceError("an OpenAI-compatible engine needs a URL (--engine-url or [engines.NAME] url)")
+    try:
+        return OpenAICompatEngine(url, model=model, timeout=timeout)
+    except ValueError as exc:
+        raise EngineChoiceError(str(exc)) from None
+
+
+def make_named_engines(cfg: Config) -> dict:
+    """One engine object per `[engines.NAME]` (for the dashboard); bad entries are left out."""
+    out = {}
+    for name in cfg.engines:
+        try:
+            out[name] = make_engine(cfg, name=name)
+        except EngineChoiceError:
+            continue
+    return out
 
 
 def make_probes():

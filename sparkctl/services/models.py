@@ -19,14 +19,22 @@ import re
 import time
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from sparkctl.config import Config
 from sparkctl.core.budget import MemoryBudget, Pool, build_budget, choose_pool
-from sparkctl.core.fit import FitEstimate, FitKind, FitVerdict, estimate_fit, judge_fit, model_context_length
+from sparkctl.core.fit import (
+    FitEstimate,
+    FitKind,
+    FitVerdict,
+    engine_default_context,
+    estimate_fit,
+    judge_fit,
+    model_context_length,
+)
 from sparkctl.core.fmt import gib
 from sparkctl.core.names import same_model, validate_model_name
 from sparkctl.core.placement import GpuAttribution, Placement, attribute_gpu_memory, placement
@@ -205,6 +213,19 @@ async def list_models(cfg: Config, engine: Any, *, cache: ShowCache | None = Non
     return ModelList(rows=rows, missing_lanes=missing, engine_version=version)
 
 
+def modified_label(moment: datetime | None, now: datetime) -> str:
+    """How long ago, the way `ollama list` says it ("3 days ago")."""
+    if moment is None:
+        return "n/a"
+    s = max(0.0, (now - moment).total_seconds())
+    for unit, size in (("year", 365 * 86400), ("month", 30 * 86400), ("week", 7 * 86400),
+                       ("day", 86400), ("hour", 3600), ("minute", 60)):
+        if s >= size:
+            n = int(s // size)
+            return f"{n} {unit}{'s' if n > 1 else ''} ago"
+    return "just now"
+
+
 def with_resident(rows: tuple[ModelRow, ...], resident: tuple[ResidentModel, ...]) -> tuple[ModelRow, ...]:
     """The same rows with residency taken from a newer /api/ps (the dashboard's sample)."""
     return tuple(replace(r, resident=_find(resident, r.name)) for r in rows)
@@ -289,6 +310,31 @@ class DiskCheck:
 
 
 # ---------------------------------------------------------------------------- pull
+
+
+def size_label(n: int | None) -> str:
+    """Bytes for progress displays, where layers run from a few hundred bytes to 60 GiB."""
+    if n is None:
+        return "n/a"
+    for unit, size in (("GiB", GIB), ("MiB", 1024**2), ("KiB", 1024)):
+        if n >= size:
+            return f"{n / size:.1f} {unit}"
+    return f"{n} B"
+
+
+def rate_label(bps: float | None) -> str:
+    return f"{bps / 1e6:.1f} MB/s" if bps else "-- MB/s"
+
+
+def eta_label(seconds: float | None) -> str:
+    if seconds is None:
+        return "ETA --"
+    s = int(round(seconds))
+    if s >= 3600:
+        return f"ETA {s // 3600} h {s % 3600 // 60:02d} min"
+    if s >= 60:
+        return f"ETA {s // 60} min {s % 60:02d} s"
+    return f"ETA {s} s"
 
 
 @dataclass(frozen=True)
@@ -491,9 +537,8 @@ def describe_pull_error(model: str, exc: EngineError, version: str | None, host:
     text = " ".join(exc.message.split())
     if NEWER_VERSION_MARK in text.lower():
         return "newer_version", (
-            f"{model} requires a newer version of Ollama than this engine's {engine.split(' ', 1)[1]} "
-            f"at {host}: upgrade Ollama (https://ollama.com/download), then pull again "
-            f"[registry: {text}]"
+            f"{model} requires a newer version of Ollama than this engine ({engine} at {host}); "
+            f"the registry refused its manifest: upgrade Ollama (https://ollama.com/download), then pull again"
         )
     if isinstance(exc, EngineUnreachable):
         return "unreachable", f"{text} ({engine})"
@@ -508,7 +553,7 @@ async def pull_model(
     *,
     clock: Callable[[], float] = time.monotonic,
     store: ModelStore | None = None,
-    disk_free: Callable[[str], int | Unavailable] = _disk_free,
+    disk_free: Callable[[str], int | Unavailable] | None = None,
     engine_version: str | None = None,
 ) -> AsyncIterator[PullView]:
     """Pull `name`, yielding a view after every progress line and a last one with the outcome.
@@ -521,6 +566,7 @@ async def pull_model(
     next pull of the same name resumes them. Nothing is written on sparkctl's side.
     """
     name = validate_model_name(name)
+    disk_free = disk_free or _disk_free
     tracker = PullTracker(name, clock(), engine_version)
     if engine_version is None:
         try:
@@ -675,17 +721,26 @@ def gpu_memory_total(host: HostSnapshot) -> int:
     return 0
 
 
-def _context_note(e: FitEstimate, request_num_ctx: int | None) -> str:
-    why = {
-        "user": "set with --ctx / in the form",
-        "config": "from [models] num_ctx in the config",
-    }.get(e.context_source)
-    if why is None:
-        detail = "; ".join(n for n in e.notes if n.startswith("num_ctx ")) or "the engine's default"
-        return (f"{e.num_ctx} tokens, the engine's choice ({detail}); "
-                f"set num_ctx (--ctx, [models] num_ctx) to plan for another")
-    capped = [n for n in e.notes if "capped" in n]
-    return f"{e.num_ctx} tokens, {why}" + (f" ({capped[0]})" if capped else "")
+def context_note(e: FitEstimate, *, total_gpu: int, trained: int | None, modelfile: int | None,
+                 env_ctx: int | None, parallel: int = 1) -> str:
+    """Which context the estimate assumes and why, in one line."""
+    if e.context_source == "user":
+        why = "as asked (--ctx / the form)"
+    elif e.context_source == "config":
+        why = "from [models] num_ctx in the config"
+    elif modelfile:
+        why = f"the engine's choice: the model's Modelfile sets num_ctx {modelfile}"
+    elif env_ctx:
+        why = f"the engine's choice: OLLAMA_CONTEXT_LENGTH={env_ctx} (read from sparkctl's environment)"
+    else:
+        why = (f"the engine's choice: Ollama's default for {gib(total_gpu)} of GPU memory is "
+               f"{engine_default_context(total_gpu)}")
+    if trained is not None and any("capped" in n for n in e.notes):
+        why += f", capped at the model's trained context {trained}"
+    if parallel > 1:
+        why += f", x{parallel} parallel slots"
+    hint = "" if e.context_source == "user" else "; set --ctx or [models] num_ctx to plan for another"
+    return f"num_ctx {e.num_ctx}: {why}{hint}"
 
 
 async def fit_check(
@@ -717,14 +772,16 @@ async def fit_check(
         request, source = cfg.models.num_ctx, "config"
     else:
         request, source = None, "user"
+    total_gpu = gpu_memory_total(host)
+    mf_ctx = modelfile_num_ctx(show.parameters)
     estimate = estimate_fit(
         stored.size,
         show.model_info,
         request,
         context_source=source,
-        total_memory_bytes=gpu_memory_total(host),
+        total_memory_bytes=total_gpu,
         env_context=env_ctx,
-        modelfile_num_ctx=modelfile_num_ctx(show.parameters),
+        modelfile_num_ctx=mf_ctx,
         num_parallel=parallel,
     )
 
@@ -758,7 +815,10 @@ async def fit_check(
         verdict=verdict,
         budget=budget,
         unavailable=unavailable,
-        context_note=_context_note(estimate, request),
+        context_note=context_note(
+            estimate, total_gpu=total_gpu, trained=model_context_length(show.model_info),
+            modelfile=mf_ctx, env_ctx=env_ctx, parallel=parallel,
+        ),
         resident=tuple(resident),
         already_resident=already,
         request_num_ctx=request,
@@ -806,7 +866,8 @@ class Verification:
     error_pct: float | None  # (estimate - resident) / resident x 100: + is an over-estimate
     expected_ctx: int
     actual_ctx: int | None
-    problems: tuple[str, ...]  # loud: spill, lane eviction, not resident, NVML disagreement
+    problems: tuple[str, ...]  # loud, and the load counts as failed: spill, lane evicted, ...
+    warnings: tuple[str, ...]  # loud, but not a failure: things sparkctl could not confirm
     notes: tuple[str, ...]
 
     @property
@@ -836,6 +897,7 @@ class Verification:
             "expected_ctx": self.expected_ctx,
             "actual_ctx": self.actual_ctx,
             "problems": list(self.problems),
+            "warnings": list(self.warnings),
             "notes": list(self.notes),
         }
 
@@ -861,6 +923,7 @@ def verify_load(
     host_after: HostSnapshot | None,
 ) -> Verification:
     problems: list[str] = []
+    warnings: list[str] = []
     notes: list[str] = []
     mine = _find(after, name)
     where = placement(mine.size, mine.size_vram) if mine else None
@@ -890,8 +953,12 @@ def verify_load(
             notes.append(f"{lane_label(cfg, m.name)} still resident ({placement(m.size, m.size_vram).label})")
 
     attribution = attribute_gpu_memory(after, _gpu_processes(host_after))
-    if attribution.mismatch:
+    if attribution.mismatch and attribution.nvml_bytes is not None:
         problems.append(f"NVML DISAGREES: {attribution.mismatch}")
+    elif attribution.mismatch:
+        # No engine process in NVML's list: Ollama in a container (other PID namespace)
+        # looks like this too, so it cannot prove a CPU placement on its own.
+        warnings.append(f"NVML cannot confirm the placement: {attribution.mismatch}")
     elif attribution.nvml_bytes is not None:
         notes.append(
             f"NVML agrees: {gib(attribution.nvml_bytes)} attributed to the engine's processes "
@@ -926,6 +993,7 @@ def verify_load(
         expected_ctx=estimate.num_ctx,
         actual_ctx=actual_ctx,
         problems=tuple(problems),
+        warnings=tuple(warnings),
         notes=tuple(notes),
     )
 
@@ -955,8 +1023,10 @@ class LoadReport:
             out.append(f"  forced past: {self.overridden}")
         for p in v.problems:
             out.append(f"  !! {p}")
+        for w in v.warnings:
+            out.append(f"  !  {w}")
         for n in v.notes:
-            out.append(f"  ok {n}" if not n.startswith("evicted") else f"  -- {n}")
+            out.append(f"  -  {n}")
         return out
 
     def to_dict(self) -> dict[str, Any]:
@@ -1125,11 +1195,3 @@ async def delete_model(cfg: Config, engine: Any, name: str, *, force: bool = Fal
     await engine.delete(stored.name)
     return DeleteReport(stored.name, lane, stored.size, unloaded)
 
-
-__all__ = [
-    "DeleteReport", "DiskCheck", "FitReport", "LayerProgress", "LoadFailed", "LoadReport", "ModelList",
-    "ModelRow", "ModelStore", "ModelsRefused", "PullTracker", "PullView", "UnloadReport", "Verification",
-    "delete_model", "delete_target", "find_model_store", "fit_check", "keep_alive_label", "list_models",
-    "parse_keep_alive", "pull_model", "side_load", "unload_model", "verify_load", "with_resident",
-    "GIB", "field",
-]

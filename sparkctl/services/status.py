@@ -37,6 +37,72 @@ async def engine_status(engine: Engine) -> EngineStatus:
 
 
 @dataclass(frozen=True)
+class NamedEngineStatus:
+    """One `[engines.NAME]` entry as last seen: reachable or not, and whether it serves its model."""
+
+    name: str
+    kind: str  # the configured kind until contact, then what was detected ("llama.cpp", "vllm"...)
+    url: str
+    reachable: bool
+    model: str = ""  # the configured model ("" when none is configured)
+    served: tuple[str, ...] = ()
+    version: str | None = None
+    error: str | None = None
+
+    @property
+    def model_served(self) -> bool | None:
+        """True/False once reachable and a model is configured; None when it cannot be said."""
+        if not self.reachable or not self.model:
+            return None
+        return self.model in self.served
+
+
+async def named_engine_status(name: str, engine: Any, model: str = "", kind: str = "") -> NamedEngineStatus:
+    """Ask one extra engine who it is and what it serves; failures become reachable=False."""
+    try:
+        version = await engine.version()
+        served = tuple(m.name for m in await engine.tags())
+    except EngineError as exc:
+        return NamedEngineStatus(name, kind or engine.kind, engine.host, False, model, error=exc.message)
+    return NamedEngineStatus(name, engine.kind, engine.host, True, model, served, version)
+
+
+async def openai_engines_status(cfg: Config, engines: dict[str, Any] | None = None) -> tuple[NamedEngineStatus, ...]:
+    """Every `[engines.NAME]`, probed in parallel. Engines not passed in are built from the
+    config and closed again; a bad entry shows as unreachable with the reason."""
+    from sparkctl.services.factory import EngineChoiceError, make_engine
+
+    given = engines or {}
+    built: dict[str, Any] = {}
+    errors: dict[str, str] = {}
+    for name in cfg.engines:
+        if name in given:
+            continue
+        try:
+            built[name] = make_engine(cfg, name=name)
+        except EngineChoiceError as exc:
+            errors[name] = str(exc)
+    try:
+        names = list(cfg.engines)
+        live = [n for n in names if n in given or n in built]
+        results = await asyncio.gather(*(
+            named_engine_status(n, given.get(n) or built[n], cfg.engines[n].model, cfg.engines[n].kind) for n in live
+        ))
+    finally:
+        for engine in built.values():
+            await engine.close()
+    by_name = dict(zip(live, results))
+    out = []
+    for n in names:
+        if n in by_name:
+            out.append(by_name[n])
+        else:
+            e = cfg.engines[n]
+            out.append(NamedEngineStatus(n, e.kind, e.url, False, e.model, error=errors.get(n, "not built")))
+    return tuple(out)
+
+
+@dataclass(frozen=True)
 class ResidentRow:
     model: ResidentModel
     lane: str | None
@@ -52,6 +118,7 @@ class StatusReport:
     rows: tuple[ResidentRow, ...]
     attribution: GpuAttribution | None
     at: datetime
+    engines: tuple[NamedEngineStatus, ...] = ()  # the [engines.NAME] entries, when configured
 
 
 def _processes(gpu: GpuReport) -> tuple | None:
@@ -64,7 +131,10 @@ def _processes(gpu: GpuReport) -> tuple | None:
     return tuple(procs) if seen_any else None
 
 
-def build_report(cfg: Config, engine: EngineStatus, host: HostSnapshot, now: datetime) -> StatusReport:
+def build_report(
+    cfg: Config, engine: EngineStatus, host: HostSnapshot, now: datetime,
+    engines: tuple[NamedEngineStatus, ...] = (),
+) -> StatusReport:
     if isinstance(host.meminfo, MemInfo):
         budget: MemoryBudget | Unavailable = build_budget(
             host.meminfo, host.gpu, engine.resident, cfg.lane_of, cfg.budget.reserve_gib, cfg.budget.warn_gib
@@ -76,14 +146,18 @@ def build_report(cfg: Config, engine: EngineStatus, host: HostSnapshot, now: dat
         for m in engine.resident
     )
     attribution = attribute_gpu_memory(engine.resident, _processes(host.gpu)) if engine.reachable else None
-    return StatusReport(engine, host, budget, rows, attribution, now)
+    return StatusReport(engine, host, budget, rows, attribution, now, engines)
 
 
 async def collect_status(cfg: Config, engine: Engine, probes: Any) -> StatusReport:
     """Engine and host in parallel; probes are blocking, so they run in a thread."""
     host_task = asyncio.to_thread(probes.read)
-    eng, host = await asyncio.gather(engine_status(engine), host_task)
-    return build_report(cfg, eng, host, datetime.now(timezone.utc))
+    named: tuple[NamedEngineStatus, ...] = ()
+    if cfg.engines:
+        eng, host, named = await asyncio.gather(engine_status(engine), host_task, openai_engines_status(cfg))
+    else:
+        eng, host = await asyncio.gather(engine_status(engine), host_task)
+    return build_report(cfg, eng, host, datetime.now(timezone.utc), named)
 
 
 # ---- JSON for `sparkctl status --json` -----------------------------------------------------
@@ -156,6 +230,12 @@ def report_to_dict(r: StatusReport) -> dict[str, Any]:
         "gpu_unavailable": r.host.gpu.unavailable.reason if r.host.gpu.unavailable else None,
         "host": {"hostname": r.host.hostname, "cpu_count": r.host.cpu_count},
     }
+    if r.engines:
+        out["engines"] = [
+            {"name": e.name, "kind": e.kind, "url": e.url, "reachable": e.reachable, "version": e.version,
+             "model": e.model or None, "model_served": e.model_served, "served": list(e.served), "error": e.error}
+            for e in r.engines
+        ]
     if r.attribution is not None:
         out["gpu_attribution"] = {
             "engine_claimed_vram": r.attribution.claimed_vram,

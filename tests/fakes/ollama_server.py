@@ -1375,6 +1375,10 @@ def _expiry(keep_ns: int) -> int:
 
 
 def _short(name: str) -> str:
+    """name.DisplayShortest(): the default registry and namespace are not shown."""
+    for prefix in ("registry.ollama.ai/library/", "library/"):
+        if name.startswith(prefix):
+            return name[len(prefix):]
     return name
 
 
@@ -1389,6 +1393,16 @@ class _HTTPServer(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
     fake: "FakeOllama"
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # A client that hangs up on a kept-alive connection (a closed stream, a cancelled
+        # pull) is routine; Go's net/http says nothing, while socketserver would print a
+        # traceback into whatever stderr a test is capturing.
+        import sys
+
+        if isinstance(sys.exc_info()[1], (ConnectionResetError, BrokenPipeError, ConnectionAbortedError)):
+            return
+        super().handle_error(request, client_address)
 
 
 class FakeOllama:

@@ -1,14 +1,536 @@
-"""The Models screen (placeholder until the Models work lands)."""
+"""The Models screen: local models, pull with live progress, fit check, side-load with
+verification, unload and delete.
+
+Engine calls run in async workers (one group per concern) that only post messages; the
+handlers below own the table, the result panel and the pull view. Residency (the Loaded
+column) follows the app's one-second report, so it stays live without asking the engine
+again; the list itself (tags + show) is fetched on entry, on `r` and after each action.
+"""
 
 from __future__ import annotations
 
+import time
+
+from rich.text import Text
+from textual import work
 from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Vertical
+from textual.message import Message
 from textual.screen import Screen
-from textual.widgets import Footer, Header, Static
+from textual.widgets import DataTable, Footer, Header, Label, Static
+from textual.worker import Worker, WorkerState
+
+from sparkctl.core.fit import FitKind
+from sparkctl.core.fmt import gib
+from sparkctl.engines.base import EngineError
+from sparkctl.services.models import (
+    DeleteReport,
+    FitReport,
+    LoadFailed,
+    LoadReport,
+    ModelList,
+    ModelRow,
+    ModelsRefused,
+    ModelStore,
+    PullView,
+    ShowCache,
+    UnloadReport,
+    delete_model,
+    fit_check,
+    list_models,
+    modified_label,
+    pull_model,
+    refusal_reason,
+    side_load,
+    unload_model,
+    with_resident,
+)
+from sparkctl.tui.widgets.model_dialogs import ConfirmDialog, PullDialog
+from sparkctl.tui.widgets.pull_view import PullProgressView
+
+COLUMNS = (
+    ("Model", "name"),
+    ("Size", "size"),
+    ("Family", "family"),
+    ("Params", "params"),
+    ("Quant", "quant"),
+    ("Context", "context"),
+    ("Can", "caps"),
+    ("Modified", "modified"),
+    ("Lane", "lane"),
+    ("Loaded", "loaded"),
+)
+
+PULL_PAINT_S = 0.1  # at most ten progress paints a second; status changes always paint
+
+
+# ---------------------------------------------------------------------------- messages
+
+
+class ModelsListed(Message):
+    def __init__(self, listing: ModelList) -> None:
+        super().__init__()
+        self.listing = listing
+
+
+class ModelsListFailed(Message):
+    def __init__(self, error: str) -> None:
+        super().__init__()
+        self.error = error
+
+
+class PullProgressed(Message):
+    def __init__(self, view: PullView) -> None:
+        super().__init__()
+        self.view = view
+
+
+class FitChecked(Message):
+    def __init__(self, report: FitReport) -> None:
+        super().__init__()
+        self.report = report
+
+
+class LoadFinished(Message):
+    def __init__(self, report: LoadReport) -> None:
+        super().__init__()
+        self.report = report
+
+
+class LoadRefused(Message):
+    def __init__(self, model: str, reason: str, fit: FitReport | None) -> None:
+        super().__init__()
+        self.model = model
+        self.reason = reason
+        self.fit = fit
+
+
+class ActionReported(Message):
+    """The end of an unload, a delete or a failed action: a titled text for the panel."""
+
+    def __init__(self, title: str, text: Text, refresh: bool = True) -> None:
+        super().__init__()
+        self.title = title
+        self.text = text
+        self.refresh = refresh
+
+
+# ---------------------------------------------------------------------------- rendering
+
+_VERDICT_STYLE = {
+    FitKind.FITS: "bold green",
+    FitKind.FITS_BY_EVICTING: "bold yellow",
+    FitKind.DOES_NOT_FIT: "bold red",
+}
+
+
+def fit_text(report: FitReport) -> Text:
+    lines = report.lines()
+    style = _VERDICT_STYLE.get(report.verdict.kind, "bold") if report.verdict else "bold red"
+    t = Text(lines[0], style=style)
+    for line in lines[1:]:
+        t.append("\n" + line)
+    reason = refusal_reason(report)
+    if reason:
+        t.append("\nload would be refused: press L to load anyway", style="yellow")
+    return t
+
+
+def load_text(report: LoadReport) -> Text:
+    lines = report.lines()
+    ok = report.ok
+    t = Text(("✔ " if ok else "✘ ") + lines[0], style="bold green" if ok else "bold red")
+    v = report.verification
+    if report.overridden:
+        t.append(f"\nforced past: {report.overridden}", style="yellow")
+    for p in v.problems:
+        t.append(f"\n!! {p}", style="bold red")
+    for w in v.warnings:
+        t.append(f"\n!  {w}", style="yellow")
+    for n in v.notes:
+        t.append(f"\n·  {n}")
+    return t
+
+
+# Short capability names keep the table inside 120 columns.
+CAPABILITY_SHORT = {"thinking": "think", "embedding": "embed"}
+
+
+def context_label(tokens: int | None) -> str:
+    """131072 -> "128K", the way contexts are usually quoted; odd sizes stay exact."""
+    if not tokens:
+        return "n/a"
+    return f"{tokens // 1024}K" if tokens % 1024 == 0 else str(tokens)
+
+
+def _loaded_cell(row: ModelRow) -> Text:
+    """Where the resident copy sits and its size: "GPU 68.0 GiB", or in red "30% CPU 10.5 GiB"."""
+    if row.resident is None:
+        return Text("-", style="dim")
+    p = row.placement
+    size = gib(row.resident.size)
+    if p is None or p.gpu_fraction is None:
+        return Text(f"? {size}", style="bold red")
+    if p.full_gpu:
+        return Text(f"GPU {size}", style="bold")
+    cpu = round((1 - p.gpu_fraction) * 100)
+    return Text(f"{cpu}% CPU {size}", style="bold red")
+
+
+def _cells(row: ModelRow, now) -> tuple:
+    lane_style = "bold" if row.lane else ""
+    return (
+        Text(row.name, style=lane_style),
+        Text(gib(row.size), justify="right"),
+        row.family or "-",
+        row.parameter_size or "-",
+        row.quantization or "-",
+        Text(context_label(row.context_length), justify="right"),
+        " ".join(CAPABILITY_SHORT.get(c, c) for c in row.notable_capabilities) or "-",
+        modified_label(row.modified_at, now),
+        row.lane or "-",
+        _loaded_cell(row),
+    )
+
+
+# ---------------------------------------------------------------------------- screen
 
 
 class ModelsScreen(Screen):
+    DEFAULT_CSS = """
+    ModelsScreen #models-box {
+        height: 1fr;
+        min-height: 6;
+        border: round $primary;
+        border-title-color: $primary;
+        border-title-style: bold;
+    }
+    ModelsScreen #models { height: 1fr; }
+    ModelsScreen #models-status { height: 1; padding: 0 1; color: $text-muted; }
+    ModelsScreen #model-info {
+        height: auto;
+        max-height: 14;
+        border: round $panel-lighten-2;
+        border-title-style: bold;
+        padding: 0 1;
+    }
+    """
+
+    BINDINGS = [
+        Binding("p", "pull", "Pull"),
+        Binding("f", "fit", "Fit"),
+        Binding("l", "load", "Load"),
+        Binding("L", "force_load", "Force load", show=False),
+        Binding("u", "unload", "Unload"),
+        Binding("x,delete", "delete", "Delete"),
+        Binding("c", "cancel_pull", "Cancel pull"),
+        Binding("r", "refresh_list", "Refresh"),
+    ]
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.listing: ModelList | None = None
+        self.rows: dict[str, ModelRow] = {}
+        self.show_cache: ShowCache = {}
+        self.busy: str | None = None  # the load/unload/delete in flight, if any
+        self.last_fit: FitReport | None = None
+        self.last_load: LoadReport | None = None
+        self.last_refusal: str | None = None
+        self._loaded_key: dict[str, str] = {}
+        # Where pulls check free disk space; None: found from OLLAMA_MODELS / the defaults.
+        self.model_store: ModelStore | None = None
+
+    # -- layout --------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
-        yield Header()
-        yield Static("Models: not built yet")
+        yield Header(show_clock=False)
+        with Vertical(id="models-box") as box:
+            box.border_title = "Local models"
+            yield DataTable(id="models", cursor_type="row", zebra_stripes=True)
+            yield Label("reading the engine…", id="models-status")
+        info = Static(Text("p pull · f fit · l load · u unload · x delete · r refresh", style="dim"), id="model-info")
+        info.border_title = "Result"
+        yield info
+        yield PullProgressView(id="pull-view")
         yield Footer()
+
+    def on_mount(self) -> None:
+        table = self.query_one("#models", DataTable)
+        for label, key in COLUMNS:
+            table.add_column(label, key=key)
+        self.watch(self.app, "report", self._on_report, init=False)
+        self.refresh_list()
+
+    # -- helpers ---------------------------------------------------------------------------
+    @property
+    def cfg(self):
+        return self.app.config
+
+    def _now(self):
+        return self.app.clock()
+
+    def selected(self) -> ModelRow | None:
+        table = self.query_one("#models", DataTable)
+        if table.row_count == 0:
+            return None
+        try:
+            key = table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value
+        except Exception:
+            return None
+        return self.rows.get(key)
+
+    def _show_info(self, title: str, text: Text) -> None:
+        info = self.query_one("#model-info", Static)
+        info.border_title = title
+        info.update(text)
+
+    def _need_model(self) -> ModelRow | None:
+        row = self.selected()
+        if row is None:
+            self._show_info("Result", Text("no model selected: pull one with p", style="yellow"))
+        return row
+
+    def _claim(self, what: str) -> bool:
+        if self.busy:
+            self._show_info("Busy", Text(f"wait: {self.busy} is still running", style="yellow"))
+            return False
+        self.busy = what
+        return True
+
+    def _after_change(self) -> None:
+        self.refresh_list()
+        refresh = getattr(self.app, "action_refresh_now", None)
+        if refresh is not None:
+            refresh()
+
+    # -- the table -------------------------------------------------------------------------
+    def _fill(self, listing: ModelList) -> None:
+        table = self.query_one("#models", DataTable)
+        keep = self.selected()
+        rows = listing.rows
+        report = getattr(self.app, "report", None)
+        if report is not None and report.engine.reachable:
+            rows = with_resident(rows, report.engine.resident)
+        self.rows = {r.name: r for r in rows}
+        now = self._now()
+        table.clear()
+        for r in rows:
+            table.add_row(*_cells(r, now), key=r.name)
+        self._loaded_key = {r.name: _loaded_cell(r).plain for r in rows}
+        if keep is not None and keep.name in self.rows:
+            table.move_cursor(row=list(self.rows).index(keep.name))
+        status = f"{len(rows)} model(s) · Ollama {listing.engine_version}"
+        for lane, model in listing.missing_lanes:
+            status += f" · lane {lane}: {model} not stored"
+        self.query_one("#models-status", Label).update(status)
+
+    def _on_report(self, report) -> None:
+        """Keep the Loaded column live from the app's one-second engine sample."""
+        if report is None or not self.rows or not report.engine.reachable:
+            return
+        table = self.query_one("#models", DataTable)
+        fresh = with_resident(tuple(self.rows.values()), report.engine.resident)
+        for r in fresh:
+            cell = _loaded_cell(r)
+            if self._loaded_key.get(r.name) != cell.plain:
+                self._loaded_key[r.name] = cell.plain
+                table.update_cell(r.name, "loaded", cell)
+        self.rows = {r.name: r for r in fresh}
+
+    # -- workers (engine calls only here; they post messages) ------------------------------
+    @work(group="models-list", exclusive=True, exit_on_error=False)
+    async def refresh_list(self) -> None:
+        try:
+            listing = await list_models(self.cfg, self.app.engine, cache=self.show_cache)
+        except EngineError as exc:
+            self.post_message(ModelsListFailed(exc.message))
+            return
+        self.post_message(ModelsListed(listing))
+
+    @work(group="pull", exclusive=True, exit_on_error=False)
+    async def run_pull(self, name: str) -> None:
+        clock = lambda: self.app.clock().timestamp()  # noqa: E731 - the app's clock, fixed in tests
+        last_paint = 0.0
+        painted: tuple[int, int] = (-1, -1)
+        stream = pull_model(self.app.engine, name, clock=clock, store=self.model_store)
+        try:
+            async for view in stream:
+                now = time.monotonic()
+                shape = (len(view.log), len(view.layers))
+                if view.done or shape != painted or now - last_paint >= PULL_PAINT_S:
+                    self.post_message(PullProgressed(view))
+                    painted, last_paint = shape, now
+        finally:
+            await stream.aclose()  # closes the HTTP stream: Ollama's only cancel
+
+    @work(group="fit", exclusive=True, exit_on_error=False)
+    async def run_fit(self, name: str) -> None:
+        try:
+            report = await fit_check(self.cfg, self.app.engine, self.app.probes, name)
+        except EngineError as exc:
+            self.post_message(ActionReported(f"Fit {name}", Text(f"✘ {exc.message}", style="bold red"), False))
+            return
+        self.post_message(FitChecked(report))
+
+    @work(group="load", exclusive=True, exit_on_error=False)
+    async def run_load(self, name: str, force: bool = False) -> None:
+        try:
+            report = await side_load(self.cfg, self.app.engine, self.app.probes, name, force=force)
+        except ModelsRefused as exc:
+            self.post_message(LoadRefused(name, exc.reason, exc.fit))
+            return
+        except LoadFailed as exc:
+            t = Text(f"✘ load of {name} failed: {exc.message}", style="bold red")
+            for lost in exc.lost_lanes:
+                t.append(f"\n!! EVICTED: {lost} (lane {self.cfg.lane_of(lost)}) is no longer resident", style="bold red")
+            self.post_message(ActionReported(f"Load {name}", t))
+            return
+        except EngineError as exc:
+            self.post_message(ActionReported(f"Load {name}", Text(f"✘ {exc.message}", style="bold red")))
+            return
+        self.post_message(LoadFinished(report))
+
+    @work(group="unload", exclusive=True, exit_on_error=False)
+    async def run_unload(self, name: str) -> None:
+        try:
+            report: UnloadReport = await unload_model(self.app.engine, name)
+        except EngineError as exc:
+            self.post_message(ActionReported(f"Unload {name}", Text(f"✘ {exc.message}", style="bold red")))
+            return
+        style = "bold green" if report.was_loaded else "dim"
+        self.post_message(ActionReported(f"Unload {name}", Text(report.line(), style=style)))
+
+    @work(group="delete", exclusive=True, exit_on_error=False)
+    async def run_delete(self, name: str) -> None:
+        try:
+            report: DeleteReport = await delete_model(self.cfg, self.app.engine, name)
+        except ModelsRefused as exc:
+            self.post_message(ActionReported(f"Delete {name}", Text(f"refused: {exc.reason}", style="bold yellow")))
+            return
+        except EngineError as exc:
+            self.post_message(ActionReported(f"Delete {name}", Text(f"✘ {exc.message}", style="bold red")))
+            return
+        self.post_message(ActionReported(f"Delete {name}", Text(report.line(), style="bold green")))
+
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        w = event.worker
+        if event.state not in (WorkerState.SUCCESS, WorkerState.ERROR, WorkerState.CANCELLED):
+            return
+        if w.group in ("load", "unload", "delete"):
+            self.busy = None
+        if w.group == "pull" and event.state is WorkerState.CANCELLED:
+            self.query_one(PullProgressView).cancelled()
+        if event.state is WorkerState.ERROR:
+            self._show_info("Error", Text(f"✘ {w.group}: {w.error}", style="bold red"))
+
+    # -- handlers own the widgets ------------------------------------------------------------
+    def on_models_listed(self, message: ModelsListed) -> None:
+        self.listing = message.listing
+        self._fill(message.listing)
+
+    def on_models_list_failed(self, message: ModelsListFailed) -> None:
+        self.query_one("#models-status", Label).update(Text(f"engine: {message.error}", style="bold red"))
+
+    def on_pull_progressed(self, message: PullProgressed) -> None:
+        view = self.query_one(PullProgressView)
+        view.show(message.view)
+        if message.view.outcome == "success":
+            self._after_change()
+
+    def on_fit_checked(self, message: FitChecked) -> None:
+        self.last_fit = message.report
+        self._show_info(f"Fit {message.report.model}", fit_text(message.report))
+
+    def on_load_finished(self, message: LoadFinished) -> None:
+        self.last_load = message.report
+        self.last_refusal = None
+        self._show_info(f"Load {message.report.model}", load_text(message.report))
+        self._after_change()
+
+    def on_load_refused(self, message: LoadRefused) -> None:
+        self.last_refusal = message.reason
+        t = Text(f"refused: {message.reason}", style="bold yellow")
+        t.append("\npress L to load anyway", style="yellow")
+        if message.fit is not None:
+            for line in message.fit.lines()[1:]:
+                t.append("\n" + line)
+        self._show_info(f"Load {message.model}", t)
+
+    def on_action_reported(self, message: ActionReported) -> None:
+        self._show_info(message.title, message.text)
+        if message.refresh:
+            self._after_change()
+
+    # -- actions -------------------------------------------------------------------------------
+    def action_refresh_list(self) -> None:
+        self.refresh_list()
+
+    def action_pull(self) -> None:
+        if self.query_one(PullProgressView).running:
+            self._show_info("Pull", Text("a pull is running: c cancels it", style="yellow"))
+            return
+        self.app.push_screen(PullDialog(), self._pull_chosen)
+
+    def _pull_chosen(self, name: str | None) -> None:
+        if not name:
+            return
+        self.query_one(PullProgressView).start(name)
+        self.run_pull(name)
+
+    def action_cancel_pull(self) -> None:
+        if self.query_one(PullProgressView).running:
+            self.workers.cancel_group(self, "pull")
+
+    def action_fit(self) -> None:
+        row = self._need_model()
+        if row is not None:
+            self._show_info(f"Fit {row.name}", Text("checking…", style="dim"))
+            self.run_fit(row.name)
+
+    def action_load(self) -> None:
+        row = self._need_model()
+        if row is not None and self._claim(f"load of {row.name}"):
+            self._show_info(f"Load {row.name}", Text("checking the fit, then loading…", style="dim"))
+            self.run_load(row.name)
+
+    def action_force_load(self) -> None:
+        row = self._need_model()
+        if row is None:
+            return
+        why = self.last_refusal or "the fit guard is skipped"
+        question = f"Load {row.name} anyway?\n{why}"
+
+        def answered(yes: bool | None) -> None:
+            if yes and self._claim(f"load of {row.name}"):
+                self._show_info(f"Load {row.name}", Text("loading (forced)…", style="dim"))
+                self.run_load(row.name, True)
+
+        self.app.push_screen(ConfirmDialog(question, yes_label="Load anyway"), answered)
+
+    def action_unload(self) -> None:
+        row = self._need_model()
+        if row is not None and self._claim(f"unload of {row.name}"):
+            self._show_info(f"Unload {row.name}", Text("unloading, waiting for the engine to free it…", style="dim"))
+            self.run_unload(row.name)
+
+    def action_delete(self) -> None:
+        row = self._need_model()
+        if row is None:
+            return
+        if row.lane:
+            self._show_info(
+                f"Delete {row.name}",
+                Text(f"refused: {row.name} serves lane {row.lane}; change [lanes] first "
+                     f"(or sparkctl rm {row.name} --force)", style="bold yellow"),
+            )
+            return
+
+        def answered(yes: bool | None) -> None:
+            if yes and self._claim(f"delete of {row.name}"):
+                self._show_info(f"Delete {row.name}", Text("deleting…", style="dim"))
+                self.run_delete(row.name)
+
+        self.app.push_screen(
+            ConfirmDialog(f"Delete {row.name} ({gib(row.size)}) from the engine's store?", yes_label="Delete"),
+            answered,
+        )

@@ -1,0 +1,54 @@
+"""Deterministic Models-screen scenarios on top of the FAKE Ollama (tests/fakes/ollama_server.py).
+
+A Spark-like box: production lane gpt-oss:120b resident forever (68 GiB, 100% GPU), the
+contender qwen3:8b and a few others on disk, and the server's default context set the
+way Ollama sets it on a >= 47 GiB machine (262144, capped at each model's trained
+context). Modification times are fixed so tables and snapshots do not drift.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+from sparkctl.config import Config, parse_config
+from tests.fakes.ollama_server import FakeState, load_scenario, make_model
+
+# In the past on purpose: a model the fake pulls "now" then reads "just now" whatever the
+# real date, so snapshots taken after a pull do not drift.
+FIXED_NOW = datetime(2025, 6, 1, 12, 0, tzinfo=timezone.utc)
+DAY_NS = 86_400 * 1_000_000_000
+
+LANES_TOML = '[lanes]\nproduction = "gpt-oss:120b"\nfast = "llama3.2:3b"\n'
+
+
+def spark_config(extra: str = "") -> Config:
+    return parse_config(LANES_TOML + extra, "test config", env={})
+
+
+def qwen3_30b():
+    return make_model(
+        "qwen3:30b-a3b", size_gib=17.3, family="qwen3moe", parameter_size="30.5B",
+        capabilities=("completion", "tools", "thinking"), block_count=48, context_length=262144,
+        embedding_length=2048, head_count=32, head_count_kv=4, parameter_count=30_532_122_624,
+    )
+
+
+def deepseek_671b():
+    return make_model(
+        "deepseek-r1:671b", size_gib=376.6, family="deepseek2", parameter_size="671.0B",
+        capabilities=("completion", "thinking"), block_count=61, context_length=163840,
+        embedding_length=7168, head_count=128, head_count_kv=128, parameter_count=671_026_419_200,
+    )
+
+
+def spark_state(*, spill: bool = False, evict: str | None = None, out_of_memory: bool = False,
+                extra_models: bool = True) -> FakeState:
+    state = load_scenario(spill=spill, evict=evict, out_of_memory=out_of_memory)
+    state.default_num_ctx = 262144  # Ollama's default with >= 47 GiB of GPU memory
+    if extra_models:
+        state.add_model(qwen3_30b())
+        state.add_model(deepseek_671b())
+    fixed_ns = int(FIXED_NOW.timestamp()) * 1_000_000_000
+    for days, model in enumerate(state.models.values(), start=1):
+        model.modified_at_ns = fixed_ns - days * 3 * DAY_NS
+    return state

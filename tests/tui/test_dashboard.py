@@ -1,0 +1,161 @@
+"""Pilot tests of the dashboard against the FAKE Ollama server (real HTTP, Ollama's wire
+format) and FAKE host probes (a GB10 Spark, which this CI box is not)."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+import pytest
+from textual.widgets import DataTable, Label
+
+from sparkctl.config import Config
+from sparkctl.engines.ollama import OllamaEngine
+from sparkctl.tui.app import make_app
+from sparkctl.tui.screens.dashboard import Panel
+from sparkctl.tui.widgets.budget_bar import BudgetBar
+from tests.fakes.host import FakeProbes, gb10, no_gpu_snapshot, spark_snapshot
+from tests.fakes.ollama_server import FakeOllama, two_models_resident
+
+CFG = Config(lanes={"production": "gpt-oss:120b", "fast": "llama3.2:3b"})
+
+
+@pytest.fixture
+def fake():
+    server = FakeOllama(two_models_resident()).start()
+    yield server
+    server.stop()
+
+
+def app_for(server, probes=None, cfg=CFG, refresh_s=0.2, **kw):
+    cfg = Config(**{**cfg.__dict__, "ui": type(cfg.ui)(refresh_s=refresh_s, history_s=60, theme=cfg.ui.theme)})
+    engine = OllamaEngine(server.url, timeout=3.0, connect_timeout=3.0)
+    app = make_app(cfg, engine=engine, probes=probes or FakeProbes(spark_snapshot()),
+                   recorder=lambda r: None, **kw)
+    app.animation_level = "none"
+    return app
+
+
+def table_rows(app) -> list[list[str]]:
+    table = app.screen.query_one("#resident", DataTable)
+    return [[str(c) for c in table.get_row_at(i)] for i in range(table.row_count)]
+
+
+async def wait_for(pilot, predicate, timeout=5.0):
+    import asyncio
+
+    loop = asyncio.get_running_loop()
+    end = loop.time() + timeout
+    while loop.time() < end:
+        await pilot.pause(0.05)
+        if predicate():
+            return
+    raise AssertionError("condition not reached in time")
+
+
+async def test_shows_resident_models_with_placement_lane_and_until(fake):
+    app = app_for(fake)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_for(pilot, lambda: len(table_rows(app)) == 2)
+        rows = {r[0]: r for r in table_rows(app)}
+        prod = rows["gpt-oss:120b"]
+        assert prod[1] == "production" and prod[2] == "68.0 GiB" and prod[3] == "100% GPU"
+        assert prod[4] == "131072" and prod[5] == "Forever"
+        split = rows["qwen3:30b-a3b"]
+        assert split[3] == "17%/83% CPU/GPU"  # (24-20)/24 on the CPU, as ollama ps rounds it
+        assert split[5].endswith("min") or "min" in split[5]
+        engine_text = app.screen.query_one("#engine", Panel).content.plain
+        assert "reachable" in engine_text and fake.state.version in engine_text
+        budget = app.screen.query_one(BudgetBar).render().plain
+        assert "Unified memory: total 121.0 GiB" in budget
+        assert "gpt-oss:120b (production) 68.0 GiB" in budget
+        # the probes were read off the UI thread
+        assert app.probes.threads and "MainThread" not in app.probes.threads
+
+
+async def test_engine_down_is_shown_and_recovers_by_itself(fake):
+    app = app_for(fake)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_for(pilot, lambda: len(table_rows(app)) == 2)
+        fake.down()
+        await wait_for(pilot, lambda: "UNREACHABLE" in app.screen.query_one("#engine", Panel).content.plain)
+        label = app.screen.query_one("#attribution", Label).content
+        assert "engine unreachable" in str(label)
+        assert table_rows(app) == []
+        fake.up()
+        await wait_for(pilot, lambda: "● reachable" in app.screen.query_one("#engine", Panel).content.plain)
+        await wait_for(pilot, lambda: len(table_rows(app)) == 2)
+
+
+async def test_engine_500_is_shown_not_crashed(fake):
+    fake.state.fail("/api/ps", 500, "llama-server process has terminated: exit status 2")
+    app = app_for(fake)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_for(pilot, lambda: "terminated" in app.screen.query_one("#engine", Panel).content.plain)
+        fake.state.clear_faults()
+        await wait_for(pilot, lambda: len(table_rows(app)) == 2)
+
+
+async def test_no_gpu_box_reads_na_with_reason(fake):
+    app = app_for(fake, probes=FakeProbes(no_gpu_snapshot()))
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_for(pilot, lambda: "n/a (NVML" in app.screen.query_one("#gpu", Panel).content.plain)
+        gpu = app.screen.query_one("#gpu", Panel).content.plain
+        assert "util n/a" in gpu and "power n/a" in gpu
+        pressure = app.screen.query_one("#pressure", Panel).content.plain
+        assert "kernel has no PSI" in pressure
+        assert "Host memory (no GPU)" in app.screen.query_one(BudgetBar).render().plain
+
+
+async def test_low_memory_warning_and_throttle_are_loud(fake):
+    probes = FakeProbes(spark_snapshot(available_gib=7.0, throttle=("hw_thermal_slowdown",)))
+    app = app_for(fake, probes=probes)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_for(pilot, lambda: "BELOW RESERVE" in app.screen.query_one(BudgetBar).render().plain)
+        assert "at or below the 8.0 GiB reserve" in app.screen.query_one("#pressure", Panel).content.plain
+        assert "hw_thermal_slowdown" in app.screen.query_one("#gpu", Panel).content.plain
+
+
+async def test_history_grows_and_gpu_mismatch_is_flagged(fake):
+    snap = spark_snapshot()
+    # NVML sees the runner with 0 bytes while the engine claims 88 GiB on the GPU
+    import dataclasses
+
+    from sparkctl.core.snapshots import GpuProcess, GpuReport
+
+    g = dataclasses.replace(gb10(), processes=(GpuProcess(4242, 0, "ollama"),))
+    probes = FakeProbes(dataclasses.replace(snap, gpu=GpuReport(gpus=(g,))))
+    app = app_for(fake, probes=probes)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_for(pilot, lambda: len(app.history_available) >= 3)
+        await wait_for(pilot, lambda: "NVML attributes 0.0 GiB" in str(app.screen.query_one("#attribution", Label).content))
+
+
+async def test_bad_theme_falls_back_cleanly(fake, tmp_path):
+    (tmp_path / "broken.toml").write_text('name = "broken"\nprimary = "not-a-colour"\n')
+    cfg = Config(lanes=CFG.lanes, ui=type(CFG.ui)(theme="broken"))
+    app = app_for(fake, cfg=cfg, user_theme_dir=tmp_path)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause(0.2)
+        assert app.theme == "sparkctl-dark"
+        assert any("primary: not a colour" in p for p in app.theme_problems)
+        assert any("theme 'broken' not found" in p for p in app.theme_problems)
+
+
+SNAPSHOT_PORT = 47911  # fixed: the engine URL is part of the picture
+
+
+def test_dashboard_snapshot_spark(snap_compare):
+    server = FakeOllama(two_models_resident(), port=SNAPSHOT_PORT).start()
+    # The fake's expiries follow the real clock; a clock pinned past them makes 'Until'
+    # read a stable "Stopping..." for the 4-minute model and "Forever" for the other.
+    fixed = datetime(2030, 1, 1, tzinfo=timezone.utc)
+    app = app_for(server, clock=lambda: fixed, refresh_s=3600)  # one sample: a still picture
+
+    async def settle(pilot):
+        await wait_for(pilot, lambda: len(table_rows(app)) == 2)
+        await pilot.pause(0.1)
+
+    try:
+        assert snap_compare(app, terminal_size=(120, 40), run_before=settle)
+    finally:
+        server.stop()

@@ -1,0 +1,64 @@
+"""Snapshots of the Models screen (pytest-textual-snapshot). Fixed data: the FAKE Ollama
+with fixed modification times, Spark-like FakeProbes, a fixed clock, animations off.
+Regenerate with `pytest tests/tui/test_models_snapshots.py --snapshot-update` and look
+at the SVGs before committing them."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from tests.fakes.host import FakeProbes, spark_snapshot
+from tests.fakes.model_scenarios import spark_state
+from tests.fakes.ollama_server import FakeOllama, pull_scenario
+from tests.tui.models_helpers import build, open_models, select, settle
+
+SNAP_SIZE = (120, 36)
+
+
+@pytest.fixture
+def fake() -> Iterator[FakeOllama]:
+    server = FakeOllama(spark_state()).start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def test_models_screen_with_a_fit_verdict(snap_compare, fake, tmp_path):
+    app = build(fake, tmp_path)
+
+    async def run_before(pilot) -> None:
+        screen = await open_models(pilot.app, pilot)
+        select(screen, "qwen3:8b")
+        await pilot.press("f")
+        await settle(pilot.app, pilot)
+
+    assert snap_compare(app, terminal_size=SNAP_SIZE, run_before=run_before)
+
+
+def test_models_screen_with_a_refused_load(snap_compare, fake, tmp_path):
+    app = build(fake, tmp_path, FakeProbes(spark_snapshot(20.0, runner_gib=78.5)))
+
+    async def run_before(pilot) -> None:
+        screen = await open_models(pilot.app, pilot)
+        select(screen, "qwen3:30b-a3b")
+        await pilot.press("l")
+        await settle(pilot.app, pilot)
+
+    assert snap_compare(app, terminal_size=SNAP_SIZE, run_before=run_before)
+
+
+def test_pull_view_after_a_pull(snap_compare, fake, tmp_path):
+    fake.state = pull_scenario()
+    for model in fake.state.models.values():
+        model.modified_at_ns = 1_700_000_000 * 1_000_000_000
+    app = build(fake, tmp_path)
+
+    async def run_before(pilot) -> None:
+        screen = await open_models(pilot.app, pilot)
+        screen._pull_chosen("qwen3:8b")  # what the pull dialog's callback does
+        await settle(pilot.app, pilot)
+
+    assert snap_compare(app, terminal_size=SNAP_SIZE, run_before=run_before)
