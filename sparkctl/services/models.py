@@ -65,8 +65,9 @@ class ModelsRefused(Exception):
 
 
 class LoadFailed(EngineError):
-    """The engine refused or failed the load; `after` says what is resident now, because a
-    failed load can still have evicted models (Ollama unloads to make room first)."""
+    """The engine refused or failed the load. `lost_lanes` and `resident_after` say what is
+    resident now, because a failed load can still have evicted models (Ollama unloads to
+    make room before it tries, and unloads everything after an out-of-memory failure)."""
 
     def __init__(self, message: str, status: int, *, lost_lanes: tuple[str, ...] = (),
                  resident_after: tuple[ResidentModel, ...] | None = None) -> None:
@@ -1160,14 +1161,14 @@ class DeleteReport:
 
     def line(self) -> str:
         extra = " (unloaded it first)" if self.unloaded_first else ""
-        return f"deleted {lane_label_str(self.model, self.lane)} ({gib(self.size)}){extra}"
+        return f"deleted {_with_lane(self.model, self.lane)} ({gib(self.size)}){extra}"
 
     def to_dict(self) -> dict[str, Any]:
         return {"model": self.model, "deleted": True, "lane": self.lane, "size": self.size,
                 "unloaded_first": self.unloaded_first}
 
 
-def lane_label_str(name: str, lane: str | None) -> str:
+def _with_lane(name: str, lane: str | None) -> str:
     return f"{name} (lane {lane})" if lane else name
 
 

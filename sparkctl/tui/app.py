@@ -21,14 +21,15 @@ from textual.worker import Worker, WorkerState, get_current_worker
 from sparkctl import __version__
 from sparkctl.config import Config
 from sparkctl.core.snapshots import GIB, EngineStatus, HostSnapshot, MemInfo, Unavailable
-from sparkctl.services.status import StatusReport, build_report, engine_status
-from sparkctl.tui.messages import EngineSampled, HostSampled
+from sparkctl.services.status import StatusReport, build_report, engine_status, openai_engines_status
+from sparkctl.tui.messages import EngineSampled, HostSampled, NamedEnginesSampled
 from sparkctl.tui.screens.bench import BenchScreen
 from sparkctl.tui.screens.dashboard import DashboardScreen
 from sparkctl.tui.screens.models import ModelsScreen
 from sparkctl.tui.themes import load_themes
 
 FALLBACK_THEME = "sparkctl-dark"
+ENGINES_REFRESH_S = 5.0  # the extra [engines.NAME] servers: a few seconds is fresh enough
 
 
 class SparkApp(App):
@@ -44,6 +45,7 @@ class SparkApp(App):
     ]
 
     report: reactive[StatusReport | None] = reactive(None, always_update=True)
+    engines_status: reactive[tuple] = reactive((), always_update=True)
 
     def __init__(
         self,
@@ -53,8 +55,10 @@ class SparkApp(App):
         clock: Callable[[], datetime] | None = None,
         user_theme_dir: Path | None = None,
         recorder: Callable[[Any], Any] | None = None,
+        named_engines: dict[str, Any] | None = None,
     ) -> None:
         super().__init__()
+        self.named_engines = named_engines or {}  # [engines.NAME] -> engine object
         self.recorder = recorder
         self.config = config
         self.engine = engine
@@ -86,6 +90,8 @@ class SparkApp(App):
             self.notify(problem, severity="warning", timeout=8)
         self.sample_host()
         self.sample_engine()
+        if self.config.engines:
+            self.sample_named_engines()
 
     # ---- workers -------------------------------------------------------------------------
 
@@ -100,6 +106,11 @@ class SparkApp(App):
         status = await engine_status(self.engine)
         self.post_message(EngineSampled(status))
 
+    @work(group="engines", exclusive=True, exit_on_error=False)
+    async def sample_named_engines(self) -> None:
+        statuses = await openai_engines_status(self.config, self.named_engines)
+        self.post_message(NamedEnginesSampled(statuses))
+
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         """Schedule the next sample once this one has finished, whatever its outcome."""
         w = event.worker
@@ -113,6 +124,8 @@ class SparkApp(App):
             self.set_timer(self.config.ui.refresh_s, self.sample_host)
         elif w.group == "engine":
             self.set_timer(self.config.ui.refresh_s, self.sample_engine)
+        elif w.group == "engines":
+            self.set_timer(max(ENGINES_REFRESH_S, self.config.ui.refresh_s), self.sample_named_engines)
 
     # ---- handlers own the state ----------------------------------------------------------
 
@@ -139,6 +152,9 @@ class SparkApp(App):
         self._engine_status = status
         self._rebuild()
 
+    def on_named_engines_sampled(self, message: NamedEnginesSampled) -> None:
+        self.engines_status = message.statuses
+
     def _rebuild(self) -> None:
         if self._host is None:
             return
@@ -160,6 +176,8 @@ class SparkApp(App):
     def action_refresh_now(self) -> None:
         self.sample_host()
         self.sample_engine()
+        if self.config.engines:
+            self.sample_named_engines()
 
     async def action_quit(self) -> None:
         self._stopping = True
@@ -168,12 +186,13 @@ class SparkApp(App):
 
     async def on_unmount(self) -> None:
         self._stopping = True
-        close = getattr(self.engine, "close", None)
-        if close is not None:
-            try:
-                await close()
-            except Exception:  # closing a dead connection must not turn quit into a crash
-                pass
+        for engine in (self.engine, *self.named_engines.values()):
+            close = getattr(engine, "close", None)
+            if close is not None:
+                try:
+                    await close()
+                except Exception:  # closing a dead connection must not turn quit into a crash
+                    pass
 
 
 def make_app(
@@ -183,6 +202,7 @@ def make_app(
     clock: Callable[[], datetime] | None = None,
     user_theme_dir: Path | None = None,
     recorder: Callable[[Any], Any] | None = None,
+    named_engines: dict[str, Any] | None = None,
 ) -> SparkApp:
     """Build the app; tests pass doubles, the CLI passes nothing and gets the real parts."""
     if engine is None or probes is None:
@@ -198,4 +218,9 @@ def make_app(
         from sparkctl.services.factory import make_recorder
 
         recorder = make_recorder(config)  # mlflow itself is imported on the first write only
-    return SparkApp(config, engine, probes, clock=clock, user_theme_dir=user_theme_dir, recorder=recorder)
+    if named_engines is None and config.engines:
+        from sparkctl.services.factory import make_named_engines
+
+        named_engines = make_named_engines(config)  # plain httpx clients: nothing is contacted yet
+    return SparkApp(config, engine, probes, clock=clock, user_theme_dir=user_theme_dir, recorder=recorder,
+                    named_engines=named_engines)

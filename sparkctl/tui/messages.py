@@ -17,3 +17,11 @@ class EngineSampled(Message):
     def __init__(self, status: EngineStatus) -> None:
         super().__init__()
         self.status = status
+
+
+class NamedEnginesSampled(Message):
+    """The `[engines.NAME]` entries as last probed (a tuple of NamedEngineStatus)."""
+
+    def __init__(self, statuses: tuple) -> None:
+        super().__init__()
+        self.statuses = statuses

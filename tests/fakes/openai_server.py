@@ -91,9 +91,15 @@ class _Handler(BaseHTTPRequestHandler):
     def log_message(self, *args: Any) -> None:  # keep test output clean
         pass
 
+    def handle(self) -> None:
+        try:
+            super().handle()
+        except (ConnectionResetError, BrokenPipeError):
+            pass  # the client hung up (it closes a stream once it has read [DONE])
+
     def version_string(self) -> str:
         # llama.cpp: set_default_headers({{"Server", "llama.cpp"}}); vLLM/SGLang run on uvicorn
-        return {"llama.cpp": "llama.cpp", "vllm": "uvicorn", "sglang": "uvicorn"}.get(self.state.flavor, "fake")
+        return {"llama.cpp": "llama.cpp", "vllm": "uvicorn", "sglang": "uvicorn"}.get(self.state.flavor, "fake-openai/1.0")
 
     @property
     def state(self) -> OpenAIState:
@@ -294,7 +300,8 @@ class FakeOpenAI:
         httpd.fake = self  # type: ignore[attr-defined]
         self.port = httpd.server_address[1]
         self._httpd = httpd
-        self._thread = threading.Thread(target=httpd.serve_forever, name="fake-openai", daemon=True)
+        self._thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05},
+                                        name="fake-openai", daemon=True)
         self._thread.start()
         return self
 

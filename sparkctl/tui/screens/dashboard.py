@@ -47,6 +47,8 @@ class DashboardScreen(Screen):
             yield Panel("connecting…", id="engine")
             yield Panel("reading…", id="gpu")
             yield Panel("reading…", id="pressure")
+        if self.app.config.engines:  # only with [engines.NAME] entries: the usual layout stays as it was
+            yield Panel("connecting…", id="engines")
         with Horizontal(id="history"):
             with Vertical(classes="spark") as v:
                 v.border_title = "Available memory"
@@ -65,6 +67,9 @@ class DashboardScreen(Screen):
         self.query_one("#gpu", Panel).border_title = "GPU"
         self.query_one("#pressure", Panel).border_title = "Memory pressure"
         self.watch(self.app, "report", self._show_report, init=True)
+        if self.app.config.engines:
+            self.query_one("#engines", Panel).border_title = "Bench engines"
+            self.watch(self.app, "engines_status", self._show_engines, init=True)
 
     # ---- rendering a report --------------------------------------------------------------
 
@@ -179,6 +184,34 @@ class DashboardScreen(Screen):
             else:
                 t.append(f"available {gib(b.available)}, reserve {gib(b.reserve)}", style="green")
         self.query_one("#pressure", Panel).set_text(t)
+
+    def _show_engines(self, statuses: tuple) -> None:
+        """One line per [engines.NAME]: reachable or not, what it is, and whether it serves its model."""
+        if not statuses:
+            return
+        t = Text()
+        for i, e in enumerate(statuses):
+            if i:
+                t.append("\n")
+            if e.reachable:
+                t.append("● ", style="bold green")
+                t.append(f"{e.name}", style="bold")
+                t.append(f"  {e.kind} {e.version} · {e.url}")
+                if e.model_served is False:
+                    t.append(f" · {e.model} NOT served", style="bold yellow")
+                    t.append(f" (serves {', '.join(e.served) or 'nothing'})", style="yellow")
+                elif e.model:
+                    t.append(f" · {e.model}")
+                elif e.served:
+                    t.append(f" · {', '.join(e.served)}")
+            else:
+                t.append("● ", style="bold red")
+                t.append(f"{e.name}", style="bold")
+                t.append(f"  UNREACHABLE {e.url}", style="bold red")
+                if e.model:
+                    t.append(f" · {e.model}")
+                t.append(f"\n    {e.error}", style="red")
+        self.query_one("#engines", Panel).set_text(t)
 
     def _show_history(self) -> None:
         mem = list(self.app.history_available)
