@@ -34,7 +34,7 @@ ENGINES_REFRESH_S = 5.0  # the extra [engines.NAME] servers: a few seconds is fr
 
 class SparkApp(App):
     TITLE = "sparkctl"
-    CSS_PATH = "app.tcss"
+    CSS_PATH = Path(__file__).with_name("app.tcss")  # absolute: subclasses live elsewhere
     MODES = {"dashboard": DashboardScreen, "models": ModelsScreen, "bench": BenchScreen}
     DEFAULT_MODE = "dashboard"
     BINDINGS = [

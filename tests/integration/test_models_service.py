@@ -170,6 +170,7 @@ async def test_cancel_closes_the_stream_and_the_next_pull_resumes(engine, server
     await asyncio.sleep(0.1)
     assert 0 < kept < weights.total and state.blobs[weights.digest] == kept  # the server stopped
 
+    state.pull_chunks = 4
     views = await collect(ms.pull_model(engine, "qwen3:8b", store=NO_STORE))
     first = views[-1].layers[0]
     assert views[-1].outcome == "success"
@@ -182,6 +183,7 @@ async def test_dropped_connection_fails_as_unreachable_and_resumes(engine, serve
     state.drop_stream("/api/pull", after=10, times=1)
     last = (await collect(ms.pull_model(engine, "qwen3:8b", store=NO_STORE)))[-1]
     assert last.error_kind == "unreachable" and "0.12.6" in last.error
+    state.pull_chunks = 4
     again = (await collect(ms.pull_model(engine, "qwen3:8b", store=NO_STORE)))[-1]
     assert again.outcome == "success" and again.layers[0].start_completed > 0
 
