@@ -10,9 +10,12 @@ set -u
 OUT=${OUT:?set OUT to a folder for the results}
 REPO=$(pwd)
 W=${WORK_DIR:-/tmp/lw}
-BUILD_BUDGET_S=${BUILD_BUDGET_S:-430}
+BUILD_BUDGET_S=${BUILD_BUDGET_S:-500}
 JOBS=${JOBS:-$(nproc)}
 PORT=${PORT:-8088}
+# a TinyLlama-1.1B-shaped model (F16, ~2.2 GB) and the bench settings; both overridable
+MODEL_DIMS=${MODEL_DIMS:---embd 2048 --layers 16 --heads 32 --kv-heads 8 --ffn 5632}
+BENCH_ARGS=${BENCH_ARGS:---reps 5 --warmup 1 --num-predict 256 --timeout 120}
 T0=$(date +%s)
 mkdir -p "$W" "$OUT"
 log() { echo "[$(( $(date +%s) - T0 ))s] $*" | tee -a "$OUT/steps.log" >&2; }
@@ -20,6 +23,36 @@ log() { echo "[$(( $(date +%s) - T0 ))s] $*" | tee -a "$OUT/steps.log" >&2; }
 log "host $(hostname) $(nproc) cores; $(python3 --version 2>&1)"
 { nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv 2>&1
   nvcc --version 2>&1 | tail -1; cmake --version 2>&1 | head -1; g++ --version 2>&1 | head -1; } >> "$OUT/steps.log"
+
+# ---- source, model, build -----------------------------------------------------------------------
+tar xJf "$REPO/.devcarry/llama-src.tar.xz" -C "$W" || { log "untar FAILED"; exit 1; }
+SRC=$W/llama.cpp
+( PYTHONPATH=$SRC/gguf-py python3 "$REPO/scripts/make_random_gguf.py" --vocab "$SRC/models/ggml-vocab-llama-spm.gguf" \
+    --out "$W/random.gguf" $MODEL_DIMS --name random-llama \
+    >> "$OUT/steps.log" 2>&1; echo "gguf exit $?" >> "$OUT/steps.log" ) &
+GGUF_PID=$!
+
+BIN=${LLAMA_SERVER_BIN:-}
+if [ -z "$BIN" ]; then
+  EXTRA=()
+  CUDA_INC=$(dirname "$(command -v nvcc)")/../include
+  if [ ! -f "$CUDA_INC/cublas_v2.h" ] && [ ! -f /usr/local/cuda/include/cublas_v2.h ]; then
+    # no cuBLAS in the toolkit: use the one PyTorch's wheels bring
+    H=$(python3 -c "import glob,nvidia,os; print(next(os.path.dirname(h) for p in nvidia.__path__ for h in glob.glob(p+'/**/cublas_v2.h', recursive=True)))" 2>/dev/null)
+    L=$(dirname "$H")/lib
+    log "cuBLAS from pip: $H"
+    EXTRA=(-DCUDA_cublas_LIBRARY="$(ls "$L"/libcublas.so* | head -1)" -DCUDA_cublasLt_LIBRARY="$(ls "$L"/libcublasLt.so* | head -1)"
+           -DCMAKE_CXX_FLAGS="-I$H" -DCMAKE_CUDA_FLAGS="-I$H" -DCMAKE_EXE_LINKER_FLAGS="-Wl,-rpath,$L")
+    export LD_LIBRARY_PATH=$L:${LD_LIBRARY_PATH:-}
+  fi
+  GEN=(-G Ninja); command -v ninja >/dev/null || GEN=()
+  ( cmake -S "$SRC" -B "$W/build" "${GEN[@]}" -DCMAKE_BUILD_TYPE=Release \
+      -DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 -DGGML_CUDA_FA=OFF -DGGML_CUDA_NCCL=OFF \
+      -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_APP=OFF -DLLAMA_CURL=OFF \
+      -DLLAMA_USE_PREBUILT_UI=OFF -DLLAMA_BUILD_COMMIT=lcb11434-cuda-sm90 "${EXTRA[@]}" \
+    && cmake --build "$W/build" --target llama-server -j "$JOBS" ) > "$W/build.log" 2>&1 &
+  BUILD_PID=$!
+fi
 
 # ---- Python packages and sparkctl itself ------------------------------------------------------
 if ls "$REPO"/.whl/*.whl >/dev/null 2>&1; then
@@ -46,33 +79,7 @@ EOF
 $SPARK status --json > "$OUT/status_early.json" 2>> "$OUT/steps.log"
 log "status (before the server) exit $?"
 
-# ---- source, model, build -----------------------------------------------------------------------
-tar xJf "$REPO/.devcarry/llama-src.tar.xz" -C "$W" || { log "untar FAILED"; exit 1; }
-SRC=$W/llama.cpp
-( PYTHONPATH=$SRC/gguf-py python3 "$REPO/scripts/make_random_gguf.py" --vocab "$SRC/models/ggml-vocab-llama-spm.gguf" \
-    --out "$W/random.gguf" --embd 2048 --layers 16 --heads 32 --kv-heads 8 --ffn 5632 --name random-llama \
-    >> "$OUT/steps.log" 2>&1; echo "gguf exit $?" >> "$OUT/steps.log" ) &
-GGUF_PID=$!
-
-BIN=${LLAMA_SERVER_BIN:-}
-if [ -z "$BIN" ]; then
-  EXTRA=()
-  CUDA_INC=$(dirname "$(command -v nvcc)")/../include
-  if [ ! -f "$CUDA_INC/cublas_v2.h" ] && [ ! -f /usr/local/cuda/include/cublas_v2.h ]; then
-    # no cuBLAS in the toolkit: use the one PyTorch's wheels bring
-    H=$(python3 -c "import glob,nvidia,os; print(next(os.path.dirname(h) for p in nvidia.__path__ for h in glob.glob(p+'/**/cublas_v2.h', recursive=True)))" 2>/dev/null)
-    L=$(dirname "$H")/lib
-    log "cuBLAS from pip: $H"
-    EXTRA=(-DCUDA_cublas_LIBRARY="$(ls "$L"/libcublas.so* | head -1)" -DCUDA_cublasLt_LIBRARY="$(ls "$L"/libcublasLt.so* | head -1)"
-           -DCMAKE_CXX_FLAGS="-I$H" -DCMAKE_CUDA_FLAGS="-I$H" -DCMAKE_EXE_LINKER_FLAGS="-Wl,-rpath,$L")
-    export LD_LIBRARY_PATH=$L:${LD_LIBRARY_PATH:-}
-  fi
-  ( cmake -S "$SRC" -B "$W/build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
-      -DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 -DGGML_CUDA_FA=OFF -DGGML_CUDA_NCCL=OFF \
-      -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_APP=OFF -DLLAMA_CURL=OFF \
-      -DLLAMA_USE_PREBUILT_UI=OFF -DLLAMA_BUILD_COMMIT=lcb11434-cuda-sm90 "${EXTRA[@]}" \
-    && cmake --build "$W/build" --target llama-server -j "$JOBS" ) > "$W/build.log" 2>&1 &
-  BUILD_PID=$!
+if [ -z "${LLAMA_SERVER_BIN:-}" ]; then
   log "build started (budget ${BUILD_BUDGET_S}s)"
   while kill -0 $BUILD_PID 2>/dev/null; do
     if [ $(( $(date +%s) - T0 )) -gt "$BUILD_BUDGET_S" ]; then
@@ -117,7 +124,7 @@ print(json.dumps(out, indent=1))
 EOF
 $SPARK status --json > "$OUT/status.json" 2>> "$OUT/steps.log"
 log "status exit $?"
-$SPARK bench --engine llama --reps 5 --warmup 1 --num-predict 256 --timeout 120 --json > "$OUT/bench.json" 2>> "$OUT/steps.log"
+$SPARK bench --engine llama $BENCH_ARGS --json > "$OUT/bench.json" 2>> "$OUT/steps.log"
 log "bench exit $?"
 cp "$SPARKCTL_DATA_DIR/spool.jsonl" "$OUT/spool.jsonl" 2>/dev/null
 nvidia-smi --query-gpu=name,memory.used,power.draw,clocks.sm --format=csv >> "$OUT/steps.log" 2>&1

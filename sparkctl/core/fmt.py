@@ -44,3 +44,35 @@ def sparkline(values: list[float], width: int, lo: float | None = None, hi: floa
             idx = int(round((min(max(v, lo), hi) - lo) / span * (len(blocks) - 1)))
             out.append(blocks[idx])
     return "".join(out)
+
+
+def wrap_stream(text: str, column: int, width: int) -> tuple[str, int]:
+    """Insert line breaks into streamed text so no line passes `width` characters.
+
+    `column` is where the current line already ends; returns the text to append and the new
+    column. Breaks fall after a space where one is near, else mid-word. A runaway model can
+    emit 60k tokens without a newline, and one ever-growing line makes every append cost
+    more than the last."""
+    if width <= 0:
+        return text, column
+    out: list[str] = []
+    for piece in text.split("\n"):
+        if out:
+            out.append("\n")
+            column = 0
+        while column + len(piece) > width:
+            room = width - column
+            cut = piece.rfind(" ", 0, room + 1)
+            if cut <= 0 or cut < room // 2:
+                cut = room
+            if cut <= 0:
+                out.append("\n")
+                column = 0
+                continue
+            out.append(piece[:cut])
+            out.append("\n")
+            piece = piece[cut:].lstrip(" ") if piece[cut:cut + 1] == " " else piece[cut:]
+            column = 0
+        out.append(piece)
+        column += len(piece)
+    return "".join(out), column

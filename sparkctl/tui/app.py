@@ -7,6 +7,7 @@ never stack up. Workers post messages; the handlers here own the state that scre
 
 from __future__ import annotations
 
+import gc
 import time
 from collections import deque
 from datetime import datetime, timezone
@@ -92,6 +93,12 @@ class SparkApp(App):
         self.sample_engine()
         if self.config.engines:
             self.sample_named_engines()
+
+    def on_ready(self) -> None:
+        # Everything imported and built so far lives as long as the app. Moving it out of
+        # the collector's view turns 100-140 ms full collections during a 2,000 tok/s
+        # stream into a few ms (measured by benchmarks/stream.py).
+        gc.freeze()
 
     # ---- workers -------------------------------------------------------------------------
 

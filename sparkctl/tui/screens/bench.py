@@ -6,14 +6,18 @@ a second; this screen only appends those batches to bounded Logs and moves gauge
 
 from __future__ import annotations
 
+import gc
+
 from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
 from textual.message import Message
 from textual.screen import Screen
-from textual.widgets import Button, DataTable, Footer, Header, Input, Label, Log, ProgressBar, Static, Switch
+from textual.widgets import Button, DataTable, Footer, Header, Input, Label, ProgressBar, Switch
 
+from sparkctl.tui.widgets.gauges import Gauges
+from sparkctl.tui.widgets.stream_tail import StreamTail
 from sparkctl.services.bench import (
     BenchFinished,
     BenchRefused,
@@ -25,7 +29,7 @@ from sparkctl.services.bench import (
     RepStarted,
 )
 
-LOG_LINES = 2000
+LOG_LINES = 5000
 SUMMARY_COLUMNS = ("Model", "decode tok/s", "min", "max", "CV %", "client", "prefill", "TTFT s", "load s",
                    "DNF", "verdict", "MLflow")
 
@@ -46,8 +50,6 @@ class BenchScreen(Screen):
     #bench-form Input { width: 1fr; }
     #bench-form #reps { width: 12; }
     #bench-form Label { padding: 1 1 0 1; }
-    #gauges { height: 3; padding: 0 1; }
-    #gauges Static { width: 1fr; }
     #progress { padding: 0 1; height: 1; }
     #streams { height: 1fr; }
     #streams > Vertical { border: round $panel-lighten-2; }
@@ -68,20 +70,15 @@ class BenchScreen(Screen):
             yield Switch(value=self.app.config.bench.mode == "solo", id="solo")
             yield Button("Run", id="run", variant="primary")
         yield Label("", id="phase")
-        with Horizontal(id="gauges"):
-            yield Static("tokens\n-", id="g-tokens")
-            yield Static("elapsed\n-", id="g-elapsed")
-            yield Static("time to first token\n-", id="g-ttft")
-            yield Static("decode tok/s (client)\n-", id="g-tps")
-            yield Static("repetition\n-", id="g-rep")
+        yield Gauges(id="gauges")
         yield ProgressBar(id="progress", show_eta=False)
         with Horizontal(id="streams"):
             with Vertical(id="thinking-box") as v:
                 v.border_title = "thinking"
-                yield Log(id="thinking", max_lines=LOG_LINES, auto_scroll=True)
+                yield StreamTail(id="thinking", max_lines=LOG_LINES)
             with Vertical(id="answer-box") as v:
                 v.border_title = "answer"
-                yield Log(id="answer", max_lines=LOG_LINES, auto_scroll=True)
+                yield StreamTail(id="answer", max_lines=LOG_LINES)
         yield DataTable(id="summary", zebra_stripes=True)
         yield Footer()
 
@@ -129,6 +126,9 @@ class BenchScreen(Screen):
         self.query_one("#progress", ProgressBar).update(total=self._total_steps, progress=0)
         self.query_one("#summary", DataTable).clear()
         self.query_one("#run", Button).disabled = True
+        # Long-lived objects made since start-up (this screen, render caches) leave the
+        # collector's view, so full collections stay short while tokens stream in.
+        gc.freeze()
         self.run_bench(models, settings)
 
     def action_stop(self) -> None:
@@ -163,33 +163,33 @@ class BenchScreen(Screen):
             self.query_one("#phase", Label).update(ev.text)
         elif isinstance(ev, RepStarted):
             what = f"warm-up {-ev.index}/{ev.total}" if ev.warmup else f"{ev.index + 1}/{ev.total}"
-            self.query_one("#g-rep", Static).update(f"repetition\n{ev.model} {what}")
+            self.query_one(Gauges).set(rep=f"{ev.model} {what}", tokens="0", elapsed="0.0 s", ttft="-", tps="-")
             self.query_one("#phase", Label).update(f"streaming {ev.model} ({what})")
-            for log_id in ("#thinking", "#answer"):
-                log = self.query_one(log_id, Log)
-                log.write_line("")
-                log.write_line(f"── {ev.model} {what} ──")
+            for view_id in ("#thinking", "#answer"):
+                self.query_one(view_id, StreamTail).write_line(f"── {ev.model} {what} ──")
         elif isinstance(ev, Live):
             if ev.thinking:
-                self.query_one("#thinking", Log).write(ev.thinking)
+                self._append("#thinking", ev.thinking)
             if ev.answer:
-                self.query_one("#answer", Log).write(ev.answer)
-            self.query_one("#g-tokens", Static).update(f"tokens\n{ev.tokens}")
-            self.query_one("#g-elapsed", Static).update(f"elapsed\n{ev.elapsed_s:.1f} s")
-            if ev.ttft_s is not None:
-                self.query_one("#g-ttft", Static).update(f"time to first token\n{ev.ttft_s:.2f} s")
-            if ev.decode_tps is not None:
-                self.query_one("#g-tps", Static).update(f"decode tok/s (client)\n{ev.decode_tps:.1f}")
+                self._append("#answer", ev.answer)
+            self.query_one(Gauges).set(
+                tokens=str(ev.tokens), elapsed=f"{ev.elapsed_s:.1f} s",
+                ttft="-" if ev.ttft_s is None else f"{ev.ttft_s:.2f} s",
+                tps="-" if ev.decode_tps is None else f"{ev.decode_tps:.1f}",
+            )
         elif isinstance(ev, RepDone):
             self._done_steps += 1
             self.query_one("#progress", ProgressBar).update(progress=self._done_steps)
             r = ev.result
             if r.dnf:
-                self.query_one("#answer", Log).write_line(f"\n[DNF after {r.wall_s:.0f} s, {r.client_tokens} tokens]")
+                self.query_one("#answer", StreamTail).write_line(f"\n[DNF after {r.wall_s:.0f} s, {r.client_tokens} tokens]")
             elif r.error:
-                self.query_one("#answer", Log).write_line(f"\n[error: {r.error}]")
+                self.query_one("#answer", StreamTail).write_line(f"\n[error: {r.error}]")
         elif isinstance(ev, BenchFinished):
             self._show_summary(ev.runs)
+
+    def _append(self, view_id: str, text: str) -> None:
+        self.query_one(view_id, StreamTail).append(text)
 
     def _show_summary(self, runs) -> None:
         table = self.query_one("#summary", DataTable)

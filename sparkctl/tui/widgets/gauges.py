@@ -1,0 +1,42 @@
+"""Live bench gauges drawn by one widget with a fixed size, so an update repaints this
+region only (a Static.update would re-run the whole screen's layout ~20 times a second)."""
+
+from __future__ import annotations
+
+from rich.table import Table
+from textual.widget import Widget
+
+FIELDS = (
+    ("tokens", "tokens"),
+    ("elapsed", "elapsed"),
+    ("ttft", "time to first token"),
+    ("tps", "decode tok/s (client)"),
+    ("rep", "repetition"),
+)
+
+
+class Gauges(Widget):
+    DEFAULT_CSS = """
+    Gauges { height: 2; padding: 0 1; }
+    """
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.values: dict[str, str] = {key: "-" for key, _ in FIELDS}
+
+    def set(self, **values: str) -> None:
+        changed = False
+        for key, value in values.items():
+            if self.values.get(key) != value:
+                self.values[key] = value
+                changed = True
+        if changed:
+            self.refresh()
+
+    def render(self) -> Table:
+        table = Table.grid(expand=True)
+        for _ in FIELDS:
+            table.add_column(ratio=1)
+        table.add_row(*(f"[dim]{label}[/]" for _, label in FIELDS))
+        table.add_row(*(f"[b]{self.values[key]}[/]" for key, _ in FIELDS))
+        return table

@@ -1,0 +1,108 @@
+"""A bounded, line-based view of a token stream that never changes the screen's layout.
+
+Textual's Log grows its virtual size with every new line, and a virtual-size change
+re-lays-out the whole screen: at 2,000 tok/s that is a full repaint several times a
+second. This view has a fixed size, keeps the last `max_lines` lines in a deque and paints
+only the lines on show, so an append repaints this widget alone. It follows the end of
+the stream; the mouse wheel or PageUp/PageDown scroll back, End resumes following.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+
+from rich.segment import Segment
+from rich.style import Style
+from textual.binding import Binding
+from textual.strip import Strip
+from textual.widget import Widget
+
+from sparkctl.core.fmt import wrap_stream
+
+
+class StreamTail(Widget, can_focus=True):
+    DEFAULT_CSS = """
+    StreamTail { height: 1fr; padding: 0 1; }
+    """
+    BINDINGS = [
+        Binding("pageup", "back", "Scroll back", show=False),
+        Binding("pagedown", "forward", "Scroll forward", show=False),
+        Binding("end", "follow", "Follow", show=False),
+    ]
+
+    def __init__(self, max_lines: int = 5000, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.lines: deque[str] = deque([""], maxlen=max_lines)
+        self.column = 0
+        self.back = 0  # lines scrolled back from the end; 0 = following
+
+    @property
+    def wrap_width(self) -> int:
+        return max(20, self.content_size.width)
+
+    def append(self, text: str) -> None:
+        """Add streamed text (any mix of pieces and newlines)."""
+        if not text:
+            return
+        wrapped, self.column = wrap_stream(text, self.column, self.wrap_width)
+        parts = wrapped.split("\n")
+        self.lines[-1] += parts[0]
+        for part in parts[1:]:
+            self.lines.append(part)
+        if self.back:
+            self.back = min(self.back + len(parts) - 1, max(0, len(self.lines) - 1))
+        self.refresh()
+
+    def write_line(self, text: str) -> None:
+        if self.lines[-1]:
+            self.lines.append("")
+        self.lines[-1] = text
+        self.lines.append("")
+        self.column = 0
+        self.refresh()
+
+    def clear(self) -> None:
+        self.lines = deque([""], maxlen=self.lines.maxlen)
+        self.column = 0
+        self.back = 0
+        self.refresh()
+
+    @property
+    def text(self) -> str:
+        return "\n".join(self.lines)
+
+    def render_line(self, y: int) -> Strip:
+        height = self.content_size.height
+        end = len(self.lines) - self.back
+        start = max(0, end - height)
+        index = start + y
+        if index >= end:
+            return Strip.blank(self.content_size.width, self.rich_style)
+        line = self.lines[index][: self.content_size.width]
+        style = self.rich_style
+        if self.back and y == height - 1:
+            line = f"… {self.back} more line(s) below: End to follow"[: self.content_size.width]
+            style = style + Style(reverse=True)
+        return Strip([Segment(line, style)]).extend_cell_length(self.content_size.width, style)
+
+    def _scroll(self, lines: int) -> None:
+        self.back = max(0, min(len(self.lines) - 1, self.back + lines))
+        self.refresh()
+
+    def action_back(self) -> None:
+        self._scroll(max(1, self.content_size.height - 1))
+
+    def action_forward(self) -> None:
+        self._scroll(-max(1, self.content_size.height - 1))
+
+    def action_follow(self) -> None:
+        self.back = 0
+        self.refresh()
+
+    def on_mouse_scroll_up(self, event) -> None:
+        self._scroll(3)
+        event.stop()
+
+    def on_mouse_scroll_down(self, event) -> None:
+        self._scroll(-3)
+        event.stop()
