@@ -20,45 +20,13 @@ import psutil
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from sparkctl.config import Config  # noqa: E402
 from sparkctl.engines.ollama import OllamaEngine  # noqa: E402
 from sparkctl.tui.app import make_app  # noqa: E402
 from tests.fakes.host import FakeProbes, spark_snapshot  # noqa: E402
-from tests.fakes.ollama_server import FakeOllama, bench_scenario  # noqa: E402
-
-
-class OutOfProcessFake:
-    """The fake Ollama in its own process, as the real engine is: sharing this process's
-    GIL and garbage collector would charge the engine's work to the UI's event loop."""
-
-    def __init__(self, rate: float) -> None:
-        import socket
-        import subprocess
-
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            self.port = s.getsockname()[1]
-        code = (
-            "import sys, time; sys.path.insert(0, %r)\n"
-            "from tests.fakes.ollama_server import FakeOllama, bench_scenario\n"
-            "FakeOllama(bench_scenario(tokens_per_s=%r, runaway='response'), port=%d).start()\n"
-            "time.sleep(3600)\n" % (str(ROOT), rate, self.port)
-        )
-        self.proc = subprocess.Popen([sys.executable, "-c", code])
-        self.url = f"http://127.0.0.1:{self.port}"
-        import httpx
-
-        for _ in range(100):
-            try:
-                httpx.get(self.url + "/api/version", timeout=0.5)
-                break
-            except httpx.HTTPError:
-                time.sleep(0.1)
-
-    def stop(self) -> None:
-        self.proc.kill()
-        self.proc.wait()
+from fake_process import OutOfProcessFake  # noqa: E402
 
 
 async def measure(tokens: int, rate: float) -> None:
