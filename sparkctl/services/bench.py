@@ -419,8 +419,9 @@ class BenchRunner:
                     if run.reps or outcome != "FINISHED":
                         record = self.to_record(run, start_ms, end_ms, sampler)
                         result = await asyncio.to_thread(self.recorder, record)
-                        run.sync_message = result.message
-                        run.run_id = result.run_id
+                        if result is not None:
+                            run.sync_message = result.message
+                            run.run_id = result.run_id
             if restore:
                 await self._restore(restore)
         self.sink(BenchFinished(list(runs.values())))

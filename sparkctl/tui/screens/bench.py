@@ -204,8 +204,10 @@ class BenchScreen(Screen):
                 verdict = Text("INVALID", style="bold red")
             elif run.stable:
                 verdict = Text("stable", style="bold green")
-            else:
+            elif "decode_tps_cv_pct" in s:
                 verdict = Text("unstable", style="bold yellow")
+            else:
+                verdict = Text("- (1 rep)", style="dim")
             table.add_row(
                 run.model, f(s.get("decode_tps_median")), f(s.get("decode_tps_min")), f(s.get("decode_tps_max")),
                 f(s.get("decode_tps_cv_pct")), f(s.get("client_decode_tps_median")),

@@ -1,0 +1,17 @@
+"""Every test runs with its own config and data dirs: nothing reads or writes the real
+~/.config/sparkctl or ~/.local/share/sparkctl, and OLLAMA_HOST from the shell is ignored."""
+
+from __future__ import annotations
+
+import pytest
+
+
+@pytest.fixture(autouse=True)
+def _isolated_dirs(tmp_path_factory, monkeypatch):
+    base = tmp_path_factory.mktemp("home")
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(base / "config"))
+    monkeypatch.setenv("XDG_DATA_HOME", str(base / "data"))
+    monkeypatch.setenv("SPARKCTL_DATA_DIR", str(base / "data" / "sparkctl"))
+    monkeypatch.delenv("SPARKCTL_CONFIG", raising=False)
+    monkeypatch.delenv("OLLAMA_HOST", raising=False)
+    monkeypatch.setenv("MLFLOW_DISABLE_TELEMETRY", "true")

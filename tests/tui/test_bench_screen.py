@@ -1,0 +1,146 @@
+"""Pilot and snapshot tests of the Bench screen against the FAKE Ollama server (paced
+token streams over real HTTP) with FAKE Spark probes; MLflow is a real SQLite store."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+from textual.widgets import DataTable, Input, Label
+
+from sparkctl.config import Config
+from sparkctl.engines.ollama import OllamaEngine
+from sparkctl.tracking.spool import Spool
+from sparkctl.tracking.sync import record_run
+from sparkctl.tui.app import make_app
+from sparkctl.tui.widgets.gauges import Gauges
+from sparkctl.tui.widgets.stream_tail import StreamTail
+from tests.fakes.host import FakeProbes, spark_snapshot
+from tests.fakes.ollama_server import FakeOllama, bench_scenario, load_scenario
+from tests.integration.tracking_fixtures import mlflow_store, mlflow_template_db  # noqa: F401
+
+
+def config(**bench) -> Config:
+    base = Config(lanes={"production": "gpt-oss:120b"})
+    b = dataclasses.replace(base.bench, **{"warmup": 1, "reps": 2, "num_predict": 30, **bench})
+    return dataclasses.replace(base, bench=b, ui=dataclasses.replace(base.ui, refresh_s=5.0))
+
+
+def build(server, cfg, recorder=None):
+    engine = OllamaEngine(server.url, timeout=5.0, connect_timeout=3.0)
+    app = make_app(cfg, engine=engine, probes=FakeProbes(spark_snapshot()), recorder=recorder or (lambda r: None))
+    app.animation_level = "none"
+    return app
+
+
+async def start(app, pilot, models: str, reps: str | None = None):
+    await pilot.press("b")
+    await pilot.pause(0.2)
+    app.screen.query_one("#models", Input).value = models
+    if reps is not None:
+        app.screen.query_one("#reps", Input).value = reps
+    await pilot.click("#run")
+    await pilot.pause(0.1)
+
+
+async def finish(app, pilot):
+    await app.workers.wait_for_complete()
+    await pilot.pause(0.1)
+
+
+@pytest.fixture
+def serve():
+    servers = []
+
+    def go(state, **kw):
+        s = FakeOllama(state, **kw).start()
+        servers.append(s)
+        return s
+
+    yield go
+    for s in servers:
+        s.stop()
+
+
+async def test_streams_thinking_apart_and_shows_a_stable_summary(serve, mlflow_store, tmp_path):  # noqa: F811
+    server = serve(bench_scenario(tokens_per_s=300.0))
+    spool = Spool(tmp_path / "spool.jsonl")
+    app = build(server, config(), recorder=lambda r: record_run(r, spool, mlflow_store))
+    async with app.run_test(size=(120, 40)) as pilot:
+        await start(app, pilot, "qwen3:8b")
+        await finish(app, pilot)
+        thinking = app.screen.query_one("#thinking", StreamTail).text
+        answer = app.screen.query_one("#answer", StreamTail).text
+        assert "Okay, the user asks" in thinking and "Okay" not in answer
+        assert "The sky is blue" in answer
+        gauges = app.screen.query_one(Gauges).values
+        assert gauges["rep"] == "qwen3:8b 2/2" and int(gauges["tokens"]) > 0
+        table = app.screen.query_one("#summary", DataTable)
+        row = [str(c) for c in table.get_row_at(0)]
+        assert row[0] == "qwen3:8b" and row[10] == "stable"
+        assert row[11] != "-"  # an MLflow run id
+    (landed,) = mlflow_store.search_runs(experiment="sparkctl-bench")
+    assert landed["status"] == "FINISHED" and landed["tags"]["model.name"] == "qwen3:8b"
+
+
+async def test_cpu_placement_is_refused_with_the_reason(serve):
+    server = serve(load_scenario(spill=True))
+    app = build(server, config())
+    async with app.run_test(size=(120, 40)) as pilot:
+        await start(app, pilot, "qwen3:8b")
+        await finish(app, pilot)
+        phase = str(app.screen.query_one("#phase", Label).content)
+        assert phase.startswith("REFUSED") and "30%/70% CPU/GPU" in phase
+        assert app.screen.query_one("#summary", DataTable).row_count == 0
+
+
+async def test_stop_kills_the_run_and_keeps_it(serve):
+    server = serve(bench_scenario(tokens_per_s=200.0, runaway="response"))
+    records = []
+
+    def recorder(rec):
+        records.append(rec)
+        return type("R", (), {"message": "kept in spool", "run_id": None})()
+
+    app = build(server, config(num_predict=100000, warmup=0), recorder=recorder)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await start(app, pilot, "llama3.2:3b")
+        import asyncio
+
+        for _ in range(100):
+            await asyncio.sleep(0.05)
+            if int(app.screen.query_one(Gauges).values["tokens"] or 0) > 20:
+                break
+        await pilot.press("escape")
+        await finish(app, pilot)
+    assert [r.status for r in records] == ["KILLED"]
+
+
+async def test_bad_input_is_refused_before_any_request(serve):
+    server = serve(bench_scenario())
+    app = build(server, config())
+    async with app.run_test(size=(120, 40)) as pilot:
+        await start(app, pilot, "bad name!", reps="2")
+        await pilot.pause(0.1)
+        assert not [w for w in app.screen.workers if w.group == "bench"]
+        assert not server.calls("/api/generate")
+
+
+def test_bench_screen_snapshot(snap_compare):
+    server = FakeOllama(bench_scenario(tokens_per_s=None), port=47912).start()
+    app = build(server, config(reps=1, warmup=0))
+
+    async def run(pilot):
+        await start(app, pilot, "llama3.2:3b")
+        await finish(app, pilot)
+        # timings vary run to run: blank the figures that come from the clock
+        app.screen.query_one(Gauges).set(elapsed="(t)", ttft="(t)", tps="(t)")
+        table = app.screen.query_one("#summary", DataTable)
+        table.clear()
+        table.add_row("llama3.2:3b", "(t)", "(t)", "(t)", "-", "(t)", "(t)", "(t)", "(t)", "0", "- (1 rep)", "-")
+        await pilot.pause(0.1)
+
+    try:
+        assert snap_compare(app, terminal_size=(120, 40), run_before=run)
+    finally:
+        server.stop()
