@@ -136,7 +136,10 @@ def test_bench_screen_snapshot(snap_compare):
         # timings vary run to run: blank the figures that come from the clock
         app.screen.query_one(Gauges).set(elapsed="(t)", ttft="(t)", tps="(t)")
         table = app.screen.query_one("#summary", DataTable)
-        table.clear()
+        table.clear(columns=True)  # auto column widths remember the cleared values
+        from sparkctl.tui.screens.bench import SUMMARY_COLUMNS
+
+        table.add_columns(*SUMMARY_COLUMNS)
         table.add_row("llama3.2:3b", "(t)", "(t)", "(t)", "-", "(t)", "(t)", "(t)", "(t)", "0", "- (1 rep)", "-")
         await pilot.pause(0.1)
 
