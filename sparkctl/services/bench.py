@@ -543,6 +543,12 @@ class BenchRunner:
             summ["roofline_ceiling_tps"] = rl.ceiling_tps
             if rl.pct_of_ceiling is not None:
                 summ["roofline_pct"] = rl.pct_of_ceiling
+                if rl.pct_of_ceiling > 100:
+                    # faster than memory bandwidth allows: the model facts behind the ceiling
+                    # (parameter count, quantization, bandwidth) do not describe what ran
+                    run.flags.append(
+                        f"decode at {rl.pct_of_ceiling:.0f}% of the roofline ceiling: check the model's "
+                        "parameter count/quantization and [bench] bandwidth_gbps")
         run.summary = summ
 
     def _roofline(self, run: ModelRun, measured: float | None):

@@ -188,3 +188,25 @@ async def test_mlflow_down_keeps_the_run_in_the_spool_then_sync_writes_it(serve,
     assert spool.pending() == []
     (landed,) = mlflow_store.search_runs(experiment=CFG.tracking.experiment)
     assert landed["tags"]["model.name"] == "llama3.2:3b" and landed["status"] == "FINISHED"
+
+
+def test_sync_command_replays_the_spool(mlflow_store, tmp_path, monkeypatch, capsys):  # noqa: F811
+    """`sparkctl sync` as a user runs it after MLflow came back."""
+    from sparkctl import paths
+    from sparkctl.cli import main
+    from sparkctl.tracking.record import RunRecord
+
+    spool = Spool(paths.spool_file())
+    rec = RunRecord(experiment="sparkctl-bench", run_name="x", start_ms=1, end_ms=2,
+                    params={"model": "qwen3:8b"}, summary_metrics={"decode_tps_median": 42.0})
+    down = MlflowStore("http://127.0.0.1:9", None, "sparkctl-bench", timeout_s=1)
+    assert not record_run(rec, spool, down).synced
+    cfg = tmp_path / "sparkctl.toml"
+    cfg.write_text(f'[tracking]\nuri = "{mlflow_store.uri}"\n')
+    assert main(["--config", str(cfg), "sync", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out == {"pending": 1, "synced": 1, "failed": []}
+    (landed,) = mlflow_store.search_runs(experiment="sparkctl-bench")
+    assert landed["metrics"]["decode_tps_median"] == 42.0
+    assert main(["--config", str(cfg), "sync", "--json"]) == 0  # nothing left: a no-op
+    assert json.loads(capsys.readouterr().out)["pending"] == 0
