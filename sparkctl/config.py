@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from sparkctl import paths
+from sparkctl.core.names import InvalidModelName, model_key, validate_model_name
 
 DEFAULT_HOST = "http://127.0.0.1:11434"
 
@@ -111,20 +112,16 @@ class Config:
     source: str = "built-in defaults"
 
     def lane_of(self, model: str) -> str | None:
-        """The lane a model serves, matching with or without the implicit ':latest' tag."""
-        want = _norm_model(model)
+        """The lane a model serves, matching by Ollama's name rules (implicit ':latest')."""
+        want = model_key(model)
         for lane, name in self.lanes.items():
-            if _norm_model(name) == want:
+            if model_key(name) == want:
                 return lane
         return None
 
     def lane_models(self) -> set[str]:
-        return {_norm_model(m) for m in self.lanes.values()}
-
-
-def _norm_model(name: str) -> str:
-    tail = name.rsplit("/", 1)[-1]
-    return name if ":" in tail else f"{name}:latest"
+        """Lane models as comparison keys (core.names.model_key)."""
+        return {model_key(m) for m in self.lanes.values()}
 
 
 # ---- validation ------------------------------------------------------------------------
@@ -305,6 +302,10 @@ def parse_config(text: str, origin: str = "<config>", env: dict[str, str] | None
             raise _fail(origin, text, "lanes", lane, "expected a lane name of letters, digits, '-' or '_'")
         if not isinstance(model, str) or not model.strip():
             raise _fail(origin, text, "lanes", lane, f"expected a model name, got {_describe(model)}")
+        try:
+            validate_model_name(model.strip())
+        except InvalidModelName as exc:
+            raise _fail(origin, text, "lanes", lane, str(exc)) from None
         lanes[lane] = model.strip()
 
     engines: dict[str, NamedEngineConfig] = {}

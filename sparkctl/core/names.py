@@ -201,3 +201,12 @@ def same_model(a: str, b: str) -> bool:
         return canonical_model_name(a) == canonical_model_name(b)
     except InvalidModelName:
         return False
+
+
+def model_key(name: str) -> str:
+    """A comparison key for a model name that never raises: the canonical name when it
+    parses, else the name lower-cased (an engine may report names Ollama's rules reject)."""
+    try:
+        return canonical_model_name(name)
+    except InvalidModelName:
+        return name.strip().lower()

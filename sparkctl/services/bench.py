@@ -20,6 +20,7 @@ from sparkctl.config import BenchConfig, Config
 from sparkctl.core import guards
 from sparkctl.core.budget import MemoryBudget, build_budget
 from sparkctl.core.gpu import is_throttled
+from sparkctl.core.names import model_key
 from sparkctl.core.placement import placement
 from sparkctl.core.roofline import active_params, bits_per_weight_from_quant, bits_per_weight_from_size, roofline
 from sparkctl.core.snapshots import GIB, GpuReport, MemInfo, ResidentModel, Unavailable
@@ -209,11 +210,6 @@ def _num(x: Any) -> float | None:
     return None if isinstance(x, Unavailable) or x is None else float(x)
 
 
-def _norm(name: str) -> str:
-    tail = name.rsplit("/", 1)[-1]
-    return name if ":" in tail else f"{name}:latest"
-
-
 class BenchRunner:
     def __init__(self, cfg: Config, engine: Any, probes: Any, settings: BenchSettings,
                  sink: Sink | None = None, recorder: Callable[[Any], Any] | None = None) -> None:
@@ -249,7 +245,7 @@ class BenchRunner:
         try:
             for lm in await self.engine.tags():
                 for m in models:
-                    if _norm(lm.name) == _norm(m):
+                    if model_key(lm.name) == model_key(m):
                         self._sizes[m] = lm.size
                         self._digests.setdefault(m, lm.digest)
         except EngineError:
@@ -428,15 +424,15 @@ class BenchRunner:
         return list(runs.values())
 
     async def _unload_others(self, models: list[str]) -> list[str]:
-        want = {_norm(m) for m in models}
+        want = {model_key(m) for m in models}
         resident = await self.engine.ps()
         lanes = self.cfg.lane_models()
         restore = []
         for rm in resident:
-            if _norm(rm.name) not in want:
+            if model_key(rm.name) not in want:
                 self.sink(Phase(f"solo: unloading {rm.name}"))
                 await self.engine.unload(rm.name)
-                if _norm(rm.name) in lanes:
+                if model_key(rm.name) in lanes:
                     restore.append(rm.name)
         return restore
 
@@ -454,8 +450,8 @@ class BenchRunner:
             return
         if before:
             await self.engine.load(model, keep_alive=self.s.keep_alive, options={"num_ctx": self.s.num_ctx})
-        resident = {_norm(r.name): r for r in await self.engine.ps()}
-        rm: ResidentModel | None = resident.get(_norm(model))
+        resident = {model_key(r.name): r for r in await self.engine.ps()}
+        rm: ResidentModel | None = resident.get(model_key(model))
         label = placement(rm.size, rm.size_vram).label if rm else "not resident"
         if rm is not None and rm.digest:
             self._digests[model] = rm.digest

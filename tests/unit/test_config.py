@@ -43,6 +43,7 @@ BAD = [
     ("[gpu]\nx = 1\n", r"bad.toml:1: unknown section \[gpu\]"),
     ('[engine]\nkind = "vllm"\n', r"\[engine\] kind: expected one of 'ollama', got 'vllm'"),
     ("[lanes]\nproduction = 3\n", r"bad.toml:2: \[lanes\] production: expected a model name, got 3"),
+    ("[lanes]\nproduction = \"Qwen 3\"\n", r"bad.toml:2: \[lanes\] production: invalid model name"),
     ('[lanes]\n"prod lane" = "x"\n', r"\[lanes\] prod lane: expected a lane name"),
     ("[budget]\nreserve_gib = 20\nwarn_gib = 10\n", r"bad.toml:3: \[budget\] warn_gib: expected a number >= reserve_gib"),
     ('engine = "ollama"\n', r"\[\] engine: expected a \[engine\] table"),
