@@ -21,10 +21,6 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from datetime import datetime, timezone
 from typing import Any
 
-import httpx
-import ollama
-import pydantic
-
 from sparkctl.core.snapshots import EngineStatus, LocalModel, ModelDetails, ResidentModel
 from sparkctl.engines.base import (
     DoneEvent,
@@ -105,13 +101,33 @@ class OllamaEngine:
         self.timeout = timeout
         self.connect_timeout = connect_timeout
         self.load_timeout = load_timeout
-        quick = httpx.Timeout(timeout, connect=connect_timeout)
-        slow = httpx.Timeout(load_timeout, connect=connect_timeout)
+        self._built = False
+        self._building: asyncio.Lock | None = None
+
+    async def _ensure(self) -> None:
+        """Build the clients on first use, in a thread: importing `ollama` (pydantic models)
+        and making a TLS context take ~0.5 s, which must not delay the TUI's first frame
+        nor stall its event loop."""
+        if self._built:
+            return
+        if self._building is None:
+            self._building = asyncio.Lock()
+        async with self._building:
+            if not self._built:
+                await asyncio.to_thread(self._build)
+
+    def _build(self) -> None:
+        import httpx
+        import ollama
+
+        quick = httpx.Timeout(self.timeout, connect=self.connect_timeout)
+        slow = httpx.Timeout(self.load_timeout, connect=self.connect_timeout)
         tls = _tls_context(self.host)
         self._quick = ollama.AsyncClient(host=self.host, timeout=quick, verify=tls)
         self._slow = ollama.AsyncClient(host=self.host, timeout=slow, verify=tls)
         # /api/version has no client method: a plain GET.
         self._http = httpx.AsyncClient(base_url=self.host, timeout=quick, verify=tls)
+        self._built = True
 
     def __repr__(self) -> str:
         return f"OllamaEngine({self.host!r})"
@@ -123,6 +139,8 @@ class OllamaEngine:
         await self.close()
 
     async def close(self) -> None:
+        if not self._built:
+            return
         for closer in (self._quick.close, self._slow.close, self._http.aclose):
             try:
                 await closer()
@@ -131,15 +149,19 @@ class OllamaEngine:
 
     # ------------------------------------------------------------------ simple calls
     async def version(self) -> str:
+        await self._ensure()
         try:
             response = await self._http.get("/api/version")
             if response.status_code >= 400:
+                import ollama
+
                 raise ollama.ResponseError(response.text, response.status_code)
             return str(response.json()["version"])
         except Exception as exc:
             raise self._translate(exc, "version") from exc
 
     async def ps(self) -> list[ResidentModel]:
+        await self._ensure()
         try:
             response = await self._quick.ps()
         except Exception as exc:
@@ -147,6 +169,7 @@ class OllamaEngine:
         return [_resident(m) for m in response.models]
 
     async def tags(self) -> list[LocalModel]:
+        await self._ensure()
         try:
             response = await self._quick.list()
         except Exception as exc:
@@ -154,6 +177,7 @@ class OllamaEngine:
         return [_local(m) for m in response.models]
 
     async def show(self, model: str) -> ShowInfo:
+        await self._ensure()
         try:
             response = await self._quick.show(model)
         except Exception as exc:
@@ -168,6 +192,7 @@ class OllamaEngine:
         )
 
     async def delete(self, model: str) -> None:
+        await self._ensure()
         try:
             await self._quick.delete(model)
         except Exception as exc:
@@ -175,6 +200,7 @@ class OllamaEngine:
 
     async def status(self) -> EngineStatus:
         """Version and resident models in one answer that never raises."""
+        await self._ensure()
         try:
             version = await self.version()
             resident = await self.ps()
@@ -192,6 +218,7 @@ class OllamaEngine:
         options: Mapping[str, Any] | None = None,
     ) -> DoneEvent:
         """Load a model without generating (empty prompt); keep_alive < 0 keeps it forever."""
+        await self._ensure()
         try:
             response = await self._slow.generate(
                 model=model, prompt="", keep_alive=keep_alive, options=dict(options) if options else None
@@ -206,6 +233,7 @@ class OllamaEngine:
         The server answers at once and frees the memory afterwards; callers that plan
         memory need the second half. Raises EngineError if it is still there after wait_s.
         """
+        await self._ensure()
         try:
             await self._quick.generate(model=model, prompt="", keep_alive=0)
         except Exception as exc:
@@ -224,6 +252,7 @@ class OllamaEngine:
     async def pull(self, model: str) -> AsyncIterator[PullEvent]:
         """Progress lines of a download. Cancel by closing the iterator (`aclose()`):
         the connection is closed and the server keeps what it has for the next pull."""
+        await self._ensure()
         stream: Any = None
         last_status = ""
         try:
@@ -258,6 +287,7 @@ class OllamaEngine:
         raw: bool | None = None,
     ) -> AsyncIterator[StreamEvent]:
         """Stream a completion: TokenEvents (thinking=True for reasoning text), then one DoneEvent."""
+        await self._ensure()
         stream: Any = None
         finished = False
         try:
@@ -299,6 +329,7 @@ class OllamaEngine:
         think: bool | str | None = None,
     ) -> AsyncIterator[StreamEvent]:
         """Like generate, over /api/chat (the model's chat template applies)."""
+        await self._ensure()
         stream: Any = None
         finished = False
         try:
@@ -331,6 +362,10 @@ class OllamaEngine:
 
     # ------------------------------------------------------------------ errors
     def _translate(self, exc: BaseException, action: str, model: str | None = None) -> EngineError:
+        import httpx
+        import ollama
+        import pydantic
+
         """Turn anything the client stack raises into a base.py error with a short message."""
         if isinstance(exc, EngineError):
             return exc
@@ -369,6 +404,8 @@ def _tls_context(host: str) -> ssl.SSLContext | bool:
     if not host.startswith("https://"):
         return False  # plain HTTP: no TLS is ever negotiated
     if _TLS_CONTEXT is None:
+        import httpx
+
         _TLS_CONTEXT = httpx.create_ssl_context()
     return _TLS_CONTEXT
 
