@@ -472,6 +472,9 @@ class BenchRunner:
         label = f"unknown ({self.engine.kind} does not report placement)"
         if before:  # the engine's load() checks that the model is served and raises if not
             await self.engine.load(model, keep_alive=self.s.keep_alive, options={"num_ctx": self.s.num_ctx})
+            evidence = await self._nvml_evidence(model)
+            if evidence:
+                label += f"; {evidence}"
         else:
             try:
                 await self.engine.show(model)
@@ -484,6 +487,30 @@ class BenchRunner:
             run.placement_after = label
         if label == "not served":
             run.invalid.append(f"{model} is no longer served by {self.engine.host} after the run")
+
+    async def _nvml_evidence(self, model: str) -> str:
+        """What NVML says about a local engine's process: evidence, not a placement claim
+        (a partly offloaded model with a large KV cache can hold as much GPU memory)."""
+        from sparkctl.probes.listeners import listener_pid
+
+        pid = await asyncio.to_thread(listener_pid, self.engine.host)
+        if pid is None:
+            return ""
+        host = await asyncio.to_thread(self.probes.read)
+        readable = [g for g in host.gpu.gpus if isinstance(g.processes, tuple)]
+        if not readable:
+            return ""  # no GPU, or NVML cannot list processes: no evidence either way
+        for g in readable:
+            for proc in g.processes:
+                if proc.pid == pid and proc.used_bytes:
+                    size = self._sizes.get(model) or 0
+                    self.host_facts["guard.engine_pid"] = str(pid)
+                    self.host_facts["guard.engine_gpu_bytes"] = str(proc.used_bytes)
+                    of = f" for a {size / GIB:.2f} GiB model" if size else ""
+                    return f"NVML: pid {pid} holds {proc.used_bytes / GIB:.2f} GiB on GPU {g.index}{of}"
+        self.host_facts["guard.engine_pid"] = str(pid)
+        self.host_facts["guard.engine_gpu_bytes"] = "0"
+        return f"NVML: pid {pid} holds no GPU memory"
 
     def _finish(self, run: ModelRun, sampler: GpuSampler | None) -> None:
         reps = run.reps

@@ -82,8 +82,11 @@ def llama_server(tmp_path_factory):
         pytest.skip(f"llama.cpp server or model missing: {reason}")
     port = _free_port()
     log = tmp_path_factory.mktemp("llama") / "server.log"
+    # One decode thread: on a 2-core CI box two spinning threads starve the client reading the
+    # stream (and anything else running); measured here: -t 2 gave 1.6-52 tok/s (CV 81 %),
+    # -t 1 gave 31-35 tok/s (CV 4 %). Prefill (-tb) may use both cores.
     cmd = [str(binary), "-m", str(model), "--host", "127.0.0.1", "--port", str(port), "-c", "512", "-np", "1",
-           "-t", "2", "-tb", "2", "--alias", ALIAS, "--seed", "42"]
+           "-t", "1", "-tb", "2", "--alias", ALIAS, "--seed", "42"]
     with open(log, "wb") as out:
         proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"

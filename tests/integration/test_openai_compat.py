@@ -324,3 +324,32 @@ async def test_named_engines_status(serve):
     server.state.model_id = "other"
     (llama, _) = await openai_engines_status(cfg)
     assert llama.reachable and llama.model_served is False
+
+
+async def test_bench_adds_nvml_evidence_for_a_local_engine(serve, monkeypatch):
+    """A loopback engine's PID (found by its listening port) matched to NVML's per-process
+    memory: recorded as evidence beside "unknown", never as a placement claim."""
+    import os
+
+    from sparkctl.core.snapshots import GIB, GpuProcess, HostSnapshot
+    from tests.fakes.host import h200_snapshot
+
+    server = serve(tokens_per_s=None)
+    snap = h200_snapshot()
+    gpu = replace(snap.gpu.gpus[0], processes=(GpuProcess(os.getpid(), int(2.44 * GIB), "llama-server"),))
+    host = HostSnapshot(snap.meminfo, snap.pressure, replace(snap.gpu, gpus=(gpu,)), "h200", 16)
+    cfg = Config()
+    settings = replace(BenchSettings.from_config(cfg.bench), warmup=0, reps=1, num_predict=5, timeout_s=20.0)
+    records = []
+
+    class Result:
+        message, run_id = "recorded", "r1"
+
+    async with engine_for(server) as engine:
+        runner = BenchRunner(cfg, engine, FakeProbes(host), settings, recorder=lambda r: records.append(r) or Result())
+        (run,) = await runner.run(["smollm2-135m"])
+    # the fake listens in this very process, so the listening PID is ours
+    assert run.placement_before.startswith("unknown (llama.cpp does not report placement); NVML: pid")
+    assert "holds 2.44 GiB on GPU 0 for a 0.09 GiB model" in run.placement_before
+    assert records[0].tags["guard.engine_pid"] == str(os.getpid())
+    assert records[0].tags["guard.engine_gpu_bytes"] == str(int(2.44 * GIB))

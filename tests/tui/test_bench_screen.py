@@ -127,7 +127,7 @@ async def test_bad_input_is_refused_before_any_request(serve):
 
 
 def test_bench_screen_snapshot(snap_compare):
-    server = FakeOllama(bench_scenario(tokens_per_s=None), port=47912).start()
+    server = FakeOllama(bench_scenario(tokens_per_s=50.0), port=47912).start()  # paced: below the roofline
     app = build(server, config(reps=1, warmup=0))
 
     async def run(pilot):
