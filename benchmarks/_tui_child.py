@@ -43,7 +43,13 @@ def main() -> None:
 
     base = make_app(cfg, recorder=lambda r: None)
     app = Measured(cfg, base.engine, base.probes, recorder=base.recorder, user_theme_dir=base.user_theme_dir)
-    app.run()
+    profile_to = os.environ.get("SPARKCTL_BENCH_PROFILE")
+    if profile_to:  # where the idle CPU goes: python -m pstats FILE
+        import cProfile
+
+        cProfile.runctx("app.run()", globals(), {"app": app}, profile_to)
+    else:
+        app.run()
     marks["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     with open(result_file, "w") as fh:
         json.dump(marks, fh)

@@ -54,14 +54,16 @@ def until_label(expires_at: datetime | None, now: datetime) -> str:
 
 
 def humanize_duration(seconds: float) -> str:
+    """Seconds under a minute, else whole minutes (rounded up, like `ollama ps`'s
+    "4 minutes from now"): a label that changes once a minute, not every refresh."""
     s = int(round(seconds))
     if s < 60:
         return f"{s} s"
-    if s < 3600:
-        m, sec = divmod(s, 60)
-        return f"{m} min" if sec == 0 or m >= 10 else f"{m} min {sec} s"
-    h, rem = divmod(s, 3600)
-    return f"{h} h {rem // 60} min"
+    m = -(-s // 60)
+    if m < 60:
+        return f"{m} min"
+    h, rem = divmod(m, 60)
+    return f"{h} h {rem} min"
 
 
 ENGINE_PROCESS_NAMES = ("ollama", "llama-server", "llama_server", "ollama_llama_server")

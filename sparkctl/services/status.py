@@ -27,10 +27,17 @@ from sparkctl.core.snapshots import (
 from sparkctl.engines.base import Engine, EngineError
 
 
-async def engine_status(engine: Engine) -> EngineStatus:
-    """Ask the engine who it is and what it holds; any failure becomes reachable=False."""
+async def engine_status(engine: Engine, known_version: str | None = None) -> EngineStatus:
+    """Ask the engine who it is and what it holds; any failure becomes reachable=False.
+
+    With `known_version` only /api/ps is asked: a poller that saw the engine answer a
+    moment ago need not ask its version every second (an upgrade restarts the server,
+    and the poller asks again after any failure)."""
     try:
-        version, resident = await asyncio.gather(engine.version(), engine.ps())
+        if known_version is not None:
+            version, resident = known_version, await engine.ps()
+        else:
+            version, resident = await asyncio.gather(engine.version(), engine.ps())
     except EngineError as exc:
         return EngineStatus(engine.kind, engine.host, False, error=exc.message)
     return EngineStatus(engine.kind, engine.host, True, version=version, resident=tuple(resident))

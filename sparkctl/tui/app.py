@@ -16,7 +16,7 @@ from typing import Any, Callable
 
 from textual import work
 from textual.app import App
-from textual.reactive import reactive
+from textual.reactive import var
 from textual.worker import Worker, WorkerState, get_current_worker
 
 from sparkctl import __version__
@@ -28,6 +28,7 @@ from sparkctl.tui.screens.dashboard import DashboardScreen
 from sparkctl.tui.themes import load_themes
 
 FALLBACK_THEME = "sparkctl-dark"
+VERSION_EVERY_S = 10.0  # /api/ps every refresh; /api/version this often or after a failure
 ENGINES_REFRESH_S = 5.0  # the extra [engines.NAME] servers: a few seconds is fresh enough
 
 
@@ -45,8 +46,9 @@ class SparkApp(App):
         ("q", "quit", "Quit"),
     ]
 
-    report: reactive[StatusReport | None] = reactive(None, always_update=True)
-    engines_status: reactive[tuple] = reactive((), always_update=True)
+    # a var, not a reactive: setting it must not repaint the whole screen twice a second
+    report: var[StatusReport | None] = var(None, always_update=True)
+    engines_status: var[tuple] = var((), always_update=True)
 
     def __init__(
         self,
@@ -70,6 +72,7 @@ class SparkApp(App):
         self._engine_status: EngineStatus | None = None
         self._host: HostSnapshot | None = None
         self._engine_down_since: float | None = None
+        self._version_at = 0.0
         n = max(10, int(config.ui.history_s / config.ui.refresh_s))
         self.history_available: deque[float] = deque(maxlen=n)
         self.history_gpu: deque[float] = deque(maxlen=n)
@@ -110,7 +113,11 @@ class SparkApp(App):
 
     @work(group="engine", exclusive=True, exit_on_error=False)
     async def sample_engine(self) -> None:
-        status = await engine_status(self.engine)
+        last = self._engine_status
+        fresh = last is not None and last.reachable and time.monotonic() - self._version_at < VERSION_EVERY_S
+        status = await engine_status(self.engine, last.version if fresh else None)
+        if not fresh and status.reachable:
+            self._version_at = time.monotonic()
         self.post_message(EngineSampled(status))
 
     @work(group="engines", exclusive=True, exit_on_error=False)
@@ -140,7 +147,9 @@ class SparkApp(App):
         self._host = message.snapshot
         snap = message.snapshot
         if isinstance(snap.meminfo, MemInfo):
-            self.history_available.append(snap.meminfo.available / GIB)
+            # 0.1 GiB steps: finer wiggles of the page cache would repaint the sparkline every
+            # second without telling the user anything
+            self.history_available.append(round(snap.meminfo.available / GIB, 1))
         utils = [g.utilization_pct for g in snap.gpu.gpus if not isinstance(g.utilization_pct, Unavailable)]
         if utils:
             self.history_gpu.append(float(max(utils)))
@@ -156,8 +165,10 @@ class SparkApp(App):
             self._engine_down_since = time.monotonic()
             if self._engine_status is not None and self._engine_status.reachable:
                 self.notify(f"engine unreachable: {status.error}", severity="error", timeout=6)
+        changed = status != self._engine_status
         self._engine_status = status
-        self._rebuild()
+        if changed:  # the host sample rebuilds every refresh anyway; don't paint twice
+            self._rebuild()
 
     def on_named_engines_sampled(self, message: NamedEnginesSampled) -> None:
         self.engines_status = message.statuses

@@ -108,7 +108,9 @@ def test_placement_matches_ollama_ps(size, vram, label):
 
 def test_until_label():
     now = datetime(2026, 11, 30, 12, 0, tzinfo=timezone.utc)
-    assert until_label(now + timedelta(minutes=4, seconds=30), now) == "4 min 30 s"
+    assert until_label(now + timedelta(minutes=4, seconds=30), now) == "5 min"
+    assert until_label(now + timedelta(seconds=42), now) == "42 s"
+    assert until_label(now + timedelta(hours=2, minutes=3), now) == "2 h 3 min"
     assert until_label(now + timedelta(days=365 * 290), now) == "Forever"
     assert until_label(now - timedelta(seconds=1), now) == "Stopping..."
     assert until_label(None, now) == "n/a"

@@ -14,6 +14,7 @@ from sparkctl.core.snapshots import GIB, GpuMemory, Pressure, Unavailable
 from sparkctl.services.status import StatusReport
 from sparkctl.tui.widgets.budget_bar import BudgetBar
 
+SPARK_EVERY = 3  # redraw the history sparklines every this many samples
 RESIDENT_COLUMNS = ("Model", "Lane", "Size", "Processor", "Context", "Until", "Quant")
 
 
@@ -25,10 +26,16 @@ class Panel(Static):
     """
 
     def set_text(self, text: Text | str) -> None:
-        key = text.plain if isinstance(text, Text) else text
-        if getattr(self, "_last_key", None) != key:
-            self._last_key = key
-            self.update(text)
+        set_if_changed(self, text)
+
+
+def set_if_changed(widget: Static, text: Text | str) -> None:
+    """Update a Static only when its text changed: every update re-runs the screen layout,
+    and the dashboard must idle at <= 2% of a core."""
+    key = text.markup if isinstance(text, Text) else text
+    if getattr(widget, "_sparkctl_key", None) != key:
+        widget._sparkctl_key = key
+        widget.update(text)
 
 
 class DashboardScreen(Screen):
@@ -118,7 +125,7 @@ class DashboardScreen(Screen):
                         f"(engine reports {gib(a.claimed_vram)} on GPU)")
         else:
             text = Text("NVML per-process memory: n/a", style="dim")
-        label.update(text)
+        set_if_changed(label, text)
 
     def _show_engine(self, r: StatusReport) -> None:
         e = r.engine
@@ -216,15 +223,27 @@ class DashboardScreen(Screen):
     def _show_history(self) -> None:
         mem = list(self.app.history_available)
         gpu = list(self.app.history_gpu)
-        self.query_one("#spark-mem", Sparkline).data = mem or [0.0]
-        self.query_one("#spark-gpu", Sparkline).data = gpu or [0.0]
-        span = self.app.history_span_s()
-        self.query_one("#spark-mem-label", Label).update(
-            f"{mem[-1]:.1f} GiB now · min {min(mem):.1f} · last {span:.0f} s" if mem else "no samples yet"
+        # One sparkline column spans several samples (300 s over ~56 cells), so redrawing
+        # every refresh moves nothing a user can see; every few samples is enough.
+        self._history_ticks = getattr(self, "_history_ticks", -1) + 1
+        if self._history_ticks % SPARK_EVERY == 0:
+            for sid, data in (("#spark-mem", mem), ("#spark-gpu", gpu)):
+                spark = self.query_one(sid, Sparkline)
+                if list(spark.data or []) != (data or [0.0]):
+                    spark.data = data or [0.0]
+        window = _window_label(self.app.config.ui.history_s)
+        set_if_changed(
+            self.query_one("#spark-mem-label", Label),
+            f"{mem[-1]:.1f} GiB now · min {min(mem):.1f} · last {window}" if mem else "no samples yet",
         )
-        self.query_one("#spark-gpu-label", Label).update(
-            f"{gpu[-1]:.0f}% now · max {max(gpu):.0f}% · last {span:.0f} s" if gpu else "GPU utilization n/a"
+        set_if_changed(
+            self.query_one("#spark-gpu-label", Label),
+            f"{gpu[-1]:.0f}% now · max {max(gpu):.0f}% · last {window}" if gpu else "GPU utilization n/a",
         )
+
+
+def _window_label(seconds: int) -> str:
+    return f"{seconds // 60} min" if seconds >= 120 else f"{seconds} s"
 
 
 __all__ = ["DashboardScreen", "GIB"]
