@@ -188,9 +188,6 @@ class SparkApp(App):
             return None
         return time.monotonic() - self._engine_down_since
 
-    def history_span_s(self) -> float:
-        return len(self.history_available) * self.config.ui.refresh_s
-
     def action_refresh_now(self) -> None:
         self.sample_host()
         self.sample_engine()
