@@ -73,6 +73,7 @@ class SparkApp(App):
         self._host: HostSnapshot | None = None
         self._engine_down_since: float | None = None
         self._version_at = 0.0
+        self._sample_timers: dict[str, Any] = {}  # sampling group -> its one pending timer
         n = max(10, int(config.ui.history_s / config.ui.refresh_s))
         self.history_available: deque[float] = deque(maxlen=n)
         self.history_gpu: deque[float] = deque(maxlen=n)
@@ -126,20 +127,25 @@ class SparkApp(App):
         self.post_message(NamedEnginesSampled(statuses))
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
-        """Schedule the next sample once this one has finished, whatever its outcome."""
+        """Schedule the next sample once this one has finished. One timer per group: a
+        sample cancelled by a manual refresh schedules nothing, so the chains never fork."""
         w = event.worker
-        if event.state not in (WorkerState.SUCCESS, WorkerState.ERROR, WorkerState.CANCELLED):
-            return
-        if self._stopping:
+        if event.state not in (WorkerState.SUCCESS, WorkerState.ERROR) or self._stopping:
             return
         if event.state is WorkerState.ERROR:
             self.log.error(f"{w.group} sample failed: {w.error!r}")
         if w.group == "probe":
-            self.set_timer(self.config.ui.refresh_s, self.sample_host)
+            self._schedule("probe", self.config.ui.refresh_s, self.sample_host)
         elif w.group == "engine":
-            self.set_timer(self.config.ui.refresh_s, self.sample_engine)
+            self._schedule("engine", self.config.ui.refresh_s, self.sample_engine)
         elif w.group == "engines":
-            self.set_timer(max(ENGINES_REFRESH_S, self.config.ui.refresh_s), self.sample_named_engines)
+            self._schedule("engines", max(ENGINES_REFRESH_S, self.config.ui.refresh_s), self.sample_named_engines)
+
+    def _schedule(self, group: str, delay: float, sample) -> None:
+        old = self._sample_timers.pop(group, None)
+        if old is not None:
+            old.stop()
+        self._sample_timers[group] = self.set_timer(delay, sample)
 
     # ---- handlers own the state ----------------------------------------------------------
 
@@ -189,6 +195,9 @@ class SparkApp(App):
         return time.monotonic() - self._engine_down_since
 
     def action_refresh_now(self) -> None:
+        for timer in self._sample_timers.values():
+            timer.stop()
+        self._sample_timers.clear()
         self.sample_host()
         self.sample_engine()
         if self.config.engines:

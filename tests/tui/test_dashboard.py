@@ -159,3 +159,18 @@ def test_dashboard_snapshot_spark(snap_compare):
         assert snap_compare(app, terminal_size=(120, 40), run_before=settle)
     finally:
         server.stop()
+
+
+async def test_manual_refresh_does_not_fork_the_sampling_loop(fake):
+    probes = FakeProbes(spark_snapshot())
+    app = app_for(fake, probes=probes, refresh_s=0.3)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_for(pilot, lambda: len(table_rows(app)) == 2)
+        for _ in range(5):
+            await pilot.press("r")
+            await pilot.pause(0.05)
+        await pilot.pause(0.5)
+        before = probes.reads
+        await pilot.pause(3.0)
+        # one chain: about 3.0 / 0.3 = 10 reads (a forked loop would read 5-6 times as often)
+        assert probes.reads - before <= 14
