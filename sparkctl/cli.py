@@ -12,6 +12,7 @@ import sys
 
 from sparkctl import __version__
 from sparkctl.engines.base import EngineError, EngineUnreachable
+from sparkctl.services.factory import SetupError
 
 EXIT_OK = 0
 EXIT_BAD_INPUT = 2
@@ -116,6 +117,9 @@ def main(argv: list[str] | None = None) -> int:
     except CliError as exc:
         print(f"sparkctl: {exc}", file=sys.stderr)
         return exc.code
+    except SetupError as exc:
+        print(f"sparkctl: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
     except EngineUnreachable as exc:
         print(f"sparkctl: engine unreachable: {exc.message}", file=sys.stderr)
         return EXIT_UNREACHABLE
@@ -132,4 +136,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # `python -m sparkctl.cli`: run the imported module's main, so that CliError raised by
+    # the command modules (which import sparkctl.cli) is the class main() catches
+    from sparkctl import cli as _cli
+
+    sys.exit(_cli.main())

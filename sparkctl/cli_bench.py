@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import sys
 
 
@@ -72,8 +73,8 @@ def _validate(args, effective_kind: str = "ollama") -> None:
                              ("--ctx", args.ctx, 256), ("--num-predict", args.num_predict, 1)):
         if value is not None and value < low:
             raise CliError(f"{flag} must be >= {low}, got {value}", EXIT_BAD_INPUT)
-    if args.timeout is not None and args.timeout <= 0:
-        raise CliError(f"--timeout must be > 0, got {args.timeout:g}", EXIT_BAD_INPUT)
+    if args.timeout is not None and not (math.isfinite(args.timeout) and args.timeout > 0):
+        raise CliError(f"--timeout must be a number of seconds > 0, got {args.timeout:g}", EXIT_BAD_INPUT)
     if args.prompt is not None and not args.prompt.strip():
         raise CliError("--prompt must not be empty", EXIT_BAD_INPUT)
 
@@ -190,6 +191,12 @@ def cmd_bench(args, cfg) -> int:
     progress = _Progress(sys.stderr.isatty() and not args.json)
 
     async def go():
+        # ssh dropped or `kill`: stop like Ctrl-C, so the run is recorded KILLED, not lost
+        import signal
+
+        loop, me = asyncio.get_running_loop(), asyncio.current_task()
+        for sig in (signal.SIGTERM, signal.SIGHUP):
+            loop.add_signal_handler(sig, me.cancel)
         try:
             runner = BenchRunner(cfg, engine, make_probes(), settings, sink=progress, recorder=make_recorder(cfg))
             return await runner.run(args.models)
@@ -200,13 +207,19 @@ def cmd_bench(args, cfg) -> int:
         runs = asyncio.run(go())
     except BenchRefused as exc:
         raise CliError(f"refused: {exc}", EXIT_REFUSED) from None
+    except asyncio.CancelledError:
+        raise CliError("stopped by a signal; the runs were recorded as KILLED with the repetitions "
+                       "that finished", 130) from None
     finally:
         progress.done()
     if args.json:
         print(json.dumps([run_to_dict(r) for r in runs], indent=2, default=str))
     else:
         print(render_runs(runs))
-    return EXIT_OK
+    from sparkctl.cli import EXIT_ENGINE_ERROR
+
+    # a run with nothing measured (every repetition an engine error) is not a result
+    return EXIT_ENGINE_ERROR if any(r.status == "FAILED" for r in runs) else EXIT_OK
 
 
 def cmd_sync(args, cfg) -> int:

@@ -222,6 +222,7 @@ class BenchRunner:
         self.engine_version = "unknown"
         self.host_facts: dict[str, str] = {}
         self._shows: dict[str, ShowInfo] = {}
+        self.interrupted: RepResult | None = None
         self._digests: dict[str, str] = {}
         self._sizes: dict[str, int] = {}
         self._ctx_requested: int | None = None  # set when the server's context replaced ours
@@ -318,8 +319,14 @@ class BenchRunner:
             pend_a.clear()
             pend_t.clear()
 
+        cancelled = False
         try:
             await asyncio.wait_for(consume(), timeout=self.s.timeout_s)
+        except asyncio.CancelledError:
+            # stopped by the user or a signal: keep what streamed, marked, then stop
+            cancelled = True
+            r.error = "interrupted"
+            r.done_reason = "interrupted"
         except asyncio.TimeoutError:
             r.dnf = True
             r.done_reason = "dnf"
@@ -353,12 +360,16 @@ class BenchRunner:
                 r.engine_decode_tps = done.eval_count / done.eval_duration_ns * 1e9
             if done.prompt_eval_duration_ns > 0:
                 r.prefill_tps = done.prompt_eval_count / done.prompt_eval_duration_ns * 1e9
-            r.load_s = done.load_duration_ns / 1e9
+            # Ollama omits a zero load_duration (0 is a measurement); other engines never send it
+            r.load_s = done.load_duration_ns / 1e9 if (done.load_duration_ns or self.engine.kind == "ollama") else None
             r.total_s = done.total_duration_ns / 1e9 if done.total_duration_ns else None
             r.reload = (not warmup) and guards.reload_detected(
                 done.load_duration_ns, int(self.s.reload_threshold_s * 1e9))
-        elif r.dnf:
+        elif r.dnf or cancelled:
             r.eval_count = r.client_tokens
+        if cancelled:
+            self.interrupted = r
+            raise asyncio.CancelledError
         return r
 
     # ---- the whole bench --------------------------------------------------------------------
@@ -374,32 +385,21 @@ class BenchRunner:
         try:
             if self.s.mode == "solo":
                 restore = await self._unload_others(models)
-            for m in models:
-                self.sink(Phase(f"loading {m}"))
-                await self._check_placement(runs[m], m, before=True)
-            sampler = GpuSampler(lambda: self.probes.read().gpu).start()
-            for m in models:
-                for w in range(self.s.warmup):
-                    self.sink(RepStarted(m, -1 - w, True, self.s.warmup))
-                    res = await self.run_rep(m, -1 - w, True)
-                    runs[m].warmups.append(res)
-                    self.sink(RepDone(res))
-            for m, i in interleave(models, self.s.reps):
-                if self.s.mode == "solo" and len(models) > 1:
-                    # solo with several models: each repetition runs with the others unloaded
+            sampler = GpuSampler(self._gpu_reader()).start()
+            if self.s.mode == "solo":
+                # Solo: each model alone in memory, one after another. Interleaving would
+                # reload a model before every repetition.
+                for m in models:
                     for other in models:
                         if other != m:
-                            await self.engine.unload(other)
-                self.sink(RepStarted(m, i, False, self.s.reps))
-                res = await self.run_rep(m, i, False)
-                runs[m].reps.append(res)
-                self.sink(RepDone(res))
-            for m in models:
-                await self._check_placement(runs[m], m, before=False)
-        except asyncio.CancelledError:
+                            await self._unload_if_resident(other)
+                    await self._bench_models([m], runs)
+            else:
+                await self._bench_models(models, runs)
+        except (asyncio.CancelledError, KeyboardInterrupt):
             outcome = "KILLED"
             raise
-        except EngineUnreachable:
+        except BaseException:
             outcome = "FAILED"
             raise
         finally:
@@ -422,6 +422,42 @@ class BenchRunner:
                 await self._restore(restore)
         self.sink(BenchFinished(list(runs.values())))
         return list(runs.values())
+
+    async def _bench_models(self, models: list[str], runs: dict[str, ModelRun]) -> None:
+        """Load and check each model, warm each up, then the interleaved repetitions."""
+        for m in models:
+            self.sink(Phase(f"loading {m}"))
+            await self._check_placement(runs[m], m, before=True)
+        for m in models:
+            for w in range(self.s.warmup):
+                self.sink(RepStarted(m, -1 - w, True, self.s.warmup))
+                res = await self.run_rep(m, -1 - w, True)
+                runs[m].warmups.append(res)
+                self.sink(RepDone(res))
+        for m, i in interleave(models, self.s.reps):
+            self.sink(RepStarted(m, i, False, self.s.reps))
+            try:
+                res = await self.run_rep(m, i, False)
+            except asyncio.CancelledError:
+                if self.interrupted is not None:  # the partial repetition goes in the KILLED run
+                    runs[m].reps.append(self.interrupted)
+                raise
+            runs[m].reps.append(res)
+            self.sink(RepDone(res))
+        for m in models:
+            await self._check_placement(runs[m], m, before=False)
+
+    def _gpu_reader(self):
+        """Only the GPU for the 0.5 s sampler when the probes can (not /proc as well)."""
+        gpu_probe = getattr(self.probes, "gpu_probe", None)
+        if gpu_probe is not None and hasattr(gpu_probe, "read"):
+            return gpu_probe.read
+        return lambda: self.probes.read().gpu
+
+    async def _unload_if_resident(self, model: str) -> None:
+        if any(model_key(r.name) == model_key(model) for r in await self.engine.ps()):
+            self.sink(Phase(f"solo: unloading {model}"))
+            await self.engine.unload(model)
 
     async def _unload_others(self, models: list[str]) -> list[str]:
         want = {model_key(m) for m in models}
@@ -514,8 +550,8 @@ class BenchRunner:
 
     def _finish(self, run: ModelRun, sampler: GpuSampler | None) -> None:
         reps = run.reps
-        if not reps and run.status == "FINISHED":
-            run.status = "FAILED"
+        if run.status == "FINISHED" and (not reps or all(r.error for r in reps)):
+            run.status = "FAILED"  # nothing was measured: not a result to compare
         if any(r.reload for r in reps):
             run.flags.append("reload detected after warm-up")
         cut = [r for r in run.warmups + reps

@@ -5,7 +5,12 @@ from __future__ import annotations
 from sparkctl.config import Config
 
 
-class EngineChoiceError(ValueError):
+class SetupError(Exception):
+    """Something in the user's set-up is wrong (a bad host, an unwritable data dir): one
+    line for the CLI, exit code 2."""
+
+
+class EngineChoiceError(SetupError, ValueError):
     """A named engine that is not configured, or a bad kind/URL: one line for the CLI."""
 
 
@@ -39,7 +44,8 @@ def make_engine(cfg: Config, name: str | None = None, kind: str | None = None, u
         try:
             return OllamaEngine(url if url is not None else cfg.engine.host, timeout=timeout)
         except ValueError as exc:
-            raise EngineChoiceError(str(exc)) from None
+            where = "--engine-url" if url is not None else "[engine] host (or $OLLAMA_HOST)"
+            raise EngineChoiceError(f"{where}: {exc}") from None
     from sparkctl.engines.openai_compat import OpenAICompatEngine
 
     if not url:
@@ -81,7 +87,10 @@ def make_spool_and_store(cfg: Config):
     from sparkctl.tracking.store import MlflowStore, default_tracking_uri
 
     data = paths.data_dir()
-    data.mkdir(parents=True, exist_ok=True)
+    try:
+        data.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise SetupError(f"data dir {data}: cannot create it ({exc.strerror}); set $SPARKCTL_DATA_DIR") from None
     uri = cfg.tracking.uri or default_tracking_uri(data)
     store = MlflowStore(uri, None, cfg.tracking.experiment)
     return Spool(paths.spool_file()), store

@@ -210,3 +210,64 @@ def test_sync_command_replays_the_spool(mlflow_store, tmp_path, monkeypatch, cap
     assert landed["metrics"]["decode_tps_median"] == 42.0
     assert main(["--config", str(cfg), "sync", "--json"]) == 0  # nothing left: a no-op
     assert json.loads(capsys.readouterr().out)["pending"] == 0
+
+
+async def test_solo_benches_each_model_alone_without_reloads(serve):
+    state = bench_scenario(tokens_per_s=None)
+    state.add_resident("llama3.2:3b", expires_in_s=None)  # something else is loaded
+    state.models["qwen3:8b"].load_s = 0.8  # a reload would show in load_duration
+    server = serve(state)
+    seen_resident = []
+
+    def watch(ev):
+        if isinstance(ev, RepStarted) and not ev.warmup:
+            seen_resident.append((ev.model, sorted(state.resident_names())))
+
+    runs = await bench(server, ["qwen3:8b", "llama3.2:3b"], settings(reps=2, mode="solo"), sink=watch)
+    # each measured repetition ran with only its own model in memory
+    assert seen_resident == [("qwen3:8b", ["qwen3:8b"])] * 2 + [("llama3.2:3b", ["llama3.2:3b"])] * 2
+    assert not any(r.reload for run in runs for r in run.reps)
+    assert all(run.status == "FINISHED" for run in runs)
+
+
+async def test_every_repetition_failing_fails_the_run(serve):
+    server = serve(bench_scenario(tokens_per_s=None))
+    records = []
+    recorder = lambda rec: records.append(rec)  # noqa: E731
+
+    def fail_after_warmup(ev):
+        if isinstance(ev, RepStarted) and not ev.warmup:
+            server.state.fail_in_stream("/api/generate", "model runner has unexpectedly stopped", after=1)
+
+    runs = await bench(server, ["llama3.2:3b"], settings(reps=2), sink=fail_after_warmup, recorder=recorder)
+    assert [r.error for r in runs[0].reps] == ["model runner has unexpectedly stopped"] * 2
+    assert runs[0].status == "FAILED" and records[0].status == "FAILED"
+
+
+def test_sigterm_mid_bench_records_the_run_killed(serve, tmp_path):
+    """`kill` (or a dropped ssh session) during `sparkctl bench`: the run is spooled KILLED."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    server = serve(bench_scenario(tokens_per_s=50.0, runaway="response"))
+    cfg = tmp_path / "sparkctl.toml"
+    cfg.write_text(f'[engine]\nhost = "{server.url}"\n[tracking]\nuri = "http://127.0.0.1:9"\n'
+                   "[bench]\nwarmup = 0\nreps = 3\nnum_predict = 100000\n")
+    env = {**os.environ, "SPARKCTL_DATA_DIR": str(tmp_path / "data")}
+    proc = subprocess.Popen([sys.executable, "-m", "sparkctl.cli", "--config", str(cfg), "bench", "llama3.2:3b"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    deadline = time.monotonic() + 20
+    while not server.calls("/api/generate") or len(server.calls("/api/generate")) < 2:
+        assert time.monotonic() < deadline, "the bench never started streaming"
+        time.sleep(0.1)
+    time.sleep(1.0)
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 130, err
+    assert "recorded as KILLED" in err and "Traceback" not in err
+    (record,) = Spool(tmp_path / "data" / "spool.jsonl").pending()
+    assert record.status == "KILLED"
+    assert record.step_metrics["client_tokens"][0] > 10  # what streamed before the signal is kept

@@ -94,6 +94,19 @@ async def test_cpu_placement_is_refused_with_the_reason(serve):
         assert app.screen.query_one("#summary", DataTable).row_count == 0
 
 
+async def test_second_start_does_not_kill_a_running_bench(serve):
+    server = serve(bench_scenario(tokens_per_s=100.0, runaway="response"))
+    records = []
+    app = build(server, config(num_predict=400, warmup=0, reps=1),
+                recorder=lambda rec: records.append(rec))
+    async with app.run_test(size=(120, 40)) as pilot:
+        await start(app, pilot, "llama3.2:3b")
+        assert [w for w in app.screen.workers if w.group == "bench" and not w.is_finished]
+        app.screen.action_start()  # ctrl+r / Enter again while it streams
+        await finish(app, pilot)
+    assert [r.status for r in records] == ["FINISHED"]
+
+
 async def test_stop_kills_the_run_and_keeps_it(serve):
     server = serve(bench_scenario(tokens_per_s=200.0, runaway="response"))
     records = []
@@ -120,10 +133,12 @@ async def test_bad_input_is_refused_before_any_request(serve):
     server = serve(bench_scenario())
     app = build(server, config())
     async with app.run_test(size=(120, 40)) as pilot:
+        seen = []
+        app.notify = lambda message, **kw: seen.append(message)  # record what the user is told
         await start(app, pilot, "bad name!", reps="2")
         await pilot.pause(0.1)
-        assert not [w for w in app.screen.workers if w.group == "bench"]
-        assert not server.calls("/api/generate")
+        assert seen and seen[-1].startswith("invalid model name 'name!'")
+        assert [r.path for r in server.requests if r.path != "/api/ps" and r.path != "/api/version"] == []
 
 
 def test_bench_screen_snapshot(snap_compare):

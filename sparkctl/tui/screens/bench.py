@@ -98,6 +98,10 @@ class BenchScreen(Screen):
     @on(Button.Pressed, "#run")
     @on(Input.Submitted)
     def action_start(self) -> None:
+        if any(w.group == "bench" and not w.is_finished for w in self.workers):
+            # exclusive workers would cancel the running bench: never by a stray Enter
+            self.notify("a bench is running; escape stops it", severity="warning")
+            return
         models = self.query_one("#models", Input).value.split()
         if not models:
             self.notify("name at least one model to bench", severity="warning")
@@ -134,7 +138,7 @@ class BenchScreen(Screen):
     def action_stop(self) -> None:
         cancelled = self.workers.cancel_group(self, "bench")
         if cancelled:
-            self.notify("bench stopped; finished repetitions are kept and the run is marked KILLED")
+            self.notify("bench stopped: the run is recorded KILLED with its repetitions (the interrupted one marked)")
 
     @work(group="bench", exclusive=True, exit_on_error=False)
     async def run_bench(self, models: list[str], settings: BenchSettings) -> None:
