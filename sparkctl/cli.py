@@ -11,8 +11,6 @@ import os
 import sys
 
 from sparkctl import __version__
-from sparkctl.engines.base import EngineError, EngineUnreachable
-from sparkctl.services.factory import SetupError
 
 EXIT_OK = 0
 EXIT_BAD_INPUT = 2
@@ -109,7 +107,10 @@ COMMANDS = {
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args = parser.parse_args(argv)  # --version and --help end here, before any import below
+    from sparkctl.engines.base import EngineError, EngineUnreachable
+    from sparkctl.services.factory import SetupError
+
     try:
         cfg = _load_config(args)
         handler = getattr(args, "handler", None) or COMMANDS.get(args.command, cmd_tui)
