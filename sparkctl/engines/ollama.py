@@ -288,36 +288,12 @@ class OllamaEngine:
     ) -> AsyncIterator[StreamEvent]:
         """Stream a completion: TokenEvents (thinking=True for reasoning text), then one DoneEvent."""
         await self._ensure()
-        stream: Any = None
-        finished = False
-        try:
-            stream = await self._slow.generate(
-                model=model,
-                prompt=prompt,
-                system=system,
-                raw=raw,
-                options=dict(options) if options else None,
-                keep_alive=keep_alive,
-                think=think,
-                stream=True,
-            )
-            async for part in stream:
-                if part.thinking:
-                    yield TokenEvent(part.thinking, thinking=True)
-                if part.response:
-                    yield TokenEvent(part.response)
-                if part.done:
-                    finished = True
-                    yield _done(part)
-        except (GeneratorExit, asyncio.CancelledError):
-            raise
-        except Exception as exc:
-            raise self._translate(exc, "generate", model) from exc
-        finally:
-            if stream is not None:
-                await _close_quietly(stream)
-        if not finished:
-            raise EngineUnreachable(f"Ollama at {self.host} ended the {model} stream without its final chunk")
+        start = self._slow.generate(
+            model=model, prompt=prompt, system=system, raw=raw,
+            options=dict(options) if options else None, keep_alive=keep_alive, think=think, stream=True,
+        )
+        async for event in self._events(start, "generate", model, lambda part: (part.thinking, part.response)):
+            yield event
 
     async def chat(
         self,
@@ -330,43 +306,53 @@ class OllamaEngine:
     ) -> AsyncIterator[StreamEvent]:
         """Like generate, over /api/chat (the model's chat template applies)."""
         await self._ensure()
+        start = self._slow.chat(
+            model=model, messages=[dict(m) for m in messages],
+            options=dict(options) if options else None, keep_alive=keep_alive, think=think, stream=True,
+        )
+
+        def texts(part: Any) -> tuple[str | None, str | None]:
+            message = part.message
+            return (message.thinking, message.content) if message is not None else (None, None)
+
+        async for event in self._events(start, "chat", model, texts):
+            yield event
+
+    async def _events(self, start: Any, action: str, model: str, texts: Any) -> AsyncIterator[StreamEvent]:
+        """The shared body of generate and chat: client chunks -> TokenEvents + one DoneEvent,
+        every failure translated, the connection closed however the stream ends."""
         stream: Any = None
         finished = False
         try:
-            stream = await self._slow.chat(
-                model=model,
-                messages=[dict(m) for m in messages],
-                options=dict(options) if options else None,
-                keep_alive=keep_alive,
-                think=think,
-                stream=True,
-            )
+            stream = await start
             async for part in stream:
-                message = part.message
-                if message is not None and message.thinking:
-                    yield TokenEvent(message.thinking, thinking=True)
-                if message is not None and message.content:
-                    yield TokenEvent(message.content)
+                thinking, content = texts(part)
+                if thinking:
+                    yield TokenEvent(thinking, thinking=True)
+                if content:
+                    yield TokenEvent(content)
                 if part.done:
                     finished = True
                     yield _done(part)
         except (GeneratorExit, asyncio.CancelledError):
             raise
         except Exception as exc:
-            raise self._translate(exc, "chat", model) from exc
+            raise self._translate(exc, action, model) from exc
         finally:
             if stream is not None:
                 await _close_quietly(stream)
+            elif hasattr(start, "close"):
+                start.close()  # never awaited (cancelled first): no "never awaited" warning
         if not finished:
             raise EngineUnreachable(f"Ollama at {self.host} ended the {model} stream without its final chunk")
 
     # ------------------------------------------------------------------ errors
     def _translate(self, exc: BaseException, action: str, model: str | None = None) -> EngineError:
+        """Turn anything the client stack raises into a base.py error with a short message."""
         import httpx
         import ollama
         import pydantic
 
-        """Turn anything the client stack raises into a base.py error with a short message."""
         if isinstance(exc, EngineError):
             return exc
         if isinstance(exc, ollama.ResponseError):
