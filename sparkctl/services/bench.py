@@ -264,7 +264,26 @@ class BenchRunner:
                     f"{budget.reserve / GIB:.1f} GiB reserve; unload a model first"
                 )
             self._budget = budget
+        if self.engine.kind == "ollama" and self.s.mode == "beside":
+            await self._check_fit(models)
         return shows
+
+    async def _check_fit(self, models: list[str]) -> None:
+        """The Models screen's load guard, before the bench loads anything: a model that does
+        not fit, or fits only by evicting a lane model, is refused (a Spark that runs out of
+        unified memory can freeze). Solo mode unloads the others first, so it is skipped."""
+        from sparkctl.services.models import fit_check, refusal_reason
+
+        resident = {model_key(r.name): r for r in await self.engine.ps()}
+        for m in models:
+            have = resident.get(model_key(m))
+            if have is not None and have.context_length == self.s.num_ctx:
+                continue  # already loaded as the bench will use it
+            self.sink(Phase(f"checking that {m} fits at num_ctx {self.s.num_ctx}"))
+            fit = await fit_check(self.cfg, self.engine, self.probes, m, num_ctx=self.s.num_ctx)
+            reason = refusal_reason(fit)
+            if reason:
+                raise BenchRefused(f"{reason}; unload something, lower --ctx, or use --solo")
 
     def _think(self, model: str) -> bool | None:
         """Only name `think` for models that can: Ollama answers 400 to think on others."""

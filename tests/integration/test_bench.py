@@ -271,3 +271,11 @@ def test_sigterm_mid_bench_records_the_run_killed(serve, tmp_path):
     (record,) = Spool(tmp_path / "data" / "spool.jsonl").pending()
     assert record.status == "KILLED"
     assert record.step_metrics["client_tokens"][0] > 10  # what streamed before the signal is kept
+
+
+async def test_a_model_that_does_not_fit_is_refused_before_loading(serve):
+    server = serve(load_scenario())  # production gpt-oss:120b resident; qwen3:8b on disk
+    tight = FakeProbes(spark_snapshot(available_gib=11.0))  # 3 GiB above the 8 GiB reserve
+    with pytest.raises(BenchRefused, match=r"qwen3:8b .*gpt-oss:120b.*--solo"):
+        await bench(server, ["qwen3:8b"], settings(reps=1, num_ctx=8192), probes=tight)
+    assert not [c for c in server.calls("/api/generate")]  # nothing was loaded
