@@ -578,7 +578,7 @@ async def pull_model(
             yield tracker.view(clock())
             return
     version = tracker.engine_version
-    store = store if store is not None else find_model_store(engine.host)
+    store = store if store is not None else await asyncio.to_thread(find_model_store, engine.host)  # stat() calls: off the loop
     if not store.known:
         tracker.disk = DiskCheck(None, None, None, None, f"disk space not checked: {store.why}")
 

@@ -68,7 +68,8 @@ class SparkApp(App):
         self.probes = probes
         self.clock = clock or (lambda: datetime.now(timezone.utc))
         self.user_theme_dir = user_theme_dir
-        self.theme_problems: list[str] = []
+        # Theme files are read here, before the event loop runs, not in a handler.
+        self._themes, self.theme_problems = load_themes(user_theme_dir)
         self._engine_status: EngineStatus | None = None
         self._host: HostSnapshot | None = None
         self._engine_down_since: float | None = None
@@ -83,8 +84,7 @@ class SparkApp(App):
 
     def on_mount(self) -> None:
         self.sub_title = f"v{__version__} · {self.config.engine.host}"
-        themes, self.theme_problems = load_themes(self.user_theme_dir)
-        for theme in themes:
+        for theme in self._themes:
             self.register_theme(theme)
         wanted = self.config.ui.theme
         if wanted not in self.available_themes:

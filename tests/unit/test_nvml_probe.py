@@ -540,10 +540,15 @@ def test_real_nvml_probe_on_this_machine() -> None:
         probe.close()
     assert isinstance(report, GpuReport)
     if _nvml_library_present():
-        # Run on a GPU machine (e.g. the H200): the same test must still hold up.
-        assert report.unavailable is None or report.unavailable.reason
+        # On a GPU machine (e.g. the H200) the real readings must come through: a named
+        # GPU with a temperature and clock, and either unified memory or a VRAM total.
+        assert report.unavailable is None, report.unavailable
+        assert report.gpus, "NVML loaded but listed no GPU"
         for gpu in report.gpus:
-            assert gpu.unified_memory or isinstance(gpu.memory, (GpuMemory, Unavailable))
+            assert isinstance(gpu.name, str) and gpu.name.startswith("NVIDIA")
+            assert isinstance(gpu.temperature_c, float) and isinstance(gpu.sm_clock_mhz, float)
+            assert gpu.unified_memory or (isinstance(gpu.memory, GpuMemory) and gpu.memory.total > 0)
+            assert isinstance(gpu.processes, tuple)
         return
     # This development machine has no NVIDIA driver: a reason, no GPUs, no exception.
     assert report.gpus == ()
