@@ -126,6 +126,7 @@ class RepResult:
     thinking: str = ""
     raw_final: dict = field(default_factory=dict)
     decode_window: tuple[float, float] | None = None
+    window: tuple[float, float] | None = None  # request sent .. stream closed (perf_counter)
 
 
 @dataclass(frozen=True)
@@ -194,15 +195,23 @@ class GpuSampler:
     def power_series(self) -> list[tuple[float, float]]:
         return [(t, s["power_w"]) for t, s in self.samples if s["power_w"] is not None]
 
-    def summary(self) -> dict[str, Any]:
+    def within(self, windows: list[tuple[float, float]] | None) -> list[tuple[float, dict[str, Any]]]:
+        """Samples taken inside any of `windows` (one model's requests), or all of them."""
+        if windows is None:
+            return list(self.samples)
+        return [(t, v) for t, v in self.samples if any(a <= t <= b for a, b in windows)]
+
+    def summary(self, windows: list[tuple[float, float]] | None = None) -> dict[str, Any]:
+        samples = self.within(windows)
+
         def stat(key):
-            xs = [s[key] for _, s in self.samples if s[key] is not None]
+            xs = [s[key] for _, s in samples if s[key] is not None]
             return (min(xs), max(xs), sum(xs) / len(xs)) if xs else None
 
         reasons: set[str] = set()
-        for _, s in self.samples:
+        for _, s in samples:
             reasons.update(s["throttle"] or [])
-        return {"n": len(self.samples), "power": stat("power_w"), "sm_clock": stat("sm_clock_mhz"),
+        return {"n": len(samples), "power": stat("power_w"), "sm_clock": stat("sm_clock_mhz"),
                 "temperature": stat("temperature_c"), "throttle_reasons": sorted(reasons)}
 
 
@@ -364,6 +373,7 @@ class BenchRunner:
         end = time.perf_counter()
         flush(end)
         r.wall_s = end - t_send
+        r.window = (t_send, end)
         r.output = "".join(answer)
         r.thinking = "".join(thinking)
         r.ttft_s = None if t_first is None else t_first - t_send
@@ -597,7 +607,7 @@ class BenchRunner:
         cv = summ.get("decode_tps_cv_pct")
         run.stable = bool(cv is not None and is_stable(cv))
         if sampler is not None:
-            gs = sampler.summary()
+            gs = sampler.summary(_windows(run))
             if gs["throttle_reasons"] and is_throttled(tuple(gs["throttle_reasons"])):
                 run.flags.append("GPU throttled during the run: " + ", ".join(gs["throttle_reasons"]))
             if gs["power"]:
@@ -685,7 +695,7 @@ class BenchRunner:
             tags["bench.num_ctx_requested"] = str(self._ctx_requested)
             tags["bench.num_ctx_source"] = "server"
         if sampler is not None:
-            gs = sampler.summary()
+            gs = sampler.summary(_windows(run))
             tags["gpu.throttle_reasons"] = ",".join(gs["throttle_reasons"]) or "none"
             tags["gpu.samples"] = str(gs["n"])
         step_keys = ("ttft_s", "client_decode_tps", "engine_decode_tps", "prefill_tps", "load_s",
@@ -703,14 +713,20 @@ class BenchRunner:
             "prompt.txt": s.prompt,
         }
         if sampler is not None:
-            t0 = sampler.samples[0][0] if sampler.samples else 0.0
-            artifacts["gpu_samples.json"] = [{"t_s": round(t - t0, 3), **v} for t, v in sampler.samples]
+            mine = sampler.within(_windows(run))  # this model's requests only, not the others'
+            t0 = mine[0][0] if mine else 0.0
+            artifacts["gpu_samples.json"] = [{"t_s": round(t - t0, 3), **v} for t, v in mine]
         return RunRecord(
             experiment=self.cfg.tracking.experiment,
             run_name=f"{run.model} @ {self.engine.kind} {self.engine_version}",
             status=run.status, start_ms=start_ms, end_ms=end_ms, params=params, tags=tags,
             step_metrics=step_metrics, summary_metrics=run.summary, artifacts=artifacts,
         )
+
+
+def _windows(run: ModelRun) -> list[tuple[float, float]]:
+    """The time spans of one model's measured requests, for its share of the GPU samples."""
+    return [r.window for r in run.reps if r.window is not None]
 
 
 def _f(x: Any) -> float | None:

@@ -279,3 +279,31 @@ async def test_a_model_that_does_not_fit_is_refused_before_loading(serve):
     with pytest.raises(BenchRefused, match=r"qwen3:8b .*gpt-oss:120b.*--solo"):
         await bench(server, ["qwen3:8b"], settings(reps=1, num_ctx=8192), probes=tight)
     assert not [c for c in server.calls("/api/generate")]  # nothing was loaded
+
+
+async def test_gpu_samples_belong_to_the_model_that_was_running(serve):
+    import dataclasses as dc
+
+    from tests.fakes.host import gb10
+
+    server = serve(bench_scenario(tokens_per_s=40.0, response_tokens=[" w"] * 80))
+    watts = {"now": 0.0}
+
+    class PowerFollowsModel(FakeProbes):  # FAKE: GB10 power that depends on which model runs
+        def read(self):
+            snap = super().read()
+            g = dc.replace(gb10(), power_w=watts["now"])
+            return dc.replace(snap, gpu=dc.replace(snap.gpu, gpus=(g,)))
+
+    def switch(ev):
+        if isinstance(ev, RepStarted):
+            watts["now"] = 100.0 if ev.model == "llama3.2:3b" else 200.0
+
+    records = []
+    runs = await bench(server, ["llama3.2:3b", "qwen3:8b"], settings(reps=1, warmup=0, num_predict=50, think=False),
+                       sink=switch, probes=PowerFollowsModel(spark_snapshot()), recorder=records.append)
+    by_model = {r.model: r for r in runs}
+    assert by_model["llama3.2:3b"].summary["gpu_power_w_mean"] == pytest.approx(100.0)
+    assert by_model["qwen3:8b"].summary["gpu_power_w_mean"] == pytest.approx(200.0)
+    samples = {rec.params["model"]: rec.artifacts["gpu_samples.json"] for rec in records}
+    assert {s["power_w"] for s in samples["qwen3:8b"]} == {200.0}
