@@ -45,6 +45,15 @@ def render_status(r: StatusReport) -> str:
     if r.attribution is not None and r.attribution.mismatch:
         lines.append(f"  WARNING: {r.attribution.mismatch}")
 
+    for ne in r.engines:
+        if ne.reachable:
+            served = ""
+            if ne.model:
+                served = f", model {ne.model}" + ("" if ne.model_served is not False else " NOT served")
+            lines.append(f"bench    {ne.name}: {ne.kind} {ne.version or ''} at {ne.url}: reachable{served}")
+        else:
+            lines.append(f"bench    {ne.name}: {ne.kind} at {ne.url}: UNREACHABLE ({ne.error})")
+
     if r.host.gpu.unavailable is not None:
         lines.append(f"gpu      {r.host.gpu.unavailable}")
     for g in r.host.gpu.gpus:

@@ -128,3 +128,13 @@ def test_unknown_command_and_missing_config_exit_2(tmp_path):
 def test_version_is_fast_and_prints_version(tmp_path):
     proc, _ = run_cli("--version", tmp_path=tmp_path)
     assert proc.returncode == 0 and proc.stdout.startswith("sparkctl ")
+
+
+def test_status_text_lists_configured_bench_engines(fake, tmp_path):
+    with socket.socket() as s:  # an [engines.NAME] server that is not running
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    text = cfg_for(fake.url) + f'[engines.llama]\nkind = "openai"\nurl = "http://127.0.0.1:{port}"\nmodel = "smol"\n'
+    proc, _ = run_cli("status", config_text=text, tmp_path=tmp_path)
+    assert proc.returncode == 0, proc.stderr  # the exit code follows the main engine
+    assert f"bench    llama: openai at http://127.0.0.1:{port}: UNREACHABLE" in proc.stdout
