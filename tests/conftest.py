@@ -15,3 +15,17 @@ def _isolated_dirs(tmp_path_factory, monkeypatch):
     monkeypatch.delenv("SPARKCTL_CONFIG", raising=False)
     monkeypatch.delenv("OLLAMA_HOST", raising=False)
     monkeypatch.setenv("MLFLOW_DISABLE_TELEMETRY", "true")
+
+
+@pytest.fixture
+def spark_fake():
+    """A FAKE Ollama (tests/fakes/ollama_server.py, real HTTP) holding the Spark-like
+    catalogue and residents of tests/fakes/model_scenarios.py."""
+    from tests.fakes.model_scenarios import spark_state
+    from tests.fakes.ollama_server import FakeOllama
+
+    server = FakeOllama(spark_state()).start()
+    try:
+        yield server
+    finally:
+        server.stop()

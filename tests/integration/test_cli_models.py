@@ -9,7 +9,6 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -24,12 +23,8 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
-def fake() -> Iterator[FakeOllama]:
-    server = FakeOllama(spark_state()).start()
-    try:
-        yield server
-    finally:
-        server.stop()
+def fake(spark_fake: FakeOllama) -> FakeOllama:
+    return spark_fake  # the Spark-like fake Ollama shared by the models tests (tests/conftest.py)
 
 
 @pytest.fixture

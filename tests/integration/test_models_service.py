@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 
 import pytest
 
@@ -23,12 +23,8 @@ CFG = spark_config()
 
 
 @pytest.fixture
-def server() -> Iterator[FakeOllama]:
-    fake = FakeOllama(spark_state()).start()
-    try:
-        yield fake
-    finally:
-        fake.stop()
+def server(spark_fake: FakeOllama) -> FakeOllama:
+    return spark_fake  # the Spark-like fake Ollama shared by the models tests (tests/conftest.py)
 
 
 @pytest.fixture

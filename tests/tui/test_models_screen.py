@@ -4,7 +4,6 @@ shaped like a Spark (121 GiB unified memory)."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 
 import pytest
 from textual.widgets import DataTable, Input, ProgressBar, Static
@@ -19,12 +18,8 @@ from tests.tui.models_helpers import SIZE, build, info, open_models, select, set
 
 
 @pytest.fixture
-def fake() -> Iterator[FakeOllama]:
-    server = FakeOllama(spark_state()).start()
-    try:
-        yield server
-    finally:
-        server.stop()
+def fake(spark_fake: FakeOllama) -> FakeOllama:
+    return spark_fake  # the Spark-like fake Ollama shared by the models tests (tests/conftest.py)
 
 
 async def test_table_lists_the_engines_models_with_lane_and_residency(fake, tmp_path):

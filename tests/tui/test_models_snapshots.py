@@ -5,12 +5,10 @@ at the SVGs before committing them."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 
 import pytest
 
 from tests.fakes.host import FakeProbes, spark_snapshot
-from tests.fakes.model_scenarios import spark_state
 from tests.fakes.ollama_server import FakeOllama, pull_scenario
 from tests.tui.models_helpers import build, open_models, select, settle
 
@@ -18,12 +16,8 @@ SNAP_SIZE = (120, 36)
 
 
 @pytest.fixture
-def fake() -> Iterator[FakeOllama]:
-    server = FakeOllama(spark_state()).start()
-    try:
-        yield server
-    finally:
-        server.stop()
+def fake(spark_fake: FakeOllama) -> FakeOllama:
+    return spark_fake  # the Spark-like fake Ollama shared by the models tests (tests/conftest.py)
 
 
 def test_models_screen_with_a_fit_verdict(snap_compare, fake, tmp_path):
