@@ -14,7 +14,6 @@ import re
 import sys
 from typing import Any, TextIO
 
-_DURATION = re.compile(r"-?\d+(\.\d+)?(ns|us|ms|s|m|h)?(\d+(\.\d+)?(ns|us|ms|s|m|h))*")
 
 
 def _positive_int(text: str) -> int:
@@ -28,10 +27,12 @@ def _positive_int(text: str) -> int:
 
 
 def _duration(text: str) -> str:
-    if not _DURATION.fullmatch(text.strip()):
-        raise argparse.ArgumentTypeError(
-            f'expected seconds or a duration like "5m", "-1" (forever) or "0", got {text!r}'
-        )
+    from sparkctl.core.keepalive import HINT, parse_keep_alive
+
+    try:
+        parse_keep_alive(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected {HINT}, got {text!r}") from None
     return text.strip()
 
 

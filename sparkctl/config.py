@@ -78,7 +78,7 @@ class TrackingConfig:
 
 @dataclass(frozen=True)
 class ModelsConfig:
-    keep_alive: str = "-1"
+    keep_alive: str | int | float = "-1"  # see core.keepalive: a number is seconds, -1 forever
     num_ctx: int = 0  # 0: let the engine choose (Ollama: by memory size)
 
 
@@ -93,7 +93,7 @@ class BenchConfig:
     reps: int = 5
     timeout_s: float = 900.0
     mode: str = "beside"
-    keep_alive: str = "30m"
+    keep_alive: str | int | float = "30m"
     bandwidth_gbps: float = 273.0
     reload_threshold_s: float = 1.0
     think: bool = True
@@ -155,12 +155,21 @@ def _string(choices: tuple[str, ...] | None = None, pattern: str | None = None, 
     return check
 
 
+def _keep_alive(v: Any) -> str | None:
+    from sparkctl.core.keepalive import HINT, parse_keep_alive
+
+    try:
+        parse_keep_alive(v)
+    except ValueError:
+        return HINT
+    return None
+
+
 def _boolean(v: Any) -> str | None:
     return None if isinstance(v, bool) else "true or false"
 
 
 _URL = r"(https?://)?[A-Za-z0-9._\-\[\]:]+(:\d+)?(/.*)?"
-_DURATION = r"-?\d+(\.\d+)?(ns|us|ms|s|m|h)?(\d+(\.\d+)?(ns|us|ms|s|m|h))*"
 
 SECTIONS: dict[str, tuple[type, dict[str, Check]]] = {
     "engine": (
@@ -190,7 +199,7 @@ SECTIONS: dict[str, tuple[type, dict[str, Check]]] = {
     "models": (
         ModelsConfig,
         {
-            "keep_alive": _string(pattern=_DURATION, what='a duration like "5m", "-1" or "0"'),
+            "keep_alive": _keep_alive,
             "num_ctx": _number(0, integer=True),
         },
     ),
@@ -206,7 +215,7 @@ SECTIONS: dict[str, tuple[type, dict[str, Check]]] = {
             "reps": _number(1, integer=True),
             "timeout_s": _number(0, exclusive=True),
             "mode": _string(("beside", "solo")),
-            "keep_alive": _string(pattern=_DURATION, what='a duration like "30m" or "-1"'),
+            "keep_alive": _keep_alive,
             "bandwidth_gbps": _number(0, exclusive=True),
             "reload_threshold_s": _number(0),
             "think": _boolean,

@@ -374,7 +374,7 @@ async def test_load_estimate_lower_than_resident_is_a_problem(engine, server):
 
 def test_keep_alive_parsing():
     assert ms.parse_keep_alive("-1") == -1 and ms.parse_keep_alive("300") == 300
-    assert ms.parse_keep_alive("1.5") == 1.5 and ms.parse_keep_alive("30m") == "30m"
+    assert ms.parse_keep_alive("1.5") == 1.5 and ms.parse_keep_alive("30m") == 1800
     assert ms.keep_alive_label(-1) == "forever" and ms.keep_alive_label("1h30m") == "1h30m"
     with pytest.raises(ValueError, match="invalid keep-alive"):
         ms.parse_keep_alive("soon")

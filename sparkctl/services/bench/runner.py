@@ -3,32 +3,48 @@
 Timing and counting happen here, not in a widget: the runner stamps every streamed piece
 with the client clock, batches what it reports to the UI (every ~50 ms) and keeps the
 engine's own figures from the final chunk beside the client's. Each model's run becomes a
-RunRecord that is spooled, then written to MLflow, from a worker thread.
+RunRecord that is spooled, then written to MLflow, from a worker thread; every finished
+repetition is journaled to the spool first, so a crash loses at most the one in flight.
+
+Hygiene (DESIGN.md "Bench hygiene"): each measured request pays its whole prefill unless
+the user asked for a warm cache (core.prefill), lane models are noted before and put back
+after (lanes.py), one bench runs per engine (lock.py), and load the bench cannot explain
+is flagged.
 """
 
 from __future__ import annotations
 
 import asyncio
 import hashlib
-import threading
+import secrets
 import time
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
 from sparkctl import __version__
 from sparkctl.config import BenchConfig, Config
-from sparkctl.core import guards
+from sparkctl.core import guards, prefill
 from sparkctl.core.budget import MemoryBudget, build_budget
 from sparkctl.core.gpu import is_throttled
+from sparkctl.core.keepalive import parse_keep_alive
 from sparkctl.core.names import model_key
 from sparkctl.core.placement import placement
 from sparkctl.core.roofline import active_params, bits_per_weight_from_quant, bits_per_weight_from_size, roofline
 from sparkctl.core.snapshots import GIB, GpuReport, MemInfo, ResidentModel, Unavailable
 from sparkctl.core.stats import is_stable, interleave, summarize
 from sparkctl.engines.base import DoneEvent, EngineError, EngineUnreachable, ModelNotFound, ShowInfo, TokenEvent
+from sparkctl.services.bench.lanes import LaneRestore, note_lanes, restore_lanes
+from sparkctl.services.bench.lock import BenchLock
+from sparkctl.services.bench.sampler import GpuSampler
 
 UI_BATCH_S = 0.05
-GPU_SAMPLE_S = 0.5
+# Server time not spent loading, prefilling or decoding: waiting behind another request.
+QUEUE_WAIT_FLOOR_S = 0.5
+QUEUE_WAIT_SHARE = 0.10
+
+# Flags that make a run's numbers not comparable: they count against guard.valid.
+INVALIDATING = ("reload detected", "prompt truncated", "GPU throttled", "foreign load",
+                "lane restore failed")
 
 
 class BenchRefused(Exception):
@@ -51,6 +67,9 @@ class BenchSettings:
     reload_threshold_s: float
     think: bool
     allow_cpu: bool = False
+    cache: str = prefill.COLD  # "cold": every request pays its prefill; "warm": cached follow-ups
+    ctx_explicit: bool = False  # --ctx given: never switch to a resident model's own context
+    wait: bool = True  # another bench on the engine: wait (True) or refuse (False)
 
     @classmethod
     def from_config(cls, b: BenchConfig, **overrides: Any) -> "BenchSettings":
@@ -60,6 +79,8 @@ class BenchSettings:
             keep_alive=b.keep_alive, bandwidth_gbps=b.bandwidth_gbps,
             reload_threshold_s=b.reload_threshold_s, think=b.think,
         )
+        if overrides.get("num_ctx") is not None:
+            overrides.setdefault("ctx_explicit", True)
         return replace(base, **{k: v for k, v in overrides.items() if v is not None})
 
     @property
@@ -67,6 +88,11 @@ class BenchSettings:
         # num_ctx stays fixed for the whole bench: a changed runner option makes Ollama reload.
         return {"num_ctx": self.num_ctx, "num_predict": self.num_predict,
                 "temperature": self.temperature, "seed": self.seed}
+
+    @property
+    def keep_alive_wire(self) -> int | float:
+        """keep_alive as Ollama accepts it (a bare "-1" string would be a 400)."""
+        return parse_keep_alive(self.keep_alive).wire
 
     @property
     def prompt_sha256(self) -> str:
@@ -127,6 +153,14 @@ class RepResult:
     raw_final: dict = field(default_factory=dict)
     decode_window: tuple[float, float] | None = None
     window: tuple[float, float] | None = None  # request sent .. stream closed (perf_counter)
+    prompt_eval_duration_ns: int | None = None
+    preamble: str = ""  # what this request added to the fixed prompt (cache policy)
+    prefill_cached: bool | None = None  # served (partly) from the prompt cache
+    prompt_cached_tokens: int | None = None
+    cache_note: str = ""
+    client_decode_basis: str = ""  # "engine eval_count" or "streamed chunks"
+    queue_wait_s: float | None = None
+    foreign: str = ""  # why load the bench did not cause was seen during this request
 
 
 @dataclass(frozen=True)
@@ -149,6 +183,10 @@ class ModelRun:
     stable: bool = False
     sync_message: str = ""
     run_id: str | None = None
+    num_ctx: int = 0
+    ctx_note: str = ""
+    record_id: str = field(default_factory=lambda: secrets.token_hex(16))
+    lane_restore: str = ""
 
 
 @dataclass(frozen=True)
@@ -159,75 +197,17 @@ class BenchFinished:
 Sink = Callable[[Any], None]
 
 
-class GpuSampler:
-    """Samples GPU power/clock/temperature/throttle in its own thread during a bench."""
-
-    def __init__(self, read_gpu: Callable[[], GpuReport], period_s: float = GPU_SAMPLE_S) -> None:
-        self.read_gpu = read_gpu
-        self.period_s = period_s
-        self.samples: list[tuple[float, dict[str, Any]]] = []
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._loop, name="gpu-sampler", daemon=True)
-
-    def start(self) -> "GpuSampler":
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._thread.join(timeout=5)
-
-    def _loop(self) -> None:
-        while not self._stop.is_set():
-            try:
-                report = self.read_gpu()
-            except Exception:  # a probe failure must not end the bench; the gap shows in the data
-                report = GpuReport(unavailable=Unavailable("probe failed"))
-            if report.gpus:
-                g = report.gpus[0]
-                self.samples.append((time.perf_counter(), {
-                    "power_w": _num(g.power_w), "sm_clock_mhz": _num(g.sm_clock_mhz),
-                    "temperature_c": _num(g.temperature_c),
-                    "throttle": list(g.throttle_reasons) if isinstance(g.throttle_reasons, tuple) else None,
-                }))
-            self._stop.wait(self.period_s)
-
-    def power_series(self) -> list[tuple[float, float]]:
-        return [(t, s["power_w"]) for t, s in self.samples if s["power_w"] is not None]
-
-    def within(self, windows: list[tuple[float, float]] | None) -> list[tuple[float, dict[str, Any]]]:
-        """Samples taken inside any of `windows` (one model's requests), or all of them."""
-        if windows is None:
-            return list(self.samples)
-        return [(t, v) for t, v in self.samples if any(a <= t <= b for a, b in windows)]
-
-    def summary(self, windows: list[tuple[float, float]] | None = None) -> dict[str, Any]:
-        samples = self.within(windows)
-
-        def stat(key):
-            xs = [s[key] for _, s in samples if s[key] is not None]
-            return (min(xs), max(xs), sum(xs) / len(xs)) if xs else None
-
-        reasons: set[str] = set()
-        for _, s in samples:
-            reasons.update(s["throttle"] or [])
-        return {"n": len(samples), "power": stat("power_w"), "sm_clock": stat("sm_clock_mhz"),
-                "temperature": stat("temperature_c"), "throttle_reasons": sorted(reasons)}
-
-
-def _num(x: Any) -> float | None:
-    return None if isinstance(x, Unavailable) or x is None else float(x)
-
-
 class BenchRunner:
     def __init__(self, cfg: Config, engine: Any, probes: Any, settings: BenchSettings,
-                 sink: Sink | None = None, recorder: Callable[[Any], Any] | None = None) -> None:
+                 sink: Sink | None = None, recorder: Callable[[Any], Any] | None = None,
+                 journal: Callable[[Any], Any] | None = None) -> None:
         self.cfg = cfg
         self.engine = engine
         self.probes = probes
         self.s = settings
-        self.sink = sink or (lambda ev: None)
+        self._sink = sink or (lambda ev: None)
         self.recorder = recorder  # blocking: RunRecord -> SyncResult; run via to_thread
+        self.journal = journal  # blocking: RunRecord (so far) -> None; run via to_thread
         self.engine_version = "unknown"
         self.host_facts: dict[str, str] = {}
         self._shows: dict[str, ShowInfo] = {}
@@ -235,6 +215,37 @@ class BenchRunner:
         self._digests: dict[str, str] = {}
         self._sizes: dict[str, int] = {}
         self._ctx_requested: int | None = None  # set when the server's context replaced ours
+        self._ctx: dict[str, int] = {}  # per model: the bench's num_ctx, or its resident one
+        self._ctx_note: dict[str, str] = {}
+        self._nonce = secrets.token_hex(3)
+        self._requests: dict[str, int] = {}  # per model: requests sent, for the preamble
+        self.lane_restore: LaneRestore | None = None
+        self._sampler: GpuSampler | None = None
+        self._start_ms = 0
+        self._journal_failed = False
+
+    def sink(self, ev: Any) -> None:
+        """Report to the UI. A UI that fails (a dead terminal after an ssh hang-up raises
+        EIO) must never change what the bench does or records."""
+        try:
+            self._sink(ev)
+        except Exception:
+            self._sink = lambda ev: None
+
+    @property
+    def cold_by_request(self) -> bool:
+        """Whether cold prefill is obtained by changing the prompt's start (every engine but
+        llama-server, where the adapter turns its prompt cache off instead)."""
+        return getattr(self.engine, "kind", "") != "llama.cpp"
+
+    def num_ctx(self, model: str) -> int:
+        return self._ctx.get(model, self.s.num_ctx)
+
+    def options(self, model: str) -> dict[str, Any]:
+        opts = dict(self.s.options, num_ctx=self.num_ctx(model))
+        if self.s.cache == prefill.WARM and getattr(self.engine, "kind", "") == "llama.cpp":
+            opts["cache_prompt"] = True
+        return opts
 
     # ---- preflight -------------------------------------------------------------------------
 
@@ -252,6 +263,18 @@ class BenchRunner:
             if ctx and ctx != self.s.num_ctx:
                 self._ctx_requested = self.s.num_ctx
                 self.s = replace(self.s, num_ctx=ctx)
+        elif getattr(self.engine, "reports_placement", True) and not self.s.ctx_explicit:
+            # A resident model benched at its own context is not reloaded (a reload would
+            # change a lane model the user's router relies on).
+            resident = {model_key(r.name): r for r in await self.engine.ps()}
+            for m in models:
+                rm = resident.get(model_key(m))
+                if rm is not None and rm.context_length and rm.context_length != self.s.num_ctx:
+                    self._ctx[m] = rm.context_length
+                    self._ctx_note[m] = (
+                        f"num_ctx {rm.context_length}: {m} is resident at that context, so the bench "
+                        f"uses it instead of {self.s.num_ctx} to avoid a reload (--ctx forces one)")
+                    self.sink(Phase(self._ctx_note[m]))
         try:
             for lm in await self.engine.tags():
                 for m in models:
@@ -286,10 +309,10 @@ class BenchRunner:
         resident = {model_key(r.name): r for r in await self.engine.ps()}
         for m in models:
             have = resident.get(model_key(m))
-            if have is not None and have.context_length == self.s.num_ctx:
+            if have is not None and have.context_length == self.num_ctx(m):
                 continue  # already loaded as the bench will use it
-            self.sink(Phase(f"checking that {m} fits at num_ctx {self.s.num_ctx}"))
-            fit = await fit_check(self.cfg, self.engine, self.probes, m, num_ctx=self.s.num_ctx)
+            self.sink(Phase(f"checking that {m} fits at num_ctx {self.num_ctx(m)}"))
+            fit = await fit_check(self.cfg, self.engine, self.probes, m, num_ctx=self.num_ctx(m))
             reason = refusal_reason(fit)
             if reason:
                 raise BenchRefused(f"{reason}; unload something, lower --ctx, or use --solo")
@@ -301,12 +324,27 @@ class BenchRunner:
             return None
         return self.s.think
 
+    def _prompt(self, model: str) -> tuple[str, str]:
+        """(prompt to send, what was added to the fixed body) for the model's next request."""
+        k = self._requests.get(model, 0)
+        self._requests[model] = k + 1
+        body = self.s.prompt
+        if self.s.cache == prefill.WARM:
+            full = prefill.warm_prompt(body, self._nonce, k)
+            return full, full[len(body):]
+        if not self.cold_by_request:
+            return body, ""
+        full = prefill.cold_prompt(body, self._nonce, k)
+        return full, full[: len(full) - len(body)]
+
     # ---- one repetition ---------------------------------------------------------------------
 
     async def run_rep(self, model: str, index: int, warmup: bool) -> RepResult:
         r = RepResult(model, index, warmup)
-        stream = self.engine.generate(model, self.s.prompt, options=self.s.options,
-                                      keep_alive=self.s.keep_alive, think=self._think(model))
+        prompt, r.preamble = self._prompt(model)
+        before_ps = await self._others_expiry(model)
+        stream = self.engine.generate(model, prompt, options=self.options(model),
+                                      keep_alive=self.s.keep_alive_wire, think=self._think(model))
         t_send = time.perf_counter()
         t_first = t_last = None
         answer: list[str] = []
@@ -378,6 +416,7 @@ class BenchRunner:
         r.thinking = "".join(thinking)
         r.ttft_s = None if t_first is None else t_first - t_send
         r.client_decode_tps = _client_tps(r.client_tokens, t_first, t_last)
+        r.client_decode_basis = "streamed chunks"
         if t_first is not None and t_last is not None:
             r.decode_window = (t_first, t_last)
         if done is not None:
@@ -385,8 +424,14 @@ class BenchRunner:
             r.done_reason = done.done_reason
             r.eval_count = done.eval_count
             r.prompt_eval_count = done.prompt_eval_count
+            r.prompt_eval_duration_ns = done.prompt_eval_duration_ns or None
             if done.eval_duration_ns > 0:
                 r.engine_decode_tps = done.eval_count / done.eval_duration_ns * 1e9
+            if done.eval_count and t_first is not None and t_last is not None and t_last > t_first:
+                # A chunk may carry several tokens or none: count the engine's tokens over the
+                # client's first-to-last window rather than chunks.
+                r.client_decode_tps = (done.eval_count - 1) / (t_last - t_first)
+                r.client_decode_basis = "engine eval_count"
             if done.prompt_eval_duration_ns > 0:
                 r.prefill_tps = done.prompt_eval_count / done.prompt_eval_duration_ns * 1e9
             # Ollama omits a zero load_duration (0 is a measurement); other engines never send it
@@ -394,27 +439,77 @@ class BenchRunner:
             r.total_s = done.total_duration_ns / 1e9 if done.total_duration_ns else None
             r.reload = (not warmup) and guards.reload_detected(
                 done.load_duration_ns, int(self.s.reload_threshold_s * 1e9))
+            if done.total_duration_ns:
+                explained = done.load_duration_ns + done.prompt_eval_duration_ns + done.eval_duration_ns
+                wait = (done.total_duration_ns - explained) / 1e9
+                r.queue_wait_s = max(0.0, wait)
+                if wait > max(QUEUE_WAIT_FLOOR_S, QUEUE_WAIT_SHARE * done.total_duration_ns / 1e9):
+                    r.foreign = (f"the engine spent {wait:.1f} s of the request neither loading, "
+                                 "prefilling nor decoding (queued behind another request)")
         elif r.dnf or cancelled:
             r.eval_count = r.client_tokens
+        if not cancelled and not r.foreign:
+            moved = await self._others_moved(before_ps)
+            if moved:
+                r.foreign = f"another client used the engine during this request ({moved})"
         if cancelled:
             self.interrupted = r
             raise asyncio.CancelledError
         return r
 
+    async def _others_expiry(self, model: str) -> dict[str, Any] | None:
+        """Expiry of every other resident model: Ollama moves a model's expiry when one of
+        its requests ends, so a change during ours means someone else was served."""
+        if self.engine.kind != "ollama":
+            return None
+        try:
+            resident = await self.engine.ps()
+        except EngineError:
+            return None
+        me = model_key(model)
+        return {r.name: r.expires_at for r in resident if model_key(r.name) != me}
+
+    async def _others_moved(self, before: dict[str, Any] | None) -> str:
+        if before is None:
+            return ""
+        try:
+            now = {r.name: r.expires_at for r in await self.engine.ps()}
+        except EngineError:
+            return ""
+        mine = {model_key(m) for m in self._requests}
+        moved = []
+        for name, t in now.items():
+            if model_key(name) in mine:
+                continue
+            if name not in before:
+                moved.append(f"{name} was loaded")
+            elif t and before[name] and (t - before[name]).total_seconds() > 1.0:
+                moved.append(f"{name} served a request")
+        return ", ".join(moved)
+
     # ---- the whole bench --------------------------------------------------------------------
 
     async def run(self, models: list[str]) -> list[ModelRun]:
         models = list(dict.fromkeys(models))
-        start_ms = int(time.time() * 1000)
+        lock = BenchLock(self.engine.host, models)
+        await lock.acquire(self.s.wait, lambda text: self.sink(Phase(text)))
+        try:
+            return await self._run_locked(models)
+        finally:
+            lock.release()
+
+    async def _run_locked(self, models: list[str]) -> list[ModelRun]:
+        self._start_ms = start_ms = int(time.time() * 1000)
         shows = await self.preflight(models)
-        runs = {m: ModelRun(m, show=shows[m]) for m in models}
-        restore: list[str] = []
+        runs = {m: ModelRun(m, show=shows[m], num_ctx=self.num_ctx(m), ctx_note=self._ctx_note.get(m, ""))
+                for m in models}
+        lanes_before = await note_lanes(self.engine, self.cfg)
         sampler: GpuSampler | None = None
         outcome = "FINISHED"
         try:
             if self.s.mode == "solo":
-                restore = await self._unload_others(models)
-            sampler = GpuSampler(self._gpu_reader()).start()
+                await self._unload_others(models)
+            sampler = self._sampler = GpuSampler(self._gpu_reader()).start()
             if self.s.mode == "solo":
                 # Solo: each model alone in memory, one after another. Interleaving would
                 # reload a model before every repetition.
@@ -435,6 +530,13 @@ class BenchRunner:
             if sampler is not None:
                 sampler.stop()
             end_ms = int(time.time() * 1000)
+            # Lanes first (the journal already holds every finished repetition), so the
+            # runs can say whether the engine was left as it was found.
+            try:
+                self.lane_restore = await restore_lanes(self.engine, lanes_before,
+                                                        lambda text: self.sink(Phase(text)))
+            except Exception as exc:  # the engine went away: say so on the runs
+                self.lane_restore = LaneRestore(failed=[f"lane restore not possible: {exc}"])
             for run in runs.values():
                 if outcome != "FINISHED":
                     run.status = outcome
@@ -447,19 +549,33 @@ class BenchRunner:
                         if result is not None:
                             run.sync_message = result.message
                             run.run_id = result.run_id
-            if restore:
-                await self._restore(restore)
         self.sink(BenchFinished(list(runs.values())))
         return list(runs.values())
+
+    async def _journal(self, run: ModelRun) -> None:
+        """The run so far (status KILLED until it ends) into the spool, fsynced."""
+        if self.journal is None or self._journal_failed:
+            return
+        try:
+            record = self.to_record(run, self._start_ms, int(time.time() * 1000), self._sampler,
+                                    status="KILLED")
+            await asyncio.to_thread(self.journal, record)
+        except Exception as exc:  # a full disk must not end the bench; say so once
+            self._journal_failed = True
+            self.sink(Phase(f"journal not written ({exc}); a crash would lose this run"))
 
     async def _bench_models(self, models: list[str], runs: dict[str, ModelRun]) -> None:
         """Load and check each model, warm each up, then the interleaved repetitions."""
         for m in models:
             self.sink(Phase(f"loading {m}"))
             await self._check_placement(runs[m], m, before=True)
+            await self._idle_check(runs[m])
         for m in models:
-            for w in range(self.s.warmup):
-                self.sink(RepStarted(m, -1 - w, True, self.s.warmup))
+            warmups = self.s.warmup
+            if self.s.cache == prefill.WARM:
+                warmups = max(1, warmups)  # the first request fills the cache the reps reuse
+            for w in range(warmups):
+                self.sink(RepStarted(m, -1 - w, True, warmups))
                 res = await self.run_rep(m, -1 - w, True)
                 runs[m].warmups.append(res)
                 self.sink(RepDone(res))
@@ -473,8 +589,28 @@ class BenchRunner:
                 raise
             runs[m].reps.append(res)
             self.sink(RepDone(res))
+            await self._journal(runs[m])
         for m in models:
             await self._check_placement(runs[m], m, before=False)
+
+    async def _idle_check(self, run: ModelRun) -> None:
+        """Before a model's repetitions: is anything else using the GPU? NVML's utilization
+        averages over ~1 s, so it is read after a pause with no request of ours."""
+        gpu_probe = getattr(self.probes, "gpu_probe", None)
+        if gpu_probe is None or self._sampler is None:
+            return
+        from sparkctl.services.bench.sampler import NVML_AVERAGING_S
+
+        await asyncio.sleep(NVML_AVERAGING_S)
+        try:
+            report = await asyncio.to_thread(self._gpu_reader())
+        except Exception:
+            return
+        sample = self._sampler.aggregate(report)
+        util = sample.get("util_pct") if sample else None
+        if util is not None and util >= 20.0:
+            run.flags.append(f"foreign load: the GPU was {util:.0f}% busy before {run.model}'s "
+                             "repetitions, with no request of the bench running")
 
     def _gpu_reader(self):
         """Only the GPU for the 0.5 s sampler when the probes can (not /proc as well)."""
@@ -488,33 +624,20 @@ class BenchRunner:
             self.sink(Phase(f"solo: unloading {model}"))
             await self.engine.unload(model)
 
-    async def _unload_others(self, models: list[str]) -> list[str]:
+    async def _unload_others(self, models: list[str]) -> None:
         want = {model_key(m) for m in models}
-        resident = await self.engine.ps()
-        lanes = self.cfg.lane_models()
-        restore = []
-        for rm in resident:
+        for rm in await self.engine.ps():
             if model_key(rm.name) not in want:
                 self.sink(Phase(f"solo: unloading {rm.name}"))
                 await self.engine.unload(rm.name)
-                if model_key(rm.name) in lanes:
-                    restore.append(rm.name)
-        return restore
-
-    async def _restore(self, names: list[str]) -> None:
-        for name in names:
-            self.sink(Phase(f"restoring lane model {name}"))
-            try:
-                await self.engine.load(name, keep_alive=self.cfg.models.keep_alive)
-            except EngineError as exc:
-                self.sink(Phase(f"could not restore {name}: {exc.message}"))
 
     async def _check_placement(self, run: ModelRun, model: str, before: bool) -> None:
         if not getattr(self.engine, "reports_placement", True):
             await self._unverified_placement(run, model, before)
             return
         if before:
-            await self.engine.load(model, keep_alive=self.s.keep_alive, options={"num_ctx": self.s.num_ctx})
+            await self.engine.load(model, keep_alive=self.s.keep_alive_wire,
+                                   options={"num_ctx": self.num_ctx(model)})
         resident = {model_key(r.name): r for r in await self.engine.ps()}
         rm: ResidentModel | None = resident.get(model_key(model))
         label = placement(rm.size, rm.size_vram).label if rm else "not resident"
@@ -536,7 +659,8 @@ class BenchRunner:
         nor claim a GPU placement nobody saw."""
         label = f"unknown ({self.engine.kind} does not report placement)"
         if before:  # the engine's load() checks that the model is served and raises if not
-            await self.engine.load(model, keep_alive=self.s.keep_alive, options={"num_ctx": self.s.num_ctx})
+            await self.engine.load(model, keep_alive=self.s.keep_alive_wire,
+                                   options={"num_ctx": self.num_ctx(model)})
             evidence = await self._nvml_evidence(model)
             if evidence:
                 label += f"; {evidence}"
@@ -571,31 +695,79 @@ class BenchRunner:
                     size = self._sizes.get(model) or 0
                     self.host_facts["guard.engine_pid"] = str(pid)
                     self.host_facts["guard.engine_gpu_bytes"] = str(proc.used_bytes)
+                    if self._sampler is not None:  # energy and clocks from the engine's GPUs only
+                        self._sampler.indices = {x.index for x in readable
+                                                 if any(p.pid == pid for p in x.processes)}
                     of = f" for a {size / GIB:.2f} GiB model" if size else ""
                     return f"NVML: pid {pid} holds {proc.used_bytes / GIB:.2f} GiB on GPU {g.index}{of}"
         self.host_facts["guard.engine_pid"] = str(pid)
         self.host_facts["guard.engine_gpu_bytes"] = "0"
         return f"NVML: pid {pid} holds no GPU memory"
 
+    def _judge_prefill(self, run: ModelRun) -> None:
+        """Mark the requests served from the prompt cache, from the engine's own counts."""
+        requests = run.warmups + run.reps
+        verdicts = prefill.judge([prefill.PrefillSample(r.prompt_eval_count, r.prompt_eval_duration_ns)
+                                  for r in requests])
+        for r, v in zip(requests, verdicts):
+            r.prefill_cached = v.cached
+            r.prompt_cached_tokens = v.cached_tokens
+            r.cache_note = v.reason
+        measured = [r for r in run.reps if r.prefill_cached is not None]
+        if self.s.cache == prefill.COLD:
+            hits = [r for r in run.reps if r.prefill_cached]
+            if hits:
+                run.flags.append(
+                    f"prefill cached: {len(hits)} of {len(run.reps)} repetition(s) were served from the "
+                    f"prompt cache ({hits[0].cache_note}); left out of the prefill and TTFT figures")
+        else:
+            misses = [r for r in measured if r.prefill_cached is False]
+            if misses:
+                run.flags.append(f"cache warm requested, but {len(misses)} repetition(s) evaluated the "
+                                 "whole prompt")
+
     def _finish(self, run: ModelRun, sampler: GpuSampler | None) -> None:
         reps = run.reps
         if run.status == "FINISHED" and (not reps or all(r.error for r in reps)):
             run.status = "FAILED"  # nothing was measured: not a result to compare
+        self._judge_prefill(run)
         if any(r.reload for r in reps):
             run.flags.append("reload detected after warm-up")
-        cut = [r for r in run.warmups + reps
-               if guards.prompt_looks_truncated(r.prompt_eval_count, len(self.s.prompt), self.s.num_ctx)]
+        ctx = self.num_ctx(run.model)
+        cut = [r for r in run.warmups + reps if not r.prefill_cached
+               and guards.prompt_looks_truncated(r.prompt_eval_count, len(self.s.prompt), ctx)]
         if cut:
             run.flags.append(
                 f"prompt truncated: the engine evaluated {cut[0].prompt_eval_count} prompt tokens for a "
-                f"{len(self.s.prompt)}-character prompt at num_ctx {self.s.num_ctx}")
+                f"{len(self.s.prompt)}-character prompt at num_ctx {ctx}")
+        foreign = [r for r in reps if r.foreign]
+        if foreign:
+            run.flags.append(f"foreign load during {len(foreign)} repetition(s): {foreign[0].foreign}")
+        if sampler is not None and reps:
+            windows = [r.window for r in reps if r.window]
+            if windows:
+                busy = sampler.busy_outside(windows, windows[0][0], windows[-1][1])
+                if busy:
+                    run.flags.append(f"foreign load: the GPU was up to {max(u for _, u in busy):.0f}% busy "
+                                     "between repetitions, while no request of the bench ran")
         if any(r.dnf for r in reps):
             run.flags.append(f"{sum(r.dnf for r in reps)} repetition(s) did not finish within {self.s.timeout_s:g} s")
         if any(r.error for r in reps):
             run.flags.append(f"{sum(bool(r.error) for r in reps)} repetition(s) failed")
+        if self.lane_restore is not None and self.lane_restore.failed:
+            run.flags.append("lane restore failed: " + "; ".join(self.lane_restore.failed))
+        if self.lane_restore is not None:
+            run.lane_restore = self.lane_restore.tag()
         summ: dict[str, float] = {}
+        ok = [r for r in reps if not r.dnf and not r.error]
+        # Prefill and TTFT only from requests that paid their whole prefill (cold policy).
+        cold = [r for r in ok if not r.prefill_cached]
         for key in ("engine_decode_tps", "client_decode_tps", "prefill_tps", "ttft_s", "load_s"):
-            s = summarize(getattr(r, key) for r in reps if not r.dnf and not r.error)
+            pool = ok
+            if key in ("prefill_tps", "ttft_s"):
+                pool = [] if (key == "prefill_tps" and self.s.cache == prefill.WARM) else (
+                    ok if self.s.cache == prefill.WARM else cold)
+            s = summarize(getattr(r, key) for r in pool)
             short = key.replace("engine_", "")
             if s.n:
                 summ[f"{short}_median"] = s.median
@@ -604,6 +776,8 @@ class BenchRunner:
                 if s.cv_pct is not None:
                     summ[f"{short}_cv_pct"] = s.cv_pct
         summ["dnf_count"] = float(sum(r.dnf for r in reps))
+        summ["prefill_cached_count"] = float(sum(bool(r.prefill_cached) for r in reps))
+        summ["foreign_load_count"] = float(len(foreign))
         cv = summ.get("decode_tps_cv_pct")
         run.stable = bool(cv is not None and is_stable(cv))
         if sampler is not None:
@@ -616,6 +790,8 @@ class BenchRunner:
                 summ["gpu_sm_clock_mhz_min"] = gs["sm_clock"][0]
             if gs["temperature"]:
                 summ["gpu_temperature_c_max"] = gs["temperature"][1]
+            if gs["util"]:
+                summ["gpu_util_pct_mean"] = gs["util"][2]
             joules, tokens = 0.0, 0
             for r in reps:
                 if r.decode_window and r.eval_count:
@@ -637,6 +813,10 @@ class BenchRunner:
                     run.flags.append(
                         f"decode at {rl.pct_of_ceiling:.0f}% of the roofline ceiling: check the model's "
                         "parameter count/quantization and [bench] bandwidth_gbps")
+        # guard.valid: placement problems and the flags that make numbers incomparable
+        for flag in run.flags:
+            if flag.startswith(INVALIDATING) and flag not in run.invalid:
+                run.invalid.append(flag)
         run.summary = summ
 
     def _roofline(self, run: ModelRun, measured: float | None):
@@ -656,18 +836,24 @@ class BenchRunner:
 
     # ---- the record for MLflow --------------------------------------------------------------
 
-    def to_record(self, run: ModelRun, start_ms: int, end_ms: int, sampler: GpuSampler | None):
+    def to_record(self, run: ModelRun, start_ms: int, end_ms: int, sampler: GpuSampler | None,
+                  status: str | None = None):
         from sparkctl.tracking.record import RunRecord
 
         s = self.s
         details = run.show.details if run.show else {}
+        ka = parse_keep_alive(s.keep_alive)
         params = {
             "model": run.model, "prompt_sha256": s.prompt_sha256, "prompt_chars": len(s.prompt),
             "num_predict": s.num_predict, "temperature": s.temperature, "seed": s.seed,
-            "num_ctx": s.num_ctx, "warmup": s.warmup, "reps": s.reps, "timeout_s": s.timeout_s,
-            "mode": s.mode, "keep_alive": s.keep_alive, "think": s.think,
+            "num_ctx": self.num_ctx(run.model), "warmup": s.warmup, "reps": s.reps, "timeout_s": s.timeout_s,
+            "mode": s.mode, "keep_alive": ka.wire, "think": s.think,
             "bandwidth_gbps": s.bandwidth_gbps,
+            "cache_policy": s.cache,
+            "cache_method": ("cache_prompt=false (llama-server)" if not self.cold_by_request and s.cache == prefill.COLD
+                             else prefill.PREAMBLE_FORMAT if s.cache == prefill.COLD else prefill.FOLLOW_UP_FORMAT),
         }
+        not_ignored = [f for f in run.flags if f not in run.invalid]
         tags = {
             "sparkctl.version": __version__,
             "engine.kind": self.engine.kind, "engine.version": self.engine_version,
@@ -678,15 +864,25 @@ class BenchRunner:
             "model.parameter_size": details.get("parameter_size", ""),
             "model.family": details.get("family", ""),
             "guard.mode": s.mode,
+            "guard.cache_policy": s.cache,
             "guard.placement_before": run.placement_before,
             "guard.placement_after": run.placement_after,
             "guard.valid": str(not run.invalid).lower(),
             "guard.invalid_reasons": "; ".join(run.invalid),
             "guard.flags": "; ".join(run.flags),
+            "guard.flags_not_invalidating": "; ".join(not_ignored),
             "guard.reload_detected": str(any(r.reload for r in run.reps)).lower(),
+            "guard.prefill_cached": str(any(r.prefill_cached for r in run.reps)).lower(),
+            "guard.foreign_load": str(any(f.startswith("foreign load") for f in run.flags)).lower(),
             "guard.stable": str(run.stable).lower(),
+            "guard.client_decode_basis": ", ".join(sorted({r.client_decode_basis for r in run.reps if r.client_decode_basis})),
             **self.host_facts,
         }
+        if run.lane_restore:
+            tags["guard.lane_restore"] = run.lane_restore
+        if run.ctx_note:
+            tags["bench.num_ctx_source"] = "resident"
+            tags["bench.num_ctx_note"] = run.ctx_note
         identity = getattr(self.engine, "identity", None)
         if callable(identity):
             # e.g. engine.build: a comparison must never mix engine builds by accident
@@ -700,14 +896,19 @@ class BenchRunner:
             tags["gpu.samples"] = str(gs["n"])
         step_keys = ("ttft_s", "client_decode_tps", "engine_decode_tps", "prefill_tps", "load_s",
                      "total_s", "wall_s", "eval_count", "prompt_eval_count", "client_tokens",
-                     "thinking_tokens")
+                     "thinking_tokens", "queue_wait_s", "prompt_cached_tokens")
         step_metrics = {k: [_f(getattr(r, k)) for r in run.reps] for k in step_keys}
         step_metrics["dnf"] = [1.0 if r.dnf else 0.0 for r in run.reps]
         step_metrics["reload"] = [1.0 if r.reload else 0.0 for r in run.reps]
+        step_metrics["prefill_cached"] = [None if r.prefill_cached is None else float(r.prefill_cached)
+                                          for r in run.reps]
+        step_metrics["foreign_load"] = [1.0 if r.foreign else 0.0 for r in run.reps]
         artifacts = {
             "outputs.json": [
                 {"rep": r.index, "output": r.output, "thinking": r.thinking, "done_reason": r.done_reason,
-                 "dnf": r.dnf, "error": r.error} for r in run.reps
+                 "dnf": r.dnf, "error": r.error, "prompt_added": r.preamble,
+                 "prefill_cached": r.prefill_cached, "cache_note": r.cache_note, "foreign": r.foreign}
+                for r in run.reps
             ],
             "final_chunks.json": [r.raw_final for r in run.warmups + run.reps],
             "prompt.txt": s.prompt,
@@ -719,8 +920,9 @@ class BenchRunner:
         return RunRecord(
             experiment=self.cfg.tracking.experiment,
             run_name=f"{run.model} @ {self.engine.kind} {self.engine_version}",
-            status=run.status, start_ms=start_ms, end_ms=end_ms, params=params, tags=tags,
+            status=status or run.status, start_ms=start_ms, end_ms=end_ms, params=params, tags=tags,
             step_metrics=step_metrics, summary_metrics=run.summary, artifacts=artifacts,
+            record_id=run.record_id,
         )
 
 

@@ -1,0 +1,94 @@
+"""Prompt-cache policy for benches: make every measured request pay its whole prefill
+(cold), or measure a cached follow-up on purpose (warm), and check from the engine's own
+counts which one really happened.
+
+Engines keep the KV cache of the last prompt and evaluate only the tokens after the longest
+common prefix. Reporting differs: Ollama 0.12-era runners and llama-server count the whole
+prompt in prompt_eval_count while prompt_eval_duration covers only the uncached tokens;
+Ollama 0.30.x counts only the uncached tokens. So a cache hit shows either as a count far
+below a cold request's, or as a time per prompt token far below a cold request's.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+COLD = "cold"
+WARM = "warm"
+POLICIES = (COLD, WARM)
+
+# A cached request evaluates a few tokens where a cold one evaluates hundreds; a cold
+# request on a fresh runner can be a few times slower per token than the next (buffers
+# allocated, kernels compiled). These factors sit between the two.
+CACHED_COUNT_SHARE = 0.5
+CACHED_TIME_FACTOR = 4.0
+
+# Distinct first words: the first prompt token differs from the previous request's, so the
+# engine can reuse at most the chat template's fixed header, never the prompt itself.
+_OPENERS = ("Alpha", "Bravo", "Charlie", "Delta", "Echo", "Foxtrot", "Golf", "Hotel", "India",
+            "Juliet", "Kilo", "Lima", "Mike", "November", "Oscar", "Papa", "Quebec", "Romeo",
+            "Sierra", "Tango", "Uniform", "Victor", "Whiskey", "Xray", "Yankee", "Zulu")
+
+PREAMBLE_FORMAT = "<word k mod 26> request <nonce>-<k>.\\n\\n (before the prompt; cold policy)"
+FOLLOW_UP_FORMAT = "\\n\\n(Follow-up <nonce>-<k>: answer the request above.) (after the prompt; warm policy)"
+
+
+def cold_prompt(body: str, nonce: str, k: int) -> str:
+    """The prompt for request k of a cold bench: a short preamble that changes its first token."""
+    return f"{_OPENERS[k % len(_OPENERS)]} request {nonce}-{k}.\n\n{body}"
+
+
+def warm_prompt(body: str, nonce: str, k: int) -> str:
+    """The prompt for request k of a warm bench: the fixed body (cached after the first
+    request) and a short follow-up that differs each time (llama-benchy's two-step)."""
+    return f"{body}\n\n(Follow-up {nonce}-{k}: answer the request above.)"
+
+
+@dataclass(frozen=True)
+class PrefillSample:
+    count: int | None  # prompt_eval_count
+    duration_ns: int | None  # prompt_eval_duration
+
+    @property
+    def ns_per_token(self) -> float | None:
+        if not self.count or not self.duration_ns:
+            return None
+        return self.duration_ns / self.count
+
+
+@dataclass(frozen=True)
+class PrefillVerdict:
+    cached: bool | None  # None: the engine gave nothing to judge by
+    cached_tokens: int | None  # known when the engine counts only uncached tokens
+    reason: str = ""
+
+
+def judge(samples: list[PrefillSample]) -> list[PrefillVerdict]:
+    """Which of one model's requests (in order, on one runner) were served from the cache.
+
+    The reference is the largest count (a cold request's whole prompt) and the slowest time
+    per token among the requests: a hit either counts far fewer tokens (0.30-style) or
+    spends far less time per counted token (whole-count style)."""
+    counts = [s.count for s in samples if s.count]
+    per_tok = [s.ns_per_token for s in samples if s.ns_per_token]
+    if not counts:
+        return [PrefillVerdict(None, None) for _ in samples]
+    full = max(counts)
+    slowest = max(per_tok) if per_tok else None
+    out = []
+    for s in samples:
+        if not s.count:
+            out.append(PrefillVerdict(None, None))
+            continue
+        if s.count < full * CACHED_COUNT_SHARE:
+            out.append(PrefillVerdict(True, full - s.count,
+                                      f"the engine evaluated {s.count} of {full} prompt tokens"))
+            continue
+        t = s.ns_per_token
+        if slowest and t and t * CACHED_TIME_FACTOR < slowest:
+            out.append(PrefillVerdict(True, None,
+                                      f"prefill took {t / 1e3:.0f} us per prompt token against "
+                                      f"{slowest / 1e3:.0f} us for a cold request"))
+            continue
+        out.append(PrefillVerdict(False, (full - s.count) if s.count < full else 0))
+    return out
