@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from sparkctl.config import Config
+from sparkctl.core.keepalive import parse_keep_alive as _parse_keep_alive
 from sparkctl.core.budget import MemoryBudget, Pool, build_budget, choose_pool
 from sparkctl.core.fit import (
     FitEstimate,
@@ -830,26 +831,13 @@ async def fit_check(
 
 # ---------------------------------------------------------------------------- side-load
 
-_KEEP_ALIVE = re.compile(r"-?\d+(\.\d+)?(ns|us|ms|s|m|h)?(\d+(\.\d+)?(ns|us|ms|s|m|h))*")
-_PLAIN_NUMBER = re.compile(r"-?\d+(\.\d+)?")
-
-
-def parse_keep_alive(text: str) -> float | int | str:
-    """What to send as keep_alive: a bare number is seconds (Ollama reads a string as a Go
-    duration, and "-1" without a unit is a 400 there), anything else a duration string."""
-    t = str(text).strip()
-    if not _KEEP_ALIVE.fullmatch(t):
-        raise ValueError(f"invalid keep-alive {text!r}: expected seconds or a duration like \"5m\", \"-1\" (forever), \"0\"")
-    if _PLAIN_NUMBER.fullmatch(t):
-        v = float(t)
-        return int(v) if v.is_integer() else v
-    return t
+def parse_keep_alive(text: str | int | float) -> float | int:
+    """What to send as keep_alive (core.keepalive: seconds as a number, -1 forever)."""
+    return _parse_keep_alive(text).wire
 
 
 def keep_alive_label(value: float | int | str) -> str:
-    if isinstance(value, (int, float)):
-        return "forever" if value < 0 else f"{value:g} s"
-    return "forever" if value.startswith("-") else value
+    return _parse_keep_alive(value).label
 
 
 @dataclass(frozen=True)
