@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import os
 import sys
 
 
@@ -16,7 +17,12 @@ def register(sub) -> None:
     b.add_argument("--ctx", type=int, metavar="N", help="num_ctx, fixed for the whole bench")
     b.add_argument("--num-predict", type=int, metavar="N", help="maximum tokens per request")
     b.add_argument("--prompt", help="override the configured prompt (its sha256 is logged)")
-    b.add_argument("--solo", action="store_true", help="unload every other model first; restore lane models after")
+    b.add_argument("--solo", action="store_true", help="unload every other model first; lane models are restored after any bench")
+    b.add_argument("--cache", choices=("cold", "warm"),
+                   help="cold (default): every repetition pays its whole prefill; warm: measure a "
+                        "cached follow-up on purpose (recorded as such, never compared with cold)")
+    b.add_argument("--no-wait", action="store_true",
+                   help="if another bench is running on the engine, refuse (exit 4) instead of waiting")
     b.add_argument("--allow-cpu", action="store_true", help="run a model that is not 100%% GPU, marked invalid")
     b.add_argument("--no-think", action="store_true", help="ask thinking models not to think")
     b.add_argument("--json", action="store_true", help="print the per-model results as JSON")
@@ -84,10 +90,14 @@ class _Progress:
 
     def __init__(self, enabled: bool) -> None:
         self.enabled = enabled
+        self.dead = False
 
     def __call__(self, ev) -> None:
-        from sparkctl.services.bench import Live, Phase, RepDone, RepStarted
+        from sparkctl.services.bench import Live, Notice, Phase, RepDone, RepStarted
 
+        if isinstance(ev, Notice):
+            self._line(ev.text, end="\n", always=True)
+            return
         if not self.enabled:
             return
         if isinstance(ev, Phase):
@@ -105,14 +115,23 @@ class _Progress:
             if r.dnf:
                 self._line(f"{r.model}: DNF after {r.wall_s:.0f} s ({r.client_tokens} tokens)", end="\n")
 
-    def _line(self, text: str, end: str = "") -> None:
-        sys.stderr.write("\r\033[K" + text[:160] + end)
-        sys.stderr.flush()
+    def _line(self, text: str, end: str = "", always: bool = False) -> None:
+        if not (self.enabled or always) or self.dead:
+            return
+        try:
+            if self.enabled:
+                sys.stderr.write("\r\033[K" + text[:160] + end)
+            else:
+                sys.stderr.write(f"sparkctl: {text}{end}")
+            sys.stderr.flush()
+        except (OSError, ValueError):
+            # the terminal is gone (ssh hang-up: EIO): stop drawing, never fail the bench
+            self.enabled = False
+            self.dead = True
 
     def done(self) -> None:
         if self.enabled:
-            sys.stderr.write("\r\033[K")
-            sys.stderr.flush()
+            self._line("")
 
 
 def _fmt(x, spec=".1f") -> str:
@@ -142,6 +161,8 @@ def render_runs(runs) -> str:
             extra.append(f"{run.summary['joules_per_token']:.2f} J/token")
         extra.append(f"placement {run.placement_before} -> {run.placement_after}")
         lines.append(f"  {run.model}: " + ", ".join(extra))
+        if run.ctx_note:
+            lines.append(f"  {run.model}: {run.ctx_note}")
         for msg in run.invalid + run.flags:
             lines.append(f"  ! {run.model}: {msg}")
         if run.sync_message:
@@ -154,23 +175,38 @@ def run_to_dict(run) -> dict:
         "model": run.model, "status": run.status, "stable": run.stable, "valid": not run.invalid,
         "invalid_reasons": run.invalid, "flags": run.flags, "placement_before": run.placement_before,
         "placement_after": run.placement_after, "summary": run.summary, "mlflow_run_id": run.run_id,
-        "tracking": run.sync_message,
+        "tracking": run.sync_message, "num_ctx": run.num_ctx, "num_ctx_note": run.ctx_note,
+        "lane_restore": run.lane_restore, "record_id": run.record_id,
         "reps": [
             {k: getattr(r, k) for k in ("index", "ttft_s", "engine_decode_tps", "client_decode_tps",
                                          "prefill_tps", "load_s", "eval_count", "prompt_eval_count",
-                                         "thinking_tokens", "done_reason", "dnf", "reload", "error")}
+                                         "thinking_tokens", "done_reason", "dnf", "reload", "error",
+                                         "prefill_cached", "prompt_cached_tokens", "cache_note",
+                                         "client_decode_basis", "queue_wait_s", "foreign", "preamble")}
             for r in run.reps
         ],
     }
+
+
+def _emit(text: str, stream) -> None:
+    """Print, unless the terminal is gone (an ssh hang-up leaves EIO on every write): the
+    run is already recorded, so a dead terminal must not turn it into a traceback."""
+    try:
+        print(text, file=stream, flush=True)
+    except (OSError, ValueError):
+        try:  # keep the interpreter's own flush at exit from failing again
+            os.dup2(os.open(os.devnull, os.O_WRONLY), stream.fileno())
+        except (OSError, ValueError):
+            pass
 
 
 def cmd_bench(args, cfg) -> int:
     import asyncio
     import json
 
-    from sparkctl.cli import EXIT_BAD_INPUT, EXIT_OK, EXIT_REFUSED, CliError
-    from sparkctl.services.bench import BenchRefused, BenchRunner, BenchSettings
-    from sparkctl.services.factory import EngineChoiceError, make_engine, make_probes, make_recorder
+    from sparkctl.cli import EXIT_BAD_INPUT, EXIT_ENGINE_ERROR, EXIT_OK, EXIT_REFUSED, CliError
+    from sparkctl.services.bench import BenchBusy, BenchRefused, BenchRunner, BenchSettings
+    from sparkctl.services.factory import EngineChoiceError, make_engine, make_probes, make_recorder, make_spool_and_store
 
     name, kind, url, effective_kind = _engine_choice(args, cfg)
     if not args.models and name is not None and cfg.engines[name].model:
@@ -181,14 +217,20 @@ def cmd_bench(args, cfg) -> int:
     except EngineChoiceError as exc:
         raise CliError(str(exc), EXIT_BAD_INPUT) from None
     if effective_kind == "openai" and args.ctx is not None:
-        print("sparkctl: note: --ctx is not sent to an OpenAI-compatible server (its context is fixed "
-              "when it starts); the server's own context is recorded", file=sys.stderr)
+        _emit("sparkctl: note: --ctx is not sent to an OpenAI-compatible server (its context is fixed "
+              "when it starts); the server's own context is recorded", sys.stderr)
     settings = BenchSettings.from_config(
         cfg.bench, reps=args.reps, warmup=args.warmup, timeout_s=args.timeout, num_ctx=args.ctx,
         num_predict=args.num_predict, prompt=args.prompt, mode="solo" if args.solo else None,
         allow_cpu=args.allow_cpu or None, think=False if args.no_think else None,
+        cache=args.cache, wait=False if args.no_wait else None,
     )
     progress = _Progress(sys.stderr.isatty() and not args.json)
+    spool, _store = make_spool_and_store(cfg)
+    recovered = _recover(spool)
+    for text in recovered:
+        _emit(f"sparkctl: {text}", sys.stderr)
+    runner_box: list = []
 
     async def go():
         # ssh dropped or `kill`: stop like Ctrl-C, so the run is recorded KILLED, not lost
@@ -198,7 +240,9 @@ def cmd_bench(args, cfg) -> int:
         for sig in (signal.SIGTERM, signal.SIGHUP):
             loop.add_signal_handler(sig, me.cancel)
         try:
-            runner = BenchRunner(cfg, engine, make_probes(), settings, sink=progress, recorder=make_recorder(cfg))
+            runner = BenchRunner(cfg, engine, make_probes(), settings, sink=progress,
+                                 recorder=make_recorder(cfg), journal=getattr(spool, "journal", None))
+            runner_box.append(runner)
             return await runner.run(args.models)
         finally:
             await engine.close()
@@ -207,19 +251,43 @@ def cmd_bench(args, cfg) -> int:
         runs = asyncio.run(go())
     except BenchRefused as exc:
         raise CliError(f"refused: {exc}", EXIT_REFUSED) from None
-    except asyncio.CancelledError:
-        raise CliError("stopped by a signal; the runs were recorded as KILLED with the repetitions "
-                       "that finished", 130) from None
+    except BenchBusy as exc:
+        raise CliError(f"refused: {exc} (without --no-wait the bench waits for it)", EXIT_REFUSED) from None
+    except (asyncio.CancelledError, KeyboardInterrupt):
+        progress.enabled = False
+        _report_lanes(runner_box)
+        _emit("sparkctl: stopped; the runs were recorded as KILLED with the repetitions that finished", sys.stderr)
+        return 130
     finally:
         progress.done()
     if args.json:
-        print(json.dumps([run_to_dict(r) for r in runs], indent=2, default=str))
+        _emit(json.dumps([run_to_dict(r) for r in runs], indent=2, default=str), sys.stdout)
     else:
-        print(render_runs(runs))
-    from sparkctl.cli import EXIT_ENGINE_ERROR
-
+        _emit(render_runs(runs), sys.stdout)
+    if _report_lanes(runner_box):
+        return EXIT_REFUSED
     # a run with nothing measured (every repetition an engine error) is not a result
     return EXIT_ENGINE_ERROR if any(r.status == "FAILED" for r in runs) else EXIT_OK
+
+
+def _report_lanes(runner_box) -> bool:
+    """Whether a lane model could not be put back (the runner already said so, loudly)."""
+    restore = runner_box[0].lane_restore if runner_box else None
+    return restore is not None and not restore.ok
+
+
+def _recover(spool) -> list[str]:
+    """Close runs whose sparkctl died mid-bench (KILLED, with their finished repetitions)."""
+    try:
+        from sparkctl.tracking.spool import recover_orphans
+    except ImportError:
+        return []
+    try:
+        records = recover_orphans(spool)
+    except OSError as exc:
+        return [f"could not read the spool {spool.path}: {exc}"]
+    return [f"recovered an interrupted run of {r.params.get('model', '?')} (process died) as KILLED; "
+            "`sparkctl sync` writes it to MLflow" for r in records]
 
 
 def cmd_sync(args, cfg) -> int:

@@ -11,6 +11,7 @@ from sparkctl.services.bench.runner import (
     BenchSettings,
     Live,
     ModelRun,
+    Notice,
     Phase,
     RepDone,
     RepResult,
@@ -20,6 +21,6 @@ from sparkctl.services.bench.sampler import GpuSampler
 
 __all__ = [
     "INVALIDATING", "BenchBusy", "BenchFinished", "BenchLock", "BenchRefused", "BenchRunner",
-    "BenchSettings", "GpuSampler", "LaneRestore", "Live", "ModelRun", "Phase", "RepDone",
+    "BenchSettings", "GpuSampler", "LaneRestore", "Live", "ModelRun", "Notice", "Phase", "RepDone",
     "RepResult", "RepStarted", "note_lanes", "restore_lanes",
 ]

@@ -108,6 +108,14 @@ class Phase:
 
 
 @dataclass(frozen=True)
+class Notice:
+    """Something the user must see even when output is piped: waiting for another bench,
+    a lane model that could not be put back."""
+
+    text: str
+
+
+@dataclass(frozen=True)
 class RepStarted:
     model: str
     index: int  # 0-based among measured reps; -1.. for warm-ups
@@ -492,7 +500,7 @@ class BenchRunner:
     async def run(self, models: list[str]) -> list[ModelRun]:
         models = list(dict.fromkeys(models))
         lock = BenchLock(self.engine.host, models)
-        await lock.acquire(self.s.wait, lambda text: self.sink(Phase(text)))
+        await lock.acquire(self.s.wait, lambda text: self.sink(Notice(text)))
         try:
             return await self._run_locked(models)
         finally:
@@ -549,6 +557,9 @@ class BenchRunner:
                         if result is not None:
                             run.sync_message = result.message
                             run.run_id = result.run_id
+        if self.lane_restore is not None:
+            for failure in self.lane_restore.failed:
+                self.sink(Notice(f"ERROR: lane model not restored: {failure}"))
         self.sink(BenchFinished(list(runs.values())))
         return list(runs.values())
 

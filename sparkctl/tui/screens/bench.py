@@ -24,6 +24,7 @@ from sparkctl.services.bench import (
     BenchRunner,
     BenchSettings,
     Live,
+    Notice,
     Phase,
     RepDone,
     RepStarted,
@@ -144,7 +145,7 @@ class BenchScreen(Screen):
     async def run_bench(self, models: list[str], settings: BenchSettings) -> None:
         runner = BenchRunner(self.app.config, self.app.engine, self.app.probes, settings,
                              sink=lambda ev: self.post_message(BenchEvent(ev)),
-                             recorder=self.app.recorder)
+                             recorder=self.app.recorder, journal=getattr(self.app, "journal", None))
         try:
             await runner.run(models)
         except BenchRefused as exc:
@@ -165,6 +166,10 @@ class BenchScreen(Screen):
             self.query_one("#run", Button).disabled = False
         elif isinstance(ev, Phase):
             self.query_one("#phase", Label).update(ev.text)
+        elif isinstance(ev, Notice):
+            self.query_one("#phase", Label).update(ev.text)
+            error = ev.text.startswith("ERROR")
+            self.app.notify(ev.text, severity="error" if error else "warning", timeout=20 if error else 8)
         elif isinstance(ev, RepStarted):
             what = f"warm-up {-ev.index}/{ev.total}" if ev.warmup else f"{ev.index + 1}/{ev.total}"
             self.query_one(Gauges).set(rep=f"{ev.model} {what}", tokens="0", elapsed="0.0 s", ttft="-", tps="-")
