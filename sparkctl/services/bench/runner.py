@@ -491,7 +491,7 @@ class BenchRunner:
                 continue
             if name not in before:
                 moved.append(f"{name} was loaded")
-            elif t and before[name] and (t - before[name]).total_seconds() > 1.0:
+            elif t and before[name] and (t - before[name]).total_seconds() > 0.01:
                 moved.append(f"{name} served a request")
         return ", ".join(moved)
 

@@ -1,0 +1,98 @@
+"""Load the bench did not cause is seen and flagged (issue point 8). The Ollama is a FAKE
+(tests/fakes/ollama_server.py, real HTTP): like the real server, it moves a model's
+expires_at when one of its requests ends, which is how a bench sees another client
+being served while its own request runs."""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import replace
+
+import httpx
+import pytest
+
+from sparkctl.config import Config
+from sparkctl.engines.ollama import OllamaEngine
+from sparkctl.services.bench import BenchRunner, BenchSettings
+from sparkctl.services.bench.sampler import GpuSampler
+from sparkctl.core.snapshots import GpuReport
+from tests.fakes.host import FakeProbes, gb10, spark_snapshot
+from tests.fakes.ollama_server import FakeOllama, default_state
+
+CFG = Config()
+
+
+def settings(**kw) -> BenchSettings:
+    return replace(BenchSettings.from_config(CFG.bench), **{"warmup": 0, "reps": 3, "num_predict": 30,
+                                                           "timeout_s": 30.0, "think": False, **kw})
+
+
+async def test_another_client_served_during_the_bench_is_flagged_and_invalidates():
+    state = default_state()
+    state.tokens_per_s = 60.0
+    state.add_resident("qwen3:8b", expires_in_s=600, context_length=8192)
+    server = FakeOllama(state).start()
+    stop = threading.Event()
+
+    def other_client():  # someone else's traffic on another model, as on a shared Spark
+        while not stop.is_set():
+            try:
+                httpx.post(f"{server.url}/api/generate", json={
+                    "model": "qwen3:8b", "prompt": "hello there", "stream": False, "think": False,
+                    "options": {"num_ctx": 8192, "num_predict": 3}}, timeout=10)
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.05)
+
+    engine = OllamaEngine(server.url, timeout=5.0, connect_timeout=1.0)
+    t = threading.Thread(target=other_client, daemon=True)
+    try:
+        runner = BenchRunner(CFG, engine, FakeProbes(spark_snapshot()), settings())
+        t.start()
+        (run,) = await runner.run(["llama3.2:3b"])
+    finally:
+        stop.set()
+        t.join(5)
+        await engine.close()
+        server.stop()
+    assert all("qwen3:8b" in r.foreign for r in run.reps)
+    assert any(f.startswith("foreign load during 3 repetition(s)") for f in run.invalid)
+    assert run.summary["foreign_load_count"] == 3.0
+
+
+async def test_a_quiet_engine_is_not_flagged():
+    state = default_state()
+    state.tokens_per_s = None
+    state.add_resident("qwen3:8b", expires_in_s=600, context_length=8192)
+    server = FakeOllama(state).start()
+    engine = OllamaEngine(server.url, timeout=5.0, connect_timeout=1.0)
+    try:
+        (run,) = await BenchRunner(CFG, engine, FakeProbes(spark_snapshot()), settings()).run(["llama3.2:3b"])
+    finally:
+        await engine.close()
+        server.stop()
+    assert not any(r.foreign for r in run.reps) and not run.invalid
+
+
+def test_gpu_busy_between_requests_is_foreign_load_but_the_benchs_own_tail_is_not():
+    """NVML utilization averages over ~1 s: a busy reading right after the bench's own request
+    is that request; one seconds later, with no request running, is somebody else's."""
+    sampler = GpuSampler(lambda: GpuReport())
+    busy = sampler.aggregate(GpuReport(gpus=(replace(gb10(), utilization_pct=95.0),)))
+    sampler.samples = [(10.3, busy), (14.0, busy)]
+    windows = [(5.0, 10.0), (15.0, 20.0)]
+    flagged = sampler.busy_outside(windows, 5.0, 20.0)
+    assert flagged == [(14.0, 95.0)]
+
+
+def test_sampler_reads_every_gpu_and_sums_power_of_the_engines_gpus():
+    g0 = replace(gb10(), index=0, power_w=100.0, utilization_pct=90.0, sm_clock_mhz=1800)
+    g1 = replace(gb10(), index=1, power_w=60.0, utilization_pct=5.0, sm_clock_mhz=1200)
+    sampler = GpuSampler(lambda: GpuReport())
+    both = sampler.aggregate(GpuReport(gpus=(g0, g1)))
+    assert both["power_w"] == pytest.approx(160.0) and both["sm_clock_mhz"] == 1200
+    assert [g["index"] for g in both["gpus"]] == [0, 1]
+    sampler.indices = {1}  # the engine's process holds memory on GPU 1 only
+    only = sampler.aggregate(GpuReport(gpus=(g0, g1)))
+    assert only["power_w"] == pytest.approx(60.0) and only["util_pct"] == 5.0
