@@ -416,6 +416,8 @@ class BenchRunner:
                     await aclose()
                 except Exception:
                     pass
+        if self._sampler is not None and not cancelled:
+            await asyncio.to_thread(self._sampler.sample_once)
         end = time.perf_counter()
         flush(end)
         r.wall_s = end - t_send

@@ -35,6 +35,7 @@ class GpuSampler:
         self.samples: list[tuple[float, dict[str, Any]]] = []
         self.indices: set[int] | None = None  # the engine's GPUs, once known
         self._stop = threading.Event()
+        self._lock = threading.Lock()
         self._thread = threading.Thread(target=self._loop, name="gpu-sampler", daemon=True)
 
     def start(self) -> "GpuSampler":
@@ -47,14 +48,21 @@ class GpuSampler:
 
     def _loop(self) -> None:
         while not self._stop.is_set():
-            try:
-                report = self.read_gpu()
-            except Exception:  # a probe failure must not end the bench; the gap shows in the data
-                report = GpuReport(unavailable=Unavailable("probe failed"))
-            sample = self.aggregate(report)
-            if sample is not None:
-                self.samples.append((time.perf_counter(), sample))
+            self.sample_once()
             self._stop.wait(self.period_s)
+
+    def sample_once(self) -> None:
+        """One reading now (blocking: NVML). The bench also takes one at the end of every
+        request, so a request shorter than the period still has its own sample."""
+        try:
+            report = self.read_gpu()
+        except Exception:  # a probe failure must not end the bench; the gap shows in the data
+            report = GpuReport(unavailable=Unavailable("probe failed"))
+        sample = self.aggregate(report)
+        if sample is not None:
+            with self._lock:  # the sampler thread and the bench's own reads both add
+                self.samples.append((time.perf_counter(), sample))
+                self.samples.sort(key=lambda x: x[0])
 
     def aggregate(self, report: GpuReport) -> dict[str, Any] | None:
         gpus = [g for g in report.gpus if self.indices is None or g.index in self.indices] or list(report.gpus)
