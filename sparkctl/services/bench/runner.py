@@ -543,6 +543,16 @@ class BenchRunner:
             # Lanes first (the journal already holds every finished repetition), so the
             # runs can say whether the engine was left as it was found.
             try:
+                if self.s.mode == "solo" and lanes_before:
+                    # Solo was chosen because the models may not fit side by side: make room
+                    # before the lane models come back (a Spark out of memory can freeze).
+                    lanes = self.cfg.lane_models()
+                    for m in models:
+                        if model_key(m) not in lanes:
+                            try:
+                                await self._unload_if_resident(m)
+                            except EngineError as exc:  # the restore is checked on its own
+                                self.sink(Phase(f"could not unload {m} before restoring lanes: {exc.message}"))
                 self.lane_restore = await restore_lanes(self.engine, lanes_before,
                                                         lambda text: self.sink(Phase(text)))
             except Exception as exc:  # the engine went away: say so on the runs
