@@ -92,5 +92,6 @@ def make_spool_and_store(cfg: Config):
     except OSError as exc:
         raise SetupError(f"data dir {data}: cannot create it ({exc.strerror}); set $SPARKCTL_DATA_DIR") from None
     uri = cfg.tracking.uri or default_tracking_uri(data)
-    store = MlflowStore(uri, None, cfg.tracking.experiment)
+    # MLflow's log lines go to <data dir>/mlflow.log (for a server URI too), never the terminal.
+    store = MlflowStore(uri, None, cfg.tracking.experiment, log_dir=data)
     return Spool(paths.spool_file()), store

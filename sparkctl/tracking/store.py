@@ -11,9 +11,12 @@ Every failure surfaces as ``TrackingError`` with a one-line message fit for a st
 
 from __future__ import annotations
 
+import fcntl
+import logging
 import math
 import os
 import threading
+import time
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
@@ -27,6 +30,14 @@ COMPLETE_TAG = "sparkctl.record_complete"
 
 DB_FILE_NAME = "mlflow.db"
 ARTIFACTS_DIR_NAME = "artifacts"
+# MLflow's own log lines (store creation, schema migrations) go here, in the data dir,
+# never to the user's terminal.
+LOG_FILE_NAME = "mlflow.log"
+LOG_FILE_MAX_BYTES = 1 << 20
+# Beside the database: held while a process opens (and, when fresh, migrates) the store.
+DB_LOCK_SUFFIX = ".lock"
+# How long to wait for another process that is creating the database (~6-9 s normally).
+DB_CREATE_WAIT_S = 180.0
 
 # MLflow's per-request limits for log_batch (mlflow/utils/validation.py).
 MAX_METRICS_PER_BATCH = 1000
@@ -70,9 +81,66 @@ def _configure_mlflow_env(timeout_s: float, max_retries: int) -> None:
     # setdefault: a user's own setting wins. These are process-wide (MLflow reads them on
     # every request), so the first store created decides for the process.
     os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
+    # Otherwise `import mlflow` puts a stderr handler on its loggers (INFO lines such as
+    # "Creating initial MLflow database tables..." over the TUI); route_mlflow_logging
+    # sends them to a file instead, and re-routes after the import if a user's
+    # MLFLOW_CONFIGURE_LOGGING=true made MLflow install its handler anyway.
+    os.environ.setdefault("MLFLOW_CONFIGURE_LOGGING", "false")
     os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", str(max(0, int(max_retries))))
     os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", str(max(1, math.ceil(timeout_s))))
     os.environ.setdefault("MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR", "1")
+
+
+# Loggers MLflow writes through while opening a store: its own, the schema migrations
+# (alembic), and what MLflow itself configures (SQLAlchemy, its huey job queue).
+_MLFLOW_LOGGERS = ("mlflow", "alembic", "sqlalchemy", "huey")
+_routing_lock = threading.Lock()
+_routed_to: Path | None = None
+_handler: logging.Handler | None = None
+
+
+def route_mlflow_logging(log_file: Path) -> None:
+    """Send MLflow's (and alembic's) log lines to ``log_file``, never to the terminal.
+
+    Process-wide (loggers are): the last store opened decides the file. Call before and
+    after ``import mlflow``: MLflow may replace the handlers of its loggers on import.
+    If the file cannot be opened the lines are dropped, never printed."""
+    global _routed_to, _handler
+    log_file = Path(log_file)
+    with _routing_lock:
+        if _handler is None or _routed_to != log_file:
+            handler: logging.Handler
+            try:
+                log_file.parent.mkdir(parents=True, exist_ok=True)
+                _rotate_if_large(log_file)
+                handler = logging.FileHandler(log_file, encoding="utf-8", delay=True)
+                handler.setFormatter(
+                    logging.Formatter("%(asctime)s %(process)d %(levelname)s %(name)s: %(message)s")
+                )
+            except OSError:
+                handler = logging.NullHandler()
+            if _handler is not None:
+                _handler.close()
+            _handler, _routed_to = handler, log_file
+        level = (os.environ.get("MLFLOW_LOGGING_LEVEL") or "INFO").upper()
+        if level not in logging.getLevelNamesMapping():
+            level = "INFO"
+        for name in _MLFLOW_LOGGERS:
+            logger = logging.getLogger(name)
+            logger.handlers = [_handler]
+            logger.propagate = False  # not to the root logger (and Python's stderr last resort)
+            logger.setLevel("WARNING" if name == "sqlalchemy" else level)
+        # Ten lines on every import of alembic, saying nothing about the database.
+        logging.getLogger("alembic.runtime.plugins").setLevel("WARNING")
+
+
+def _rotate_if_large(log_file: Path) -> None:
+    """Keep one previous log (``mlflow.log.1``) once the log passes ``LOG_FILE_MAX_BYTES``."""
+    try:
+        if log_file.stat().st_size > LOG_FILE_MAX_BYTES:
+            os.replace(log_file, log_file.with_name(log_file.name + ".1"))
+    except OSError:
+        pass
 
 
 def _one_line(text: str) -> str:
@@ -108,6 +176,8 @@ class MlflowStore:
         experiment: str,
         timeout_s: float = 5,
         max_retries: int = 0,
+        *,
+        log_dir: Path | None = None,
     ) -> None:
         self.uri = uri
         self.experiment = experiment
@@ -117,6 +187,14 @@ class MlflowStore:
         if artifact_root is None and db is not None:
             artifact_root = db.parent / ARTIFACTS_DIR_NAME
         self.artifact_root = Path(artifact_root).expanduser().resolve() if artifact_root else None
+        if log_dir is None:
+            if db is not None:
+                log_dir = db.parent
+            else:
+                from sparkctl import paths
+
+                log_dir = paths.data_dir()
+        self.log_file = Path(log_dir).expanduser().resolve() / LOG_FILE_NAME
         self._lock = threading.Lock()
         self._client: Any = None
         self._experiment_ids: dict[str, str] = {}
@@ -134,12 +212,23 @@ class MlflowStore:
         with self._lock:
             if self._client is None:
                 _configure_mlflow_env(self.timeout_s, self.max_retries)
+                route_mlflow_logging(self.log_file)
                 from mlflow import MlflowClient
 
+                route_mlflow_logging(self.log_file)
                 db = sqlite_path(self.uri)
-                if db is not None:
+                if db is None:
+                    self._client = MlflowClient(tracking_uri=self.uri)
+                else:
                     db.parent.mkdir(parents=True, exist_ok=True)
-                self._client = MlflowClient(tracking_uri=self.uri)
+                    # MLflow creates a fresh SQLite store in its constructor: it creates the
+                    # tables, then runs ~70 migrations. A second process opening the file
+                    # meanwhile sees tables at an old revision and refuses them as "out of
+                    # date". One process at a time opens the store; the others wait.
+                    with _file_lock(db.with_name(db.name + DB_LOCK_SUFFIX), DB_CREATE_WAIT_S, self.uri):
+                        client = MlflowClient(tracking_uri=self.uri)
+                        client.search_experiments(max_results=1)  # opens (creates, migrates) the store
+                    self._client = client
             return self._client
 
     def _experiment_id(self, client, name: str, *, create: bool) -> str | None:
@@ -351,6 +440,45 @@ class MlflowStore:
             return out
         except Exception as exc:
             raise self._error(exc, "search") from exc
+
+
+class _file_lock:
+    """An exclusive ``flock`` on ``path`` (created if needed), waited for up to
+    ``wait_s``; released on exit or when the process dies."""
+
+    def __init__(self, path: Path, wait_s: float, uri: str) -> None:
+        self.path, self.wait_s, self.uri = path, wait_s, uri
+        self.fd: int | None = None
+
+    def __enter__(self) -> None:
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+        deadline = time.monotonic() + self.wait_s
+        delay = 0.01
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    os.close(fd)
+                    raise TrackingError(
+                        f"another process has held {self.path} for {self.wait_s:.0f} s while "
+                        f"opening the MLflow database {self.uri}; is a sparkctl hung?"
+                    ) from None
+                time.sleep(delay)
+                delay = min(delay * 2, 0.2)
+            except BaseException:
+                os.close(fd)
+                raise
+        self.fd = fd
+
+    def __exit__(self, *exc) -> None:
+        if self.fd is not None:
+            try:
+                fcntl.flock(self.fd, fcntl.LOCK_UN)
+            finally:
+                os.close(self.fd)
+                self.fd = None
 
 
 def _run_to_dict(run) -> dict[str, Any]:

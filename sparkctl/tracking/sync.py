@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sparkctl.tracking.record import RunRecord
-from sparkctl.tracking.spool import Spool
+from sparkctl.tracking.spool import COMPACT_THRESHOLD_BYTES, Spool, recover_orphans
 from sparkctl.tracking.store import MlflowStore, TrackingError
 
 log = logging.getLogger(__name__)
@@ -66,6 +66,8 @@ def record_run(record: RunRecord, spool: Spool, store: MlflowStore) -> SyncResul
     try:
         run_id = store.write(record)
     except TrackingError as exc:
+        if spooled:
+            _compact_if_large(spool)
         return SyncResult(
             record_id=record.record_id,
             synced=False,
@@ -81,6 +83,7 @@ def record_run(record: RunRecord, spool: Spool, store: MlflowStore) -> SyncResul
         except OSError as exc:
             # Harmless: a later replay finds the run by its record id and writes nothing.
             log.warning("could not mark run %s synced in the spool: %s", record.record_id, exc)
+        _compact_if_large(spool)
     return SyncResult(
         record_id=record.record_id,
         synced=True,
@@ -91,8 +94,19 @@ def record_run(record: RunRecord, spool: Spool, store: MlflowStore) -> SyncResul
     )
 
 
+def _compact_if_large(spool: Spool) -> None:
+    try:
+        if spool.size() > COMPACT_THRESHOLD_BYTES:
+            spool.compact()
+    except OSError as exc:  # the run itself is safe; a big spool is only untidy
+        log.warning("could not compact the spool %s: %s", spool.path, exc)
+
+
 def sync_pending(spool: Spool, store: MlflowStore) -> tuple[int, list[tuple[str, str]]]:
     """Replay every pending spooled record into MLflow (``sparkctl sync``).
+
+    First closes runs whose sparkctl died mid-bench (``recover_orphans``: KILLED, with
+    the repetitions journaled), so they are replayed too; last, compacts the spool.
 
     Returns ``(synced_count, failed)`` where ``failed`` lists ``(record_id, error)``.
     Replays are idempotent (records carry their id into MLflow). If the server is
@@ -101,6 +115,10 @@ def sync_pending(spool: Spool, store: MlflowStore) -> tuple[int, list[tuple[str,
     thread."""
     synced = 0
     failed: list[tuple[str, str]] = []
+    try:
+        recover_orphans(spool)
+    except OSError as exc:
+        log.warning("could not recover interrupted runs from the spool %s: %s", spool.path, exc)
     pending = spool.pending()
     for i, record in enumerate(pending):
         try:
@@ -116,4 +134,8 @@ def sync_pending(spool: Spool, store: MlflowStore) -> tuple[int, list[tuple[str,
         except OSError as exc:
             log.warning("could not mark run %s synced in the spool: %s", record.record_id, exc)
         synced += 1
+    try:
+        spool.compact()
+    except OSError as exc:
+        log.warning("could not compact the spool %s: %s", spool.path, exc)
     return synced, failed
