@@ -286,8 +286,8 @@ def _recover(spool) -> list[str]:
         records = recover_orphans(spool)
     except OSError as exc:
         return [f"could not read the spool {spool.path}: {exc}"]
-    return [f"recovered an interrupted run of {r.params.get('model', '?')} (process died) as KILLED; "
-            "`sparkctl sync` writes it to MLflow" for r in records]
+    return [f"recovered an interrupted run of {r.params.get('model', '?')} as KILLED "
+            f"({r.tags.get('guard.recovery', 'its process died')})" for r in records]
 
 
 def cmd_sync(args, cfg) -> int:
@@ -298,12 +298,15 @@ def cmd_sync(args, cfg) -> int:
     from sparkctl.tracking.sync import sync_pending
 
     spool, store = make_spool_and_store(cfg)
+    recovered = _recover(spool)  # runs whose process died are closed KILLED first, then counted
     pending = len(spool.pending())
     synced, failed = sync_pending(spool, store)
     if args.json:
-        print(json.dumps({"pending": pending, "synced": synced,
+        print(json.dumps({"pending": pending, "synced": synced, "recovered": len(recovered),
                           "failed": [{"record_id": r, "error": e} for r, e in failed]}))
     else:
+        for text in recovered:
+            print(f"sparkctl: {text}", file=sys.stderr)
         print(f"{synced} of {pending} spooled run(s) written to MLflow ({store.uri})")
         for rid, err in failed:
             print(f"  not written: {rid}: {err}")

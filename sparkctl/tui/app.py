@@ -59,10 +59,13 @@ class SparkApp(App):
         user_theme_dir: Path | None = None,
         recorder: Callable[[Any], Any] | None = None,
         named_engines: dict[str, Any] | None = None,
+        spool: Any = None,
     ) -> None:
         super().__init__()
         self.named_engines = named_engines or {}  # [engines.NAME] -> engine object
         self.recorder = recorder
+        self.spool = spool  # the local spool: benches journal to it; dead runs are closed at start
+        self.journal = spool.journal if spool is not None else None
         self.config = config
         self.engine = engine
         self.probes = probes
@@ -97,6 +100,26 @@ class SparkApp(App):
         self.sample_engine()
         if self.config.engines:
             self.sample_named_engines()
+        if self.spool is not None:
+            self.recover_runs()
+
+    @work(thread=True, group="recover", exit_on_error=False)
+    def recover_runs(self) -> None:
+        """Close runs whose sparkctl died mid-bench (KILLED, with their finished repetitions).
+        MLflow is not touched here: `sparkctl sync` writes them."""
+        from sparkctl.tracking.spool import recover_orphans
+
+        try:
+            records = recover_orphans(self.spool)
+        except OSError as exc:
+            self.call_from_thread(self.notify, f"could not read the spool {self.spool.path}: {exc}",
+                                  severity="warning", timeout=10)
+            return
+        if records:
+            models = ", ".join(sorted({r.params.get("model", "?") for r in records}))
+            self.call_from_thread(
+                self.notify, f"recovered {len(records)} interrupted run(s) of {models} as KILLED "
+                "(their process died); `sparkctl sync` writes them to MLflow", severity="warning", timeout=15)
 
     def on_ready(self) -> None:
         # Everything imported and built so far lives as long as the app. Moving it out of
@@ -239,6 +262,7 @@ def make_app(
     user_theme_dir: Path | None = None,
     recorder: Callable[[Any], Any] | None = None,
     named_engines: dict[str, Any] | None = None,
+    spool: Any = None,
 ) -> SparkApp:
     """Build the app; tests pass doubles, the CLI passes nothing and gets the real parts."""
     if engine is None or probes is None:
@@ -251,12 +275,16 @@ def make_app(
 
         user_theme_dir = default_dir()
     if recorder is None:
-        from sparkctl.services.factory import make_recorder
+        from sparkctl.services.factory import make_spool_and_store
+        from sparkctl.tracking.sync import record_run
 
-        recorder = make_recorder(config)  # mlflow itself is imported on the first write only
+        spool, store = make_spool_and_store(config)  # mlflow itself is imported on the first write only
+
+        def recorder(record, spool=spool, store=store):
+            return record_run(record, spool, store)
     if named_engines is None and config.engines:
         from sparkctl.services.factory import make_named_engines
 
         named_engines = make_named_engines(config)  # plain httpx clients: nothing is contacted yet
     return SparkApp(config, engine, probes, clock=clock, user_theme_dir=user_theme_dir, recorder=recorder,
-                    named_engines=named_engines)
+                    named_engines=named_engines, spool=spool)

@@ -18,6 +18,7 @@ import pytest
 
 from sparkctl.tracking.spool import Spool
 from tests.fakes.ollama_server import FakeOllama, default_state
+from tests.integration.tracking_fixtures import mlflow_store, mlflow_template_db  # noqa: F401
 
 REPO = Path(__file__).resolve().parents[2]
 FOREVER_AFTER_S = 100 * 365 * 86400
@@ -139,3 +140,43 @@ def test_a_second_bench_on_the_same_engine_waits_or_refuses(slow_fake, tmp_path)
         for p in (first,):
             if p.poll() is None:
                 p.kill()
+
+
+def test_kill_9_mid_bench_loses_only_the_repetition_in_flight(tmp_path, mlflow_store):  # noqa: F811
+    """A crash (kill -9, or a Spark power-cycled after a memory freeze) right after the
+    second repetition: the next `sparkctl sync` closes the run KILLED with both."""
+    import json
+
+    state = default_state()
+    state.tokens_per_s = 100.0  # 20 tokens: ~0.2 s per repetition
+    server = FakeOllama(state).start()
+    try:
+        cfg = tmp_path / "sparkctl.toml"
+        cfg.write_text(f'[engine]\nhost = "{server.url}"\n[tracking]\nuri = "{mlflow_store.uri}"\n'
+                       f'experiment = "{mlflow_store.experiment}"\n'
+                       "[bench]\nwarmup = 0\nreps = 50\nnum_predict = 20\n")
+        env = env_for(tmp_path)
+        proc = subprocess.Popen([sys.executable, "-m", "sparkctl.cli", "--config", str(cfg), "bench", "llama3.2:3b"],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+        spool = Spool(tmp_path / "data" / "spool.jsonl")
+
+        def journaled(n: int) -> bool:
+            return any(len(rec.step_metrics.get("ttft_s", [])) >= n for rec, _ in spool.in_progress())
+
+        wait_for(lambda: journaled(2), "two repetitions were never journaled", timeout=30)
+        proc.kill()  # SIGKILL: no handler runs, nothing is flushed
+        proc.communicate(timeout=10)
+        (rec_so_far, _), = spool.in_progress()
+        done_reps = len(rec_so_far.step_metrics["ttft_s"])
+        assert spool.pending() == []  # a journal is not a finished run
+        sync = subprocess.run([sys.executable, "-m", "sparkctl.cli", "--config", str(cfg), "sync", "--json"],
+                              capture_output=True, text=True, env=env, timeout=120)
+        assert sync.returncode == 0, sync.stderr
+        assert json.loads(sync.stdout)["recovered"] == 1
+        (landed,) = mlflow_store.search_runs()
+        assert landed["status"] == "KILLED"
+        assert landed["tags"]["sparkctl.recovered"] == "true"
+        assert f"with {done_reps} repetition(s)" in landed["tags"]["guard.recovery"]
+        assert done_reps >= 2 and landed["metrics"]["decode_tps_median"] > 0
+    finally:
+        server.stop()

@@ -15,6 +15,7 @@ is flagged.
 from __future__ import annotations
 
 import asyncio
+import copy
 import hashlib
 import secrets
 import time
@@ -580,7 +581,11 @@ class BenchRunner:
         if self.journal is None or self._journal_failed:
             return
         try:
-            record = self.to_record(run, self._start_ms, int(time.time() * 1000), self._sampler,
+            # the run as it would be recorded if the process died now: summary and flags included
+            snap = copy.deepcopy(run)
+            snap.status = "KILLED"
+            self._finish(snap, self._sampler)
+            record = self.to_record(snap, self._start_ms, int(time.time() * 1000), self._sampler,
                                     status="KILLED")
             await asyncio.to_thread(self.journal, record)
         except Exception as exc:  # a full disk must not end the bench; say so once
