@@ -78,7 +78,10 @@ def cmd_status(args, cfg) -> int:
         from sparkctl.textreport import render_status
 
         print(render_status(report))
-    return EXIT_OK if report.engine.reachable else EXIT_UNREACHABLE
+    if not report.engine.reachable:
+        return EXIT_UNREACHABLE
+    # the engine answered, with an error (HTTP 500...): reachable but failing
+    return EXIT_ENGINE_ERROR if report.engine.error else EXIT_OK
 
 
 def cmd_config(args, cfg) -> int:

@@ -11,7 +11,11 @@ from sparkctl.services.status import StatusReport
 def render_status(r: StatusReport) -> str:
     lines: list[str] = []
     e = r.engine
-    if e.reachable:
+    if e.reachable and e.error is not None:
+        # it answered, with an error (a runner that died, a 500): up but failing
+        version = f" {e.version}" if e.version else ""
+        lines.append(f"engine   {e.kind}{version} at {e.host}: reachable, engine error: {e.error}")
+    elif e.reachable:
         lines.append(f"engine   {e.kind} {e.version} at {e.host}: reachable")
     else:
         lines.append(f"engine   {e.kind} at {e.host}: UNREACHABLE ({e.error})")
@@ -40,13 +44,17 @@ def render_status(r: StatusReport) -> str:
             lines.append(
                 f"  {m.name:<28} {row.lane or '-':<11} {gib(m.size):>10}  {row.placement:<16} {ctx:>8}  {row.until}"
             )
-    elif e.reachable:
+    elif e.reachable and e.error is None:
         lines.append("resident (no models loaded)")
+    elif e.reachable:
+        lines.append("resident (unknown: the engine answered with an error)")
     if r.attribution is not None and r.attribution.mismatch:
         lines.append(f"  WARNING: {r.attribution.mismatch}")
 
     for ne in r.engines:
-        if ne.reachable:
+        if ne.reachable and ne.error is not None:
+            lines.append(f"bench    {ne.name}: {ne.kind} at {ne.url}: reachable, engine error: {ne.error}")
+        elif ne.reachable:
             served = ""
             if ne.model:
                 served = f", model {ne.model}" + ("" if ne.model_served is not False else " NOT served")

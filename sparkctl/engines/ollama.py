@@ -21,6 +21,7 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from datetime import datetime, timezone
 from typing import Any
 
+from sparkctl.core.names import model_key
 from sparkctl.core.snapshots import EngineStatus, LocalModel, ModelDetails, ResidentModel
 from sparkctl.engines.base import (
     DoneEvent,
@@ -75,13 +76,10 @@ def normalize_host(host: str | None = None) -> str:
 
 
 def same_model(a: str, b: str) -> bool:
-    """Whether two names denote one model ('qwen3' == 'qwen3:latest'), ignoring case."""
-    return _with_tag(a).casefold() == _with_tag(b).casefold()
-
-
-def _with_tag(name: str) -> str:
-    name = name.strip()
-    return name if ":" in name.rsplit("/", 1)[-1] else f"{name}:latest"
+    """Whether two names denote one model by Ollama's rules: 'qwen3' == 'qwen3:latest' ==
+    'library/qwen3' == 'registry.ollama.ai/library/qwen3:latest', ignoring case. Through the
+    project's one name key (core.names.model_key), which never raises."""
+    return model_key(a) == model_key(b)
 
 
 class OllamaEngine:
@@ -240,9 +238,11 @@ class OllamaEngine:
             raise self._translate(exc, "unload", model) from exc
         loop = asyncio.get_running_loop()
         deadline = loop.time() + wait_s
+        # /api/ps lists the shortest name ("qwen3:8b") for "library/qwen3:8b" and its kin
+        key = model_key(model)
         while True:
             resident = await self.ps()
-            if not any(same_model(r.name, model) for r in resident):
+            if not any(model_key(r.name) == key for r in resident):
                 return
             if loop.time() >= deadline:
                 raise EngineError(f"{model} is still loaded on {self.host} {wait_s:g}s after the unload request")

@@ -13,7 +13,9 @@ llama.cpp (llama-server)
     `GET /props`: `build_info` ("b<build number>-<commit>", e.g. "b6500-3f4b3c2"; a build
     from a source tree without git reports "b0-unknown"), `model_path`, `model_alias`,
     `default_generation_settings.n_ctx` (the context of one slot), `total_slots`,
-    `chat_template_caps`. `GET /v1/models`: `meta` with n_params, size (bytes), n_ctx,
+    `chat_template_caps` (the template's jinja caps: supports_tools, supports_system_role,
+    supports_preserve_reasoning...), `chat_template` (the model's Jinja template).
+    `GET /v1/models`: `meta` with n_params, size (bytes), n_ctx,
     n_ctx_train, n_vocab, ftype (e.g. "Q4_1"). Every stream chunk repeats the build as
     `system_fingerprint`, and the last one carries `timings`: prompt_n, prompt_ms,
     predicted_n, predicted_ms, predicted_per_second (the server's own clock), which this
@@ -28,6 +30,23 @@ SGLang
     `GET /get_model_info` the model path. No per-request timings in the stream either.
 Anything else
     kind "openai": the `Server` header, if any, stands in for a version.
+
+Thinking (`show().capabilities` gets "thinking" only where the server shows it):
+- llama.cpp: /props has no "thinking" flag; its `chat_template` does show it (Qwen3's
+  `enable_thinking`, DeepSeek-R1's `<think>`/`</think>`, gpt-oss's analysis channel), as
+  does `chat_template_caps.supports_preserve_reasoning` or an older build's
+  `thinking_forced_open`. `reasoning_format` is not evidence: every build reports one
+  ("auto" by default), thinking model or not.
+- vLLM: nothing by default. `GET /tokenizer_info` (only with
+  `--enable-tokenizer-info-endpoint`) carries the `chat_template`; read like llama.cpp's.
+- SGLang: `/get_server_info` repeats the server's arguments; `reasoning_parser` set
+  (e.g. "qwen3") means the model thinks.
+With think=False the request carries `chat_template_kwargs.enable_thinking = false`, which
+all three pass to the template (Qwen3-style templates then pre-close the think block);
+llama.cpp also gets `reasoning_budget_tokens: 0` (its per-request reasoning budget, read in
+`server-common.cpp`; 0 ends thinking at once), which also stops a template that always
+opens a think block (DeepSeek-R1). vLLM would only warn about that unknown field, so it is
+sent to llama.cpp alone. think=True sends `enable_thinking = true`; None sends neither.
 
 What these servers cannot do over their API, and how this adapter answers honestly:
 - placement: none of them says whether the weights sit on the GPU. `ps()` reports the
@@ -45,6 +64,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import ssl
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
@@ -108,6 +128,7 @@ class _Identity:
     server_header: str = ""
     models: list[dict[str, Any]] = field(default_factory=list)
     props: dict[str, Any] = field(default_factory=dict)
+    server_info: dict[str, Any] = field(default_factory=dict)  # SGLang's /get_server_info
 
 
 class OpenAICompatEngine:
@@ -191,6 +212,7 @@ class OpenAICompatEngine:
             ident.build = ident.version if ident.version != "unknown" else ""
         elif ident.kind == "sglang":
             body = await self._optional_json("/get_server_info")
+            ident.server_info = body if isinstance(body, dict) else {}
             if not (isinstance(body, dict) and body.get("version")):
                 body = await self._optional_json("/version")
             ident.version = str(body.get("version")) if isinstance(body, dict) and body.get("version") else "unknown"
@@ -279,6 +301,8 @@ class OpenAICompatEngine:
         template_caps = ident.props.get("chat_template_caps") if isinstance(ident.props, dict) else None
         if isinstance(template_caps, dict) and template_caps.get("supports_tools"):
             caps.append("tools")
+        if await self._thinking_evidence(ident):
+            caps.append("thinking")
         return ShowInfo(
             name=model,
             details={k: v for k, v in vars(_details(entry, ident)).items() if v},
@@ -286,6 +310,25 @@ class OpenAICompatEngine:
             capabilities=tuple(caps),
             parameters=f"num_ctx {ctx}" if ctx else "",
         )
+
+    async def _thinking_evidence(self, ident: _Identity) -> str | None:
+        """Where the server shows that its model thinks (see the module docstring), or None."""
+        if ident.kind == "llama.cpp":
+            props = ident.props
+            caps = props.get("chat_template_caps")
+            if isinstance(caps, dict) and caps.get("supports_preserve_reasoning") is True:
+                return "chat_template_caps.supports_preserve_reasoning"
+            params = (props.get("default_generation_settings") or {}).get("params") or {}
+            if isinstance(params, dict) and params.get("thinking_forced_open") is True:
+                return "thinking_forced_open"
+            return _template_thinks(props.get("chat_template"))
+        if ident.kind == "vllm":
+            body = await self._optional_json("/tokenizer_info")
+            return _template_thinks(body.get("chat_template")) if isinstance(body, dict) else None
+        if ident.kind == "sglang":
+            parser = ident.server_info.get("reasoning_parser")
+            return f"reasoning_parser {parser}" if isinstance(parser, str) and parser else None
+        return None
 
     async def load(self, model: str, keep_alive: Any = None, options: Mapping[str, Any] | None = None) -> DoneEvent:
         """No-op: an OpenAI-compatible server loads its model at start. Checks it is served."""
@@ -314,9 +357,14 @@ class OpenAICompatEngine:
             body["seed"] = opts["seed"]
         if opts.get("num_predict") is not None and opts["num_predict"] > 0:
             body["max_tokens"] = opts["num_predict"]
-        if think is False:
-            # honoured by the Qwen3-style templates of all three servers; ignored elsewhere
-            body["chat_template_kwargs"] = {"enable_thinking": False}
+        if think is not None:
+            # passed to the chat template by all three servers: Qwen3-style templates
+            # pre-close the think block with False; templates without the switch ignore it
+            body["chat_template_kwargs"] = {"enable_thinking": bool(think)}
+        if think is False and self.kind == "llama.cpp":
+            # the per-request reasoning budget: 0 ends a think block as soon as it opens,
+            # also where the template has no switch (DeepSeek-R1 always opens one)
+            body["reasoning_budget_tokens"] = 0
         if self.kind == "llama.cpp":
             # Re-evaluate the prompt every time: with the prompt cache a repetition would
             # prefill nothing, and its prefill rate and TTFT would not be comparable.
@@ -515,6 +563,19 @@ def _detect_kind(server_header: str, models: list[dict[str, Any]]) -> str:
         if kind:
             return kind
     return "openai"
+
+
+# What a chat template that can think contains: Qwen3's switch, a think block (Qwen3,
+# DeepSeek-R1, GLM), reasoning kept in history, gpt-oss's analysis channel.
+_THINKING_TEMPLATE = re.compile(
+    r"enable_thinking|</?think>|reasoning_content|<\|channel\|>analysis|\bthinking\b")
+
+
+def _template_thinks(template: Any) -> str | None:
+    if not isinstance(template, str):
+        return None
+    found = _THINKING_TEMPLATE.search(template)
+    return f"chat_template mentions {found.group(0)!r}" if found else None
 
 
 def _matches(entry: dict[str, Any], model: str) -> bool:

@@ -24,23 +24,44 @@ from sparkctl.core.snapshots import (
     ResidentModel,
     Unavailable,
 )
-from sparkctl.engines.base import Engine, EngineError
+from sparkctl.engines.base import Engine, EngineError, EngineUnreachable
 
 
 async def engine_status(engine: Engine, known_version: str | None = None) -> EngineStatus:
-    """Ask the engine who it is and what it holds; any failure becomes reachable=False.
+    """Ask the engine who it is and what it holds; never raises.
+
+    No answer at all (EngineUnreachable) is reachable=False. An answer that is an error
+    (an HTTP 500 from a runner that died, a 503 while loading) is reachable=True with
+    `error` set: the engine is up but failing, which a user fixes differently.
 
     With `known_version` only /api/ps is asked: a poller that saw the engine answer a
     moment ago need not ask its version every second (an upgrade restarts the server,
     and the poller asks again after any failure)."""
-    try:
-        if known_version is not None:
-            version, resident = known_version, await engine.ps()
-        else:
-            version, resident = await asyncio.gather(engine.version(), engine.ps())
-    except EngineError as exc:
-        return EngineStatus(engine.kind, engine.host, False, error=exc.message)
+    if known_version is not None:
+        results: list = [known_version, *await asyncio.gather(engine.ps(), return_exceptions=True)]
+    else:
+        results = list(await asyncio.gather(engine.version(), engine.ps(), return_exceptions=True))
+    failure = _worst_failure(results)
+    if failure is not None:
+        if isinstance(failure, EngineUnreachable):
+            return EngineStatus(engine.kind, engine.host, False, error=failure.message)
+        version = results[0] if isinstance(results[0], str) else None
+        return EngineStatus(engine.kind, engine.host, True, version=version, error=failure.message)
+    version, resident = results
     return EngineStatus(engine.kind, engine.host, True, version=version, resident=tuple(resident))
+
+
+def _worst_failure(results: list) -> EngineError | None:
+    """The failure that decides the state: no answer beats an error answer. Anything else
+    raised (a bug, a cancellation) propagates."""
+    failures = [r for r in results if isinstance(r, BaseException)]
+    for r in failures:
+        if not isinstance(r, EngineError):
+            raise r
+    for r in failures:
+        if isinstance(r, EngineUnreachable):
+            return r
+    return failures[0] if failures else None
 
 
 @dataclass(frozen=True)
@@ -57,9 +78,14 @@ class NamedEngineStatus:
     error: str | None = None
 
     @property
+    def failing(self) -> bool:
+        """It answered, with an error (an HTTP 500, a 503 while loading)."""
+        return self.reachable and self.error is not None
+
+    @property
     def model_served(self) -> bool | None:
         """True/False once reachable and a model is configured; None when it cannot be said."""
-        if not self.reachable or not self.model:
+        if not self.reachable or self.failing or not self.model:
             return None
         return self.model in self.served
 
@@ -69,8 +95,10 @@ async def named_engine_status(name: str, engine: Any, model: str = "", kind: str
     try:
         version = await engine.version()
         served = tuple(m.name for m in await engine.tags())
-    except EngineError as exc:
+    except EngineUnreachable as exc:
         return NamedEngineStatus(name, kind or engine.kind, engine.host, False, model, error=exc.message)
+    except EngineError as exc:  # it answered, with an error: up but failing
+        return NamedEngineStatus(name, engine.kind, engine.host, True, model, error=exc.message)
     return NamedEngineStatus(name, engine.kind, engine.host, True, model, served, version)
 
 
@@ -152,7 +180,9 @@ def build_report(
         ResidentRow(m, cfg.lane_of(m.name), placement(m.size, m.size_vram).label, until_label(m.expires_at, now))
         for m in engine.resident
     )
-    attribution = attribute_gpu_memory(engine.resident, _processes(host.gpu)) if engine.reachable else None
+    # resident models are unknown when the engine is down or failing: nothing to attribute
+    known = engine.reachable and engine.error is None
+    attribution = attribute_gpu_memory(engine.resident, _processes(host.gpu)) if known else None
     return StatusReport(engine, host, budget, rows, attribution, now, engines)
 
 

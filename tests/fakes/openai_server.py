@@ -30,6 +30,21 @@ What the responses follow:
   {"object": "error", "message": "The model `x` does not exist.", "type": "NotFoundError",
   "param": null, "code": 404} for an unknown model, no `timings`.
 - SGLang, from its docs: `owned_by: "sglang"`, `GET /get_server_info` with `version`.
+  and, from `http_server.py` (`{**dataclasses.asdict(server_args), ...}`), the server's
+  arguments: `model_path`, `tp_size`, `reasoning_parser` (None unless started with
+  `--reasoning-parser qwen3` and the like).
+- Thinking, as the servers do it: the model's chat template (`chat_template`; llama.cpp
+  shows it in /props, vLLM in `GET /tokenizer_info` only with
+  `--enable-tokenizer-info-endpoint`, which `tokenizer_info_endpoint` stands for) decides
+  whether `chat_template_kwargs.enable_thinking: false` stops the thinking: a Qwen3-style
+  template (it mentions `enable_thinking`) pre-closes the think block, so no reasoning is
+  streamed; a template without the switch (DeepSeek-R1's) thinks regardless. llama.cpp also
+  reads a per-request `reasoning_budget_tokens` (alias `thinking_budget_tokens`,
+  `server-common.cpp`); 0 ends the think block at once. vLLM and SGLang ignore both
+  llama.cpp fields.
+- HTTP errors a failing server answers (`fail(path, status, message)`): llama.cpp's
+  `format_error_response` body {"error": {"code", "message", "type": "server_error"}},
+  vLLM's ErrorResponse {"object": "error", "message", "type", "param", "code"}.
 
 Use it:
 
@@ -51,6 +66,37 @@ from typing import Any
 
 DEFAULT_TOKENS = ["The", " sky", " is", " blue", " because", " of", " Rayleigh", " scattering", "."] * 5
 
+# The chat template SmolLM2-135M-Instruct.Q4_1.gguf carries (tokenizer.chat_template, read
+# from the GGUF the real-engine test serves): ChatML, no thinking.
+SMOLLM2_TEMPLATE = (
+    "{% for message in messages %}{% if loop.first and messages[0]['role'] != 'system' %}"
+    "{{ '<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging Face<|im_end|>\n' }}"
+    "{% endif %}{{'<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n'}}"
+    "{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}"
+)
+# The tail of Qwen3's template (Qwen/Qwen3-8B tokenizer_config.json): the enable_thinking
+# switch and the think block it pre-closes.
+QWEN3_TEMPLATE = (
+    "{%- for message in messages %}{%- if message.role == \"assistant\" %}{%- set reasoning_content = '' %}"
+    "{%- if '</think>' in message.content %}{%- set reasoning_content = message.content.split('</think>')[0] %}"
+    "{%- endif %}{%- endif %}{{- '<|im_start|>' + message.role + '\\n' + message.content + '<|im_end|>' + '\\n' }}"
+    "{%- endfor %}{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' }}"
+    "{%- if enable_thinking is defined and enable_thinking is false %}{{- '<think>\\n\\n</think>\\n\\n' }}"
+    "{%- endif %}{%- endif %}"
+)
+# The tail of DeepSeek-R1-Distill's template: it always opens the think block, no switch.
+R1_TEMPLATE = (
+    "{% for message in messages %}{% if message['role'] == 'user' %}{{'<｜User｜>' + message['content']}}"
+    "{% endif %}{% if message['role'] == 'assistant' %}{% set content = message['content'] %}"
+    "{% if '</think>' in content %}{% set content = content.split('</think>')[-1] %}{% endif %}"
+    "{{'<｜Assistant｜>' + content + '<｜end▁of▁sentence｜>'}}{% endif %}{% endfor %}"
+    "{% if add_generation_prompt %}{{'<｜Assistant｜><think>\\n'}}{% endif %}"
+)
+# llama.cpp's jinja caps (common/jinja/caps.h) as /props reports them for a plain ChatML template.
+CHATML_CAPS = {"requires_typed_content": False, "supports_parallel_tool_calls": False,
+               "supports_preserve_reasoning": False, "supports_system_role": True,
+               "supports_tool_calls": False, "supports_tools": False}
+
 
 @dataclass
 class OpenAIState:
@@ -68,15 +114,48 @@ class OpenAIState:
     tokens: list[str] = field(default_factory=lambda: list(DEFAULT_TOKENS))
     reasoning: list[str] = field(default_factory=list)
     tokens_per_s: float | None = 400.0  # None: as fast as possible
-    prompt_tokens: int = 40
+    # None: the request's own length, as a server tokenizes the rendered template (words of
+    # the messages + the template's own tokens); a fixed count would claim a 1,000-character
+    # prompt was evaluated as 40 tokens, which is what a truncated prompt looks like
+    prompt_tokens: int | None = None
+    prompt_overhead_tokens: int = 20  # SmolLM2's template: system prompt and role markers
     prompt_ms: float = 8.0
     loading: bool = False
     honour_include_usage: bool = True
     error_after: int | None = None  # in-band {"error": ...} after this many tokens
     drop_after: int | None = None  # cut the connection after this many tokens
     stall_s: float = 0.0  # wait this long before answering a chat request
+    chat_template: str = SMOLLM2_TEMPLATE  # the model's template (decides what enable_thinking does)
+    template_caps: dict[str, bool] = field(default_factory=lambda: dict(CHATML_CAPS))
+    tokenizer_info_endpoint: bool = False  # vLLM: --enable-tokenizer-info-endpoint
+    reasoning_parser: str | None = None  # SGLang/vLLM: --reasoning-parser
+    faults: dict[str, tuple[int, str]] = field(default_factory=dict)  # path -> (status, message)
     requests: list[dict[str, Any]] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def fail(self, path: str, status: int, message: str) -> None:
+        """Answer `path` with this HTTP error until `clear_faults()` (a server that is up
+        but failing: a dead runner, an out-of-memory model)."""
+        with self.lock:
+            self.faults[path] = (status, message)
+
+    def clear_faults(self) -> None:
+        with self.lock:
+            self.faults.clear()
+
+    def thinking_on(self, body: dict[str, Any]) -> bool:
+        """Whether this request's answer starts with reasoning, as the server would decide."""
+        if not self.reasoning:
+            return False
+        kwargs = body.get("chat_template_kwargs") or {}
+        if (isinstance(kwargs, dict) and kwargs.get("enable_thinking") is False
+                and "enable_thinking" in self.chat_template):
+            return False  # the template pre-closed the think block
+        if self.flavor == "llama.cpp":
+            budget = body.get("reasoning_budget_tokens", body.get("thinking_budget_tokens", -1))
+            if budget == 0:
+                return False  # the budget sampler ends the block at once
+        return True
 
     @property
     def owned_by(self) -> str:
@@ -125,6 +204,16 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
         self.wfile.flush()
 
+    def _fault(self) -> bool:
+        with self.state.lock:
+            fault = self.state.faults.get(self.path)
+        if fault is None:
+            return False
+        status, message = fault
+        etype = "server_error" if self.state.flavor != "vllm" else "InternalServerError"
+        self._error(status, message, etype)
+        return True
+
     def _error(self, status: int, message: str, etype: str) -> None:
         if self.state.flavor == "vllm":
             self._json(status, {"object": "error", "message": message, "type": etype, "param": None, "code": status})
@@ -142,25 +231,32 @@ class _Handler(BaseHTTPRequestHandler):
         if s.loading and s.flavor == "llama.cpp":
             # llama.cpp's middleware answers every route this way until the model is loaded
             return self._error(503, "Loading model", "unavailable_error")
+        if self._fault():
+            return None
         if self.path == "/health":
             return self._json(200, {"status": "ok"})
         if self.path == "/v1/models":
             return self._json(200, self._models())
         if self.path == "/props" and s.flavor == "llama.cpp":
             return self._json(200, {
-                "default_generation_settings": {"params": {"temperature": 0.8, "seed": -1}, "n_ctx": s.n_ctx},
+                "default_generation_settings": {"params": {"temperature": 0.8, "seed": -1, "reasoning_format": "auto",
+                                                           "reasoning_in_content": False}, "n_ctx": s.n_ctx},
                 "total_slots": 1, "model_alias": s.model_id, "model_ftype": s.ftype, "model_path": s.model_path,
                 "modalities": {"vision": False, "video": False, "audio": False},
                 "endpoint_slots": True, "endpoint_props": False, "endpoint_metrics": False,
-                "chat_template": "{% for message in messages %}...{% endfor %}",
-                "chat_template_caps": {"supports_tools": False, "supports_system_role": True},
+                "chat_template": s.chat_template,
+                "chat_template_caps": dict(s.template_caps),
                 "bos_token": "<|im_start|>", "eos_token": "<|im_end|>",
                 "build_info": s.build_info, "is_sleeping": False,
             })
         if self.path == "/version" and s.flavor == "vllm":
             return self._json(200, {"version": s.version})
+        if self.path == "/tokenizer_info" and s.flavor == "vllm" and s.tokenizer_info_endpoint:
+            return self._json(200, {"tokenizer_class": "Qwen2TokenizerFast", "chat_template": s.chat_template,
+                                    "model_max_length": s.n_ctx})
         if self.path == "/get_server_info" and s.flavor == "sglang":
-            return self._json(200, {"version": s.version, "model_path": s.model_id, "tp_size": 1})
+            return self._json(200, {"model_path": s.model_id, "tokenizer_path": s.model_id, "tp_size": 1,
+                                    "reasoning_parser": s.reasoning_parser, "version": s.version})
         self._error(404, "File Not Found", "not_found_error")
 
     def _models(self) -> dict[str, Any]:
@@ -195,6 +291,8 @@ class _Handler(BaseHTTPRequestHandler):
             return self._error(404, "File Not Found", "not_found_error")
         if s.loading and s.flavor == "llama.cpp":
             return self._error(503, "Loading model", "unavailable_error")
+        if self._fault():
+            return None
         if not isinstance(body, dict) or not body.get("messages"):
             return self._error(400, "'messages' is required", "invalid_request_error")
         if s.flavor != "llama.cpp" and body.get("model") != s.model_id:
@@ -226,10 +324,16 @@ class _Handler(BaseHTTPRequestHandler):
         def send(obj: Any) -> None:
             self._chunk("data: " + json.dumps(obj, separators=(",", ":"), ensure_ascii=False) + "\n\n")
 
-        pieces = [("reasoning_content", t) for t in s.reasoning] + [("content", t) for t in s.tokens]
+        reasoning = s.reasoning if s.thinking_on(body) else []
+        pieces = [("reasoning_content", t) for t in reasoning] + [("content", t) for t in s.tokens]
         pieces = pieces[: int(max_tokens)]
-        finish = "length" if len(pieces) < len(s.reasoning) + len(s.tokens) else "stop"
+        finish = "length" if len(pieces) < len(reasoning) + len(s.tokens) else "stop"
         gap = 1.0 / s.tokens_per_s if s.tokens_per_s else 0.0
+        prompt_n = s.prompt_tokens
+        if prompt_n is None:
+            words = sum(len(str(m.get("content") or "").split()) for m in body.get("messages") or []
+                        if isinstance(m, dict))
+            prompt_n = words + s.prompt_overhead_tokens
         time.sleep(s.prompt_ms / 1000.0)
         t_first = t_last = time.perf_counter()
         try:
@@ -254,14 +358,14 @@ class _Handler(BaseHTTPRequestHandler):
             finals = [chunk([{"finish_reason": finish, "index": 0, "delta": {}}])]
             if include_usage:
                 finals.append(chunk([], usage={
-                    "completion_tokens": n, "prompt_tokens": s.prompt_tokens, "total_tokens": n + s.prompt_tokens,
+                    "completion_tokens": n, "prompt_tokens": prompt_n, "total_tokens": n + prompt_n,
                     "prompt_tokens_details": {"cached_tokens": 0}}))
             if s.flavor == "llama.cpp":
                 predicted_ms = max((t_last - t_first) * 1000.0, 1e-3)
                 finals[-1]["timings"] = {
-                    "cache_n": 0, "prompt_n": s.prompt_tokens, "prompt_ms": s.prompt_ms,
-                    "prompt_per_token_ms": s.prompt_ms / s.prompt_tokens,
-                    "prompt_per_second": s.prompt_tokens / s.prompt_ms * 1000.0,
+                    "cache_n": 0, "prompt_n": prompt_n, "prompt_ms": s.prompt_ms,
+                    "prompt_per_token_ms": s.prompt_ms / prompt_n,
+                    "prompt_per_second": prompt_n / s.prompt_ms * 1000.0,
                     "predicted_n": n, "predicted_ms": predicted_ms, "predicted_per_token_ms": predicted_ms / max(n, 1),
                     "predicted_per_second": n / predicted_ms * 1000.0,
                 }

@@ -1,19 +1,83 @@
-"""`sparkctl status` as a user runs it: a subprocess, real probes of this machine (no NVIDIA
-driver here), the engine played by the FAKE Ollama server over real HTTP."""
+"""`sparkctl status` as a user runs it: a subprocess, real probes of this machine, the engine
+played by the FAKE Ollama server over real HTTP.
+
+The machine is whatever runs the suite: a CI box without NVIDIA, a DGX Spark (GB10: unified
+memory, NVML's memory calls unsupported), or a discrete GPU (an H200). What the budget
+should be is read here from NVML directly (pynvml, not sparkctl's probe) and /proc/meminfo,
+and the assertions follow what they find."""
 
 from __future__ import annotations
 
 import json
 import os
+import platform
 import socket
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-from tests.fakes.ollama_server import FakeOllama, two_models_resident
+from tests.fakes.ollama_server import RUNNER_DIED_ERROR, FakeOllama, two_models_resident
+
+
+@dataclass(frozen=True)
+class Machine:
+    """This machine's memory, as NVML and /proc/meminfo report it."""
+
+    mem_total: int  # MemTotal, bytes
+    gpus: tuple[tuple[str, int | None], ...]  # (name, NVML memory total or None when unsupported)
+    driver: str | None
+
+    @property
+    def pool(self) -> str:
+        if not self.gpus:
+            return "host"
+        if any("GB10" in name or not total for name, total in self.gpus):
+            return "unified"  # GB10: NVML memory NOT_SUPPORTED or 0; the pool is MemTotal
+        if platform.machine().lower() in ("aarch64", "arm64") and any(
+                abs(total - self.mem_total) <= 0.05 * self.mem_total for _, total in self.gpus):
+            return "unified"  # a GB10 driver reporting MemTotal as the GPU's memory
+        return "vram"
+
+    @property
+    def budget_total(self) -> int:
+        if self.pool == "vram":
+            return next(total for _, total in self.gpus if total)
+        return self.mem_total
+
+
+def this_machine() -> Machine:
+    mem_total = int(Path("/proc/meminfo").read_text().split()[1]) * 1024
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+    except Exception:  # no library, no driver: no GPU for sparkctl either
+        return Machine(mem_total, (), None)
+    try:
+        gpus = []
+        for i in range(pynvml.nvmlDeviceGetCount()):
+            handle = pynvml.nvmlDeviceGetHandleByIndex(i)
+            name = pynvml.nvmlDeviceGetName(handle)
+            name = name.decode() if isinstance(name, bytes) else name
+            try:
+                total = pynvml.nvmlDeviceGetMemoryInfo(handle, version=pynvml.nvmlMemory_v2).total
+            except pynvml.NVMLError:
+                try:
+                    total = pynvml.nvmlDeviceGetMemoryInfo(handle).total
+                except pynvml.NVMLError:
+                    total = None
+            gpus.append((name, total))
+        driver = pynvml.nvmlSystemGetDriverVersion()
+        return Machine(mem_total, tuple(gpus), driver.decode() if isinstance(driver, bytes) else driver)
+    finally:
+        pynvml.nvmlShutdown()
+
+
+MACHINE = this_machine()
 
 
 def run_cli(*args: str, config_text: str | None = None, tmp_path: Path, env_extra=None, timeout=30):
@@ -54,11 +118,20 @@ def test_status_json_reports_engine_models_budget_and_gpu(fake, tmp_path):
     assert by_name["gpt-oss:120b"]["until"] == "Forever"
     assert by_name["qwen3:30b-a3b"]["placement"] == "17%/83% CPU/GPU"
     assert by_name["qwen3:30b-a3b"]["size"] == 24 * 1024**3
-    # this machine: real /proc/meminfo, and no NVIDIA driver -> a reason, not a crash
-    mem_total = int(Path("/proc/meminfo").read_text().split()[1]) * 1024
-    assert data["memory"]["total"] == mem_total
-    assert data["budget"]["pool"] == "host" and data["budget"]["total"] == mem_total
-    assert data["gpus"] == [] and data["gpu_unavailable"]
+    # this machine, whatever it is: real /proc/meminfo, and the pool NVML implies
+    assert data["memory"]["total"] == MACHINE.mem_total
+    assert data["budget"]["pool"] == MACHINE.pool and data["budget"]["total"] == MACHINE.budget_total
+    if not MACHINE.gpus:  # no NVIDIA driver: a reason, not a crash
+        assert data["gpus"] == [] and data["gpu_unavailable"]
+        return
+    assert data["gpu_unavailable"] is None
+    assert [g["name"] for g in data["gpus"]] == [name for name, _ in MACHINE.gpus]
+    assert {g["driver"] for g in data["gpus"]} == {MACHINE.driver}
+    for g, (_, total) in zip(data["gpus"], MACHINE.gpus):
+        if MACHINE.pool == "unified":
+            assert g["unified_memory"] is True and g["memory"] is None
+        else:
+            assert g["unified_memory"] is False and g["memory"]["total"] == total
 
 
 def test_status_text(fake, tmp_path):
@@ -66,7 +139,28 @@ def test_status_text(fake, tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert f"ollama {fake.state.version} at {fake.url}: reachable" in proc.stdout
     assert "gpt-oss:120b" in proc.stdout and "Forever" in proc.stdout
-    assert "gpu      n/a (" in proc.stdout
+    pool = {"unified": "unified memory", "vram": "GPU VRAM", "host": "host RAM (no GPU)"}[MACHINE.pool]
+    assert f"budget   {pool}: " in proc.stdout
+    if MACHINE.gpus:
+        for i, (name, _) in enumerate(MACHINE.gpus):
+            assert f"gpu {i}    {name}: util " in proc.stdout
+    else:
+        assert "gpu      n/a (" in proc.stdout
+
+
+@pytest.mark.parametrize("path", ["/api/ps", "/api/version"])
+def test_status_engine_answering_500_is_an_engine_error_exit_5(fake, tmp_path, path):
+    """Ollama up, its runner dead: an HTTP 500 is an engine error (exit 5), not UNREACHABLE (3)."""
+    fake.state.fail(path, 500, RUNNER_DIED_ERROR)
+    proc, _ = run_cli("status", config_text=cfg_for(fake.url), tmp_path=tmp_path)
+    assert proc.returncode == 5, proc.stderr
+    assert f"engine error: {RUNNER_DIED_ERROR}" in proc.stdout
+    assert "UNREACHABLE" not in proc.stdout
+    assert "budget   " in proc.stdout and "host     " in proc.stdout  # the rest of the report is still there
+    proc, _ = run_cli("status", "--json", config_text=cfg_for(fake.url), tmp_path=tmp_path)
+    assert proc.returncode == 5, proc.stderr
+    engine = json.loads(proc.stdout)["engine"]
+    assert engine["reachable"] is True and engine["error"] == RUNNER_DIED_ERROR
 
 
 def test_status_unreachable_exits_3_quickly(tmp_path):
@@ -138,3 +232,15 @@ def test_status_text_lists_configured_bench_engines(fake, tmp_path):
     proc, _ = run_cli("status", config_text=text, tmp_path=tmp_path)
     assert proc.returncode == 0, proc.stderr  # the exit code follows the main engine
     assert f"bench    llama: openai at http://127.0.0.1:{port}: UNREACHABLE" in proc.stdout
+
+
+def test_status_text_shows_a_bench_engine_answering_500_as_an_engine_error(fake, tmp_path):
+    from tests.fakes.openai_server import FakeOpenAI
+
+    with FakeOpenAI() as llama:
+        llama.state.fail("/v1/models", 500, "llama_model_load: failed to load model")
+        text = cfg_for(fake.url) + f'[engines.llama]\nkind = "openai"\nurl = "{llama.url}"\nmodel = "smol"\n'
+        proc, _ = run_cli("status", config_text=text, tmp_path=tmp_path)
+    assert proc.returncode == 0, proc.stderr  # the exit code follows the main engine
+    line = next(ln for ln in proc.stdout.splitlines() if ln.startswith("bench    llama:"))
+    assert "reachable, engine error:" in line and "failed to load model" in line and "UNREACHABLE" not in line

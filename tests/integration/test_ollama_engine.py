@@ -25,6 +25,7 @@ from sparkctl.engines.base import (
     TokenEvent,
 )
 from sparkctl.engines.ollama import OllamaEngine, normalize_host, same_model
+from sparkctl.services.status import engine_status
 from tests.fakes.ollama_server import (
     RUNNER_DIED_ERROR,
     FakeOllama,
@@ -231,6 +232,20 @@ async def test_server_500_is_an_engine_error_with_its_text(
     assert await ollama_engine.ps() == []  # the next call is fine again
 
 
+@pytest.mark.parametrize("path", ["/api/ps", "/api/version"])
+async def test_engine_status_after_a_500_is_up_but_failing(
+    fake_ollama: FakeOllama, ollama_engine: OllamaEngine, path: str
+) -> None:
+    """A 500 means Ollama answered: the status says "engine error", not "unreachable"."""
+    fake_ollama.state.fail(path, 500, RUNNER_DIED_ERROR)
+    status = await engine_status(ollama_engine)
+    assert status.reachable is True and status.error == RUNNER_DIED_ERROR
+    assert status.resident == ()
+    fake_ollama.state.clear_faults()
+    status = await engine_status(ollama_engine)
+    assert status.reachable and status.error is None and status.version == fake_ollama.state.version
+
+
 async def test_load_refused_for_memory_says_how_much(fake_ollama: FakeOllama, ollama_engine: OllamaEngine) -> None:
     fake_ollama.state = load_scenario(out_of_memory=True)
     with pytest.raises(EngineError) as caught:
@@ -407,6 +422,32 @@ async def test_unload_waits_until_memory_is_freed(fake_ollama: FakeOllama, ollam
     assert [r.name for r in await ollama_engine.ps()] == ["gpt-oss:120b"]
     unload_call = fake_ollama.calls("/api/generate")[-1].body
     assert unload_call["keep_alive"] == 0 and unload_call["prompt"] == ""
+
+
+@pytest.mark.parametrize("spelling", ["library/qwen3:8b", "registry.ollama.ai/library/qwen3:8b"])
+async def test_unload_by_a_qualified_name_waits_for_the_short_name_to_leave_ps(
+    fake_ollama: FakeOllama, ollama_engine: OllamaEngine, spelling: str
+) -> None:
+    """`sparkctl unload library/qwen3:8b`: /api/ps lists it as "qwen3:8b"; the unload must
+    wait until that entry is gone (its memory freed), not return at once nor time out."""
+    fake_ollama.state = load_scenario()
+    fake_ollama.state.unload_delay_s = 0.4
+    # Ollama resolves every spelling to one model (ParseName fills in host, namespace and
+    # tag); the fake matches names literally, so the spelling is registered as an alias.
+    fake_ollama.state.models[spelling] = fake_ollama.state.find_model("qwen3:8b")
+    await ollama_engine.load("qwen3:8b")
+    assert "qwen3:8b" in [r.name for r in await ollama_engine.ps()]
+    started = time.monotonic()
+    await ollama_engine.unload(spelling, wait_s=5.0, poll_s=0.05)
+    assert 0.35 <= time.monotonic() - started < 4.0  # waited for /api/ps, then stopped
+    assert [r.name for r in await ollama_engine.ps()] == ["gpt-oss:120b"]
+    assert fake_ollama.calls("/api/generate")[-1].body["model"] == spelling
+
+
+def test_model_names_match_by_ollamas_rules() -> None:
+    assert same_model("library/qwen3:8b", "qwen3:8b")
+    assert same_model("registry.ollama.ai/library/qwen3:8b", "Qwen3:8B")
+    assert not same_model("someone/qwen3:8b", "qwen3:8b")
 
 
 async def test_unload_that_never_frees_memory_is_an_error(

@@ -16,9 +16,9 @@ from sparkctl.engines.base import DoneEvent, EngineError, EngineUnreachable, Mod
 from sparkctl.engines.openai_compat import OpenAICompatEngine, normalize_url
 from sparkctl.services.bench import BenchRunner, BenchSettings
 from sparkctl.services.factory import EngineChoiceError, make_engine
-from sparkctl.services.status import openai_engines_status
+from sparkctl.services.status import engine_status, openai_engines_status
 from tests.fakes.host import FakeProbes, spark_snapshot
-from tests.fakes.openai_server import FakeOpenAI, OpenAIState
+from tests.fakes.openai_server import QWEN3_TEMPLATE, R1_TEMPLATE, FakeOpenAI, OpenAIState
 
 
 @pytest.fixture
@@ -121,7 +121,8 @@ async def test_stream_yields_tokens_then_done_from_llama_timings(serve):
     done = events[-1]
     assert isinstance(done, DoneEvent) and len(tokens) == 20
     assert "".join(t.text for t in tokens).startswith("The sky is blue")
-    assert done.done_reason == "length" and done.eval_count == 20 and done.prompt_eval_count == 40
+    # "Why is the sky blue?": 5 words + the template's 20 tokens, as the server counted them
+    assert done.done_reason == "length" and done.eval_count == 20 and done.prompt_eval_count == 25
     assert done.prompt_eval_duration_ns == 8_000_000 and done.eval_duration_ns > 0
     assert done.raw["usage"]["completion_tokens"] == 20 and done.raw["timings"]["predicted_n"] == 20
     assert done.raw["system_fingerprint"] == "b6500-3f4b3c2a" and done.raw["finish_reason"] == "length"
@@ -133,18 +134,23 @@ async def test_stream_yields_tokens_then_done_from_llama_timings(serve):
 
 
 async def test_vllm_stream_reasoning_and_usage_without_timings(serve):
-    server = serve(flavor="vllm", reasoning=["Okay", ",", " think"], tokens=["Blue", "."], tokens_per_s=None)
+    server = serve(flavor="vllm", reasoning=["Okay", ",", " think"], tokens=["Blue", "."], tokens_per_s=None,
+                   chat_template=QWEN3_TEMPLATE, prompt_tokens=40)
     async with engine_for(server) as engine:
         await engine.version()
-        events = await collect(engine, think=False)
+        events = await collect(engine)  # think=None: the model's default, which thinks
+        no_think = await collect(engine, think=False)
     thinking = [e.text for e in events if isinstance(e, TokenEvent) and e.thinking]
     answer = [e.text for e in events if isinstance(e, TokenEvent) and not e.thinking]
     assert thinking == ["Okay", ",", " think"] and answer == ["Blue", "."]
     done = events[-1]
     assert done.done_reason == "stop" and done.eval_count == 5 and done.prompt_eval_count == 40
     assert done.eval_duration_ns == 0  # no server timings: the bench relies on its own clock
-    (body,) = server.chat_requests()
-    assert "cache_prompt" not in body and body["chat_template_kwargs"] == {"enable_thinking": False}
+    assert [e.text for e in no_think if isinstance(e, TokenEvent)] == ["Blue", "."]  # no reasoning at all
+    default, off = server.chat_requests()
+    assert "cache_prompt" not in default and "chat_template_kwargs" not in default
+    assert off["chat_template_kwargs"] == {"enable_thinking": False}
+    assert "reasoning_budget_tokens" not in off  # llama.cpp's field: vLLM would only warn about it
 
 
 async def test_server_ignoring_include_usage_still_finishes(serve):
@@ -214,6 +220,100 @@ async def test_not_an_openai_server(serve):
     async with OpenAICompatEngine(server.url + "/elsewhere", timeout=2.0) as engine:
         with pytest.raises(EngineError, match="no OpenAI-compatible API"):
             await engine.version()
+
+
+# ---- thinking ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "state, thinks",
+    [
+        (dict(flavor="llama.cpp"), False),  # SmolLM2's ChatML template
+        (dict(flavor="llama.cpp", chat_template=QWEN3_TEMPLATE), True),  # enable_thinking switch
+        (dict(flavor="llama.cpp", chat_template=R1_TEMPLATE), True),  # always opens <think>
+        (dict(flavor="vllm", chat_template=QWEN3_TEMPLATE), False),  # vLLM shows nothing by default
+        (dict(flavor="vllm", chat_template=QWEN3_TEMPLATE, tokenizer_info_endpoint=True), True),
+        (dict(flavor="sglang", model_id="Qwen/Qwen3-8B"), False),
+        (dict(flavor="sglang", model_id="Qwen/Qwen3-8B", reasoning_parser="qwen3"), True),
+    ],
+    ids=["llama.cpp-chatml", "llama.cpp-qwen3", "llama.cpp-r1", "vllm-default", "vllm-tokenizer-info",
+         "sglang-no-parser", "sglang-qwen3-parser"],
+)
+async def test_thinking_capability_only_where_the_server_shows_it(serve, state, thinks):
+    server = serve(**state)
+    async with engine_for(server) as engine:
+        show = await engine.show(state.get("model_id", "smollm2-135m"))
+    assert ("thinking" in show.capabilities) is thinks
+
+
+def _bench_settings(**kw):
+    return replace(BenchSettings.from_config(Config().bench), warmup=0, reps=1, num_predict=40, timeout_s=20.0, **kw)
+
+
+class _Recorded:
+    message, run_id = "recorded", "r1"
+
+
+@pytest.mark.parametrize(
+    "flavor, template, extra",
+    [
+        ("llama.cpp", QWEN3_TEMPLATE, {}),
+        ("llama.cpp", R1_TEMPLATE, {}),  # no switch in the template: only the reasoning budget stops it
+        ("vllm", QWEN3_TEMPLATE, {"tokenizer_info_endpoint": True}),
+        ("sglang", QWEN3_TEMPLATE, {"reasoning_parser": "qwen3"}),
+    ],
+    ids=["llama.cpp-qwen3", "llama.cpp-r1", "vllm-qwen3", "sglang-qwen3"],
+)
+async def test_bench_no_think_reaches_the_server_and_stops_the_thinking(serve, flavor, template, extra):
+    """`sparkctl bench --no-think` on a thinking model served by llama-server, vLLM or SGLang:
+    the request says so in the server's own terms and the run has no thinking tokens."""
+    server = serve(flavor=flavor, model_id="qwen3-8b", chat_template=template, tokens_per_s=None,
+                   reasoning=["Okay", ",", " let", " me", " think"], **extra)
+    records = []
+    async with engine_for(server) as engine:
+        thinking = BenchRunner(Config(), engine, FakeProbes(spark_snapshot()), _bench_settings(think=True),
+                               recorder=lambda r: records.append(r) or _Recorded())
+        (on,) = await thinking.run(["qwen3-8b"])
+        quiet = BenchRunner(Config(), engine, FakeProbes(spark_snapshot()), _bench_settings(think=False),
+                            recorder=lambda r: records.append(r) or _Recorded())
+        (off,) = await quiet.run(["qwen3-8b"])
+    assert on.reps[0].thinking_tokens == 5  # the model does think when asked to
+    assert off.reps[0].thinking_tokens == 0 and off.reps[0].output.startswith("The sky is blue")
+    body = server.chat_requests()[-1]
+    assert body["chat_template_kwargs"] == {"enable_thinking": False}
+    if flavor == "llama.cpp":
+        assert body["reasoning_budget_tokens"] == 0
+    else:
+        assert "reasoning_budget_tokens" not in body
+
+
+# ---- an engine that answers with an error ---------------------------------------------
+
+
+@pytest.mark.parametrize("flavor", ["llama.cpp", "vllm"])
+async def test_http_500_is_an_engine_error_not_unreachable(serve, flavor):
+    server = serve(flavor=flavor)
+    server.state.fail("/v1/models", 500, "CUDA error: out of memory")
+    async with engine_for(server) as engine:
+        with pytest.raises(EngineError, match="500.*CUDA error: out of memory") as info:
+            await engine.version()
+        assert info.value.status == 500 and not isinstance(info.value, EngineUnreachable)
+        status = await engine_status(engine)
+        assert status.reachable is True and "CUDA error: out of memory" in status.error
+        assert status.resident == ()
+        server.state.clear_faults()
+        status = await engine_status(engine)
+        assert status.reachable and status.error is None and status.resident
+
+
+async def test_named_engine_answering_500_is_failing_not_unreachable(serve):
+    server = serve()
+    cfg = parse_config(CFG_TEXT.format(port=server.port, dead=free_port()))
+    server.state.fail("/v1/models", 500, "llama_model_load: failed to load model")
+    llama, gone = await openai_engines_status(cfg)
+    assert llama.reachable and llama.failing and "failed to load model" in llama.error
+    assert llama.model_served is None  # what it serves cannot be said while it fails
+    assert not gone.reachable and not gone.failing
 
 
 # ---- the bench over it ------------------------------------------------------------------

@@ -86,13 +86,53 @@ async def test_engine_down_is_shown_and_recovers_by_itself(fake):
         await wait_for(pilot, lambda: len(table_rows(app)) == 2)
 
 
-async def test_engine_500_is_shown_not_crashed(fake):
+async def test_engine_500_is_an_engine_error_not_unreachable(fake):
+    """Ollama answered, with a 500 (its runner died): up but failing, said as such."""
     fake.state.fail("/api/ps", 500, "llama-server process has terminated: exit status 2")
     app = app_for(fake)
     async with app.run_test(size=(120, 40)) as pilot:
         await wait_for(pilot, lambda: "terminated" in app.screen.query_one("#engine", Panel).content.plain)
+        engine_text = app.screen.query_one("#engine", Panel).content.plain
+        assert "ENGINE ERROR" in engine_text and "UNREACHABLE" not in engine_text
+        assert "engine error: llama-server process has terminated: exit status 2" in engine_text
+        assert "engine error" in str(app.screen.query_one("#attribution", Label).content)
         fake.state.clear_faults()
         await wait_for(pilot, lambda: len(table_rows(app)) == 2)
+        assert "● reachable" in app.screen.query_one("#engine", Panel).content.plain
+
+
+def drawn(widget) -> list[str]:
+    """The text a widget puts on screen, row by row (what the user sees, styles aside)."""
+    from textual.geometry import Region
+
+    width, height = widget.size
+    return [strip.text for strip in widget.render_lines(Region(0, 0, width, height))]
+
+
+BAR_CELLS = set("▁▂▃▄▅▆▇█")
+
+
+async def test_gpu_history_without_nvml_is_no_data_not_a_full_bar(fake):
+    app = app_for(fake, probes=FakeProbes(no_gpu_snapshot()))
+    async with app.run_test(size=(120, 40)) as pilot:
+        label = lambda: str(app.screen.query_one("#spark-gpu-label", Label).content)  # noqa: E731
+        await wait_for(pilot, lambda: "no data" in label() and len(app.history_available) >= 2)
+        assert label() == "no data (NVML Shared Library Not Found)"
+        rows = drawn(app.screen.query_one("#spark-gpu"))
+        assert rows and not BAR_CELLS & set("".join(rows)), rows  # blank: nothing drawn
+        # the memory history beside it does draw its samples
+        assert BAR_CELLS & set("".join(drawn(app.screen.query_one("#spark-mem"))))
+
+
+async def test_gpu_history_bar_height_follows_the_utilization(fake):
+    app = app_for(fake, probes=FakeProbes(spark_snapshot(util=35.0)))
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_for(pilot, lambda: "35% now" in str(app.screen.query_one("#spark-gpu-label", Label).content))
+        await pilot.pause(0.1)
+        top, *_, bottom = drawn(app.screen.query_one("#spark-gpu"))
+        # 35% of a 3-row sparkline is about one row: the bottom row filled, the top one empty
+        assert set(bottom.strip()) == {"█"} and len(bottom.strip()) > 10
+        assert not BAR_CELLS & set(top)
 
 
 async def test_no_gpu_box_reads_na_with_reason(fake):

@@ -77,3 +77,22 @@ async def test_no_engines_configured_no_panel(tmp_path, monkeypatch):
             assert app.named_engines == {}
     finally:
         ollama.stop()
+
+
+async def test_engine_answering_500_shows_engine_error_not_unreachable(tmp_path, monkeypatch):
+    monkeypatch.setenv("SPARKCTL_DATA_DIR", str(tmp_path / "data"))
+    ollama = FakeOllama().start()
+    llama = FakeOpenAI(OpenAIState()).start()
+    llama.state.fail("/v1/models", 500, "llama_model_load: failed to load model")
+    try:
+        cfg = parse_config(f'[engines.llama]\nkind = "openai"\nurl = "{llama.url}"\nmodel = "smollm2-135m"\n')
+        engine = OllamaEngine(ollama.url, timeout=5.0, connect_timeout=1.0)
+        app = make_app(cfg, engine=engine, probes=FakeProbes(spark_snapshot()), user_theme_dir=tmp_path)
+        app.animation_level = "none"
+        async with app.run_test(size=(140, 44)) as pilot:
+            await _wait_for(app, pilot, lambda: "failed to load model" in _text(app))
+            text = _text(app)
+            assert "llama  ENGINE ERROR" in text and "engine error:" in text and "UNREACHABLE" not in text
+    finally:
+        llama.stop()
+        ollama.stop()

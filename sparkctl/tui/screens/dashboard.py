@@ -6,13 +6,14 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
-from textual.widgets import DataTable, Footer, Header, Label, Sparkline, Static
+from textual.widgets import DataTable, Footer, Header, Label, Static
 
 from sparkctl.core.budget import Level, MemoryBudget
 from sparkctl.core.fmt import gib, na
-from sparkctl.core.snapshots import GIB, GpuMemory, Pressure, Unavailable
+from sparkctl.core.snapshots import GIB, GpuMemory, MemInfo, Pressure, Unavailable
 from sparkctl.services.status import StatusReport
 from sparkctl.tui.widgets.budget_bar import BudgetBar
+from sparkctl.tui.widgets.history import HistorySparkline
 
 SPARK_EVERY = 3  # redraw the history sparklines every this many samples
 RESIDENT_COLUMNS = ("Model", "Lane", "Size", "Processor", "Context", "Until", "Quant")
@@ -59,11 +60,11 @@ class DashboardScreen(Screen):
         with Horizontal(id="history"):
             with Vertical(classes="spark") as v:
                 v.border_title = "Available memory"
-                yield Sparkline([], id="spark-mem")
+                yield HistorySparkline([], id="spark-mem", bounds=(0.0, 1.0))  # 0..MemTotal once known
                 yield Label("", id="spark-mem-label")
             with Vertical(classes="spark") as v:
                 v.border_title = "GPU utilization"
-                yield Sparkline([], id="spark-gpu")
+                yield HistorySparkline([], id="spark-gpu", bounds=(0.0, 100.0))
                 yield Label("", id="spark-gpu-label")
         yield Footer()
 
@@ -88,7 +89,7 @@ class DashboardScreen(Screen):
         self._show_engine(report)
         self._show_gpu(report)
         self._show_pressure(report)
-        self._show_history()
+        self._show_history(report)
 
     def _show_resident(self, r: StatusReport) -> None:
         table = self.query_one("#resident", DataTable)
@@ -116,6 +117,8 @@ class DashboardScreen(Screen):
         a = r.attribution
         if not r.engine.reachable:
             text = Text("engine unreachable: resident models unknown", style="bold red")
+        elif r.engine.error is not None:
+            text = Text("engine error: resident models unknown", style="bold red")
         elif not r.rows:
             text = Text("no models loaded", style="dim")
         elif a is not None and a.mismatch:
@@ -131,7 +134,14 @@ class DashboardScreen(Screen):
         e = r.engine
         t = Text()
         t.append(f"{e.kind} · {e.host}\n")
-        if e.reachable:
+        if e.reachable and e.error is not None:
+            # it answered, with an error: up but failing (a runner that died, an HTTP 500)
+            t.append("● ENGINE ERROR", style="bold red")
+            if e.version:
+                t.append(f"   version {e.version}")
+            t.append(f"\nengine error: {e.error}\n", style="red")
+            t.append("retrying every refresh…", style="dim")
+        elif e.reachable:
             t.append("● reachable", style="bold green")
             t.append(f"   version {e.version}\n")
             t.append(f"{len(e.resident)} model(s) resident")
@@ -200,7 +210,12 @@ class DashboardScreen(Screen):
         for i, e in enumerate(statuses):
             if i:
                 t.append("\n")
-            if e.reachable:
+            if e.reachable and e.error is not None:
+                t.append("● ", style="bold red")
+                t.append(f"{e.name}", style="bold")
+                t.append(f"  ENGINE ERROR {e.url}", style="bold red")
+                t.append(f"\n    engine error: {e.error}", style="red")
+            elif e.reachable:
                 t.append("● ", style="bold green")
                 t.append(f"{e.name}", style="bold")
                 t.append(f"  {e.kind} {e.version} · {e.url}")
@@ -220,26 +235,42 @@ class DashboardScreen(Screen):
                 t.append(f"\n    {e.error}", style="red")
         self.query_one("#engines", Panel).set_text(t)
 
-    def _show_history(self) -> None:
+    def _show_history(self, r: StatusReport) -> None:
         mem = list(self.app.history_available)
         gpu = list(self.app.history_gpu)
+        mem_spark = self.query_one("#spark-mem", HistorySparkline)
+        if isinstance(r.host.meminfo, MemInfo):
+            mem_spark.bounds = (0.0, round(r.host.meminfo.total / GIB, 1))  # available out of MemTotal
         # One sparkline column spans several samples (300 s over ~56 cells), so redrawing
-        # every refresh moves nothing a user can see; every few samples is enough.
+        # every refresh moves nothing a user can see; every few samples is enough. No
+        # samples stay no samples: a blank sparkline, never a placeholder value.
         self._history_ticks = getattr(self, "_history_ticks", -1) + 1
         if self._history_ticks % SPARK_EVERY == 0:
-            for sid, data in (("#spark-mem", mem), ("#spark-gpu", gpu)):
-                spark = self.query_one(sid, Sparkline)
-                if list(spark.data or []) != (data or [0.0]):
-                    spark.data = data or [0.0]
+            for spark, data in ((mem_spark, mem), (self.query_one("#spark-gpu", HistorySparkline), gpu)):
+                if list(spark.data or []) != data:
+                    spark.data = data
         window = _window_label(self.app.config.ui.history_s)
         set_if_changed(
             self.query_one("#spark-mem-label", Label),
-            f"{mem[-1]:.1f} GiB now · min {min(mem):.1f} · last {window}" if mem else "no samples yet",
+            f"{mem[-1]:.1f} GiB now · min {min(mem):.1f} · last {window}" if mem else "no data yet",
         )
         set_if_changed(
             self.query_one("#spark-gpu-label", Label),
-            f"{gpu[-1]:.0f}% now · max {max(gpu):.0f}% · last {window}" if gpu else "GPU utilization n/a",
+            f"{gpu[-1]:.0f}% now · max {max(gpu):.0f}% · last {window}" if gpu else _no_gpu_data(r),
         )
+
+
+def _no_gpu_data(r: StatusReport) -> Text:
+    """The label of an empty GPU history: that there is no data, and why."""
+    gpu = r.host.gpu
+    if gpu.unavailable is not None:
+        why = gpu.unavailable.reason
+    elif not gpu.gpus:
+        why = "no GPU found"
+    else:
+        reasons = {str(g.utilization_pct.reason) for g in gpu.gpus if isinstance(g.utilization_pct, Unavailable)}
+        why = f"utilization {', '.join(sorted(reasons))}" if reasons else "no sample yet"
+    return Text(f"no data ({why})", style="dim")
 
 
 def _window_label(seconds: int) -> str:
