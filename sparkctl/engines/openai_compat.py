@@ -367,8 +367,9 @@ class OpenAICompatEngine:
             body["reasoning_budget_tokens"] = 0
         if self.kind == "llama.cpp":
             # Re-evaluate the prompt every time: with the prompt cache a repetition would
-            # prefill nothing, and its prefill rate and TTFT would not be comparable.
-            body["cache_prompt"] = False
+            # prefill nothing, and its prefill rate and TTFT would not be comparable. A warm
+            # bench (options cache_prompt=True) measures the cached follow-up on purpose.
+            body["cache_prompt"] = bool(opts.get("cache_prompt", False))
         return body
 
     async def generate(

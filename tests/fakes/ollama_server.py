@@ -27,6 +27,24 @@ What the responses follow (read from Ollama's sources, not from memory):
   map keys (model_info) sorted, RFC 3339 timestamps with nanoseconds and the
   trailing zeros trimmed, integral floats without a decimal point.
 
+What it models of a real server's behaviour, each a knob with its source in a comment
+(read from ollama's runner/ollamarunner, llm/llama_server.go, server/sched.go,
+server/routes.go, api/types.go at v0.12.6 and v0.30.x):
+- prompt cache per runner (`FakeState.prompt_cache`, `last_prefill`): only the tokens
+  after the longest common prefix with the previous request are evaluated; a reload or
+  unload empties it; prompt_eval_count is the whole prompt or only the uncached part
+  depending on the server version;
+- measured durations (`jitter_pct`, `seed`): prompt_eval_duration, eval_duration (first
+  to last token), load_duration and total_duration are clock readings;
+- chunks are not tokens (`chunk_plan`, `REALISTIC_CHUNKS`, `thinking_and_content_in_one_chunk`,
+  `count_eos_token`, `realistic_streaming()`);
+- resident size = weights + KV cache + compute buffers (+ projector)
+  (`FakeModel.compute_buffer_bytes`, `projector_bytes`), not sparkctl's formula;
+- keep_alive parsed as api.Duration / time.ParseDuration, a runner's session duration kept
+  by requests without keep_alive, expiry restarted when the last request ends, never while
+  busy; a changed num_ctx (or none, on a resident at another context) reloads the runner
+  (`FakeState.num_ctx_auto` for 0.30's auto/auto exception).
+
 Use it from a test:
 
     server = FakeOllama(two_models_resident()).start()
@@ -43,8 +61,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import itertools
 import math
-import re
+import random
 import select
 import socket
 import threading
@@ -170,59 +189,109 @@ def go_time(ns: int, tz: tzinfo = timezone.utc) -> str:
 _DURATION_UNITS_NS = {
     "ns": 1,
     "us": 1_000,
-    "µs": 1_000,
-    "μs": 1_000,
+    "µs": 1_000,  # U+00B5 micro sign
+    "μs": 1_000,  # U+03BC Greek mu
     "ms": 1_000_000,
     "s": 1_000_000_000,
     "m": 60_000_000_000,
     "h": 3_600_000_000_000,
 }
-_DURATION_PART = re.compile(r"(\d+\.?\d*|\.\d+)(ns|us|µs|μs|ms|s|m|h)?")
 
 
 class BadRequest(Exception):
     """A request the real server would refuse at JSON binding (400)."""
 
 
+def _go_quote_duration(text: str) -> str:
+    """Go's time.quote: the text in double quotes, `"` and `\\` escaped."""
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
 def parse_go_duration(text: str) -> int:
-    """time.ParseDuration, in nanoseconds; raises BadRequest with Go's message."""
-    original = text
-    sign = 1
-    if text[:1] in "+-":
-        sign = -1 if text[0] == "-" else 1
-        text = text[1:]
-    if text == "0":
+    """time.ParseDuration, in nanoseconds; raises BadRequest with Go's exact message.
+
+    Follows Go's time/format.go ParseDuration step by step (read from the Go source):
+    an optional sign; the bare string "0" (after the sign) is zero; "" is invalid; then
+    one or more groups of digits with an optional fraction ("1.5", ".5", "1." are all
+    fine, "." is not) followed by a unit. A group without a unit is `time: missing unit
+    in duration "X"` (so "-1", "300" and "5m3" are refused), an unknown unit such as "d"
+    or " m" is `time: unknown unit "d" in duration "X"`, anything else that does not
+    scan is `time: invalid duration "X"`, as is an overflow past 1<<63-1 ns.
+    """
+    quoted = _go_quote_duration(text)
+    invalid = BadRequest(f"time: invalid duration {quoted}")
+    rest = text
+    negative = False
+    if rest[:1] in ("-", "+"):
+        negative = rest[0] == "-"
+        rest = rest[1:]
+    if rest == "0":
         return 0
-    if not text:
-        raise BadRequest(f'time: invalid duration "{original}"')
-    total = 0.0
-    position = 0
-    while position < len(text):
-        match = _DURATION_PART.match(text, position)
-        if not match or match.start() != position:
-            raise BadRequest(f'time: invalid duration "{original}"')
-        number, unit = match.groups()
-        if unit is None:
-            raise BadRequest(f'time: missing unit in duration "{original}"')
-        total += float(number) * _DURATION_UNITS_NS[unit]
-        position = match.end()
-    return sign * int(total)
+    if not rest:
+        raise invalid
+    total = 0
+    while rest:
+        if not (rest[0] == "." or rest[0].isascii() and rest[0].isdigit()):
+            raise invalid
+        i = 0
+        while i < len(rest) and rest[i].isascii() and rest[i].isdigit():
+            i += 1
+        whole, rest = rest[:i], rest[i:]
+        fraction = ""
+        if rest[:1] == ".":
+            rest = rest[1:]
+            j = 0
+            while j < len(rest) and rest[j].isascii() and rest[j].isdigit():
+                j += 1
+            fraction, rest = rest[:j], rest[j:]
+        if not whole and not fraction:
+            raise invalid  # e.g. ".s" or "-.s"
+        k = 0
+        while k < len(rest) and not (rest[k] == "." or rest[k].isascii() and rest[k].isdigit()):
+            k += 1
+        if k == 0:
+            raise BadRequest(f"time: missing unit in duration {quoted}")
+        unit, rest = rest[:k], rest[k:]
+        if unit not in _DURATION_UNITS_NS:
+            raise BadRequest(f"time: unknown unit {_go_quote_duration(unit)} in duration {quoted}")
+        scale = _DURATION_UNITS_NS[unit]
+        value = int(whole or "0") * scale
+        if fraction:
+            value += int(int(fraction) * scale / 10 ** len(fraction))
+        total += value
+        if total > 2**63 - (0 if negative else 1):
+            raise invalid
+    return -total if negative else total
+
+
+def _go_type_name(value: Any) -> str:
+    """reflect.TypeOf(v).String() for what encoding/json decodes into an `any`."""
+    if isinstance(value, bool):
+        return "bool"
+    if isinstance(value, list):
+        return "[]interface {}"
+    if isinstance(value, dict):
+        return "map[string]interface {}"
+    return type(value).__name__
 
 
 def keep_alive_ns(value: Any, default_ns: int) -> int:
-    """api.Duration.UnmarshalJSON: seconds as a number, a Go duration string, <0 = forever."""
+    """api.Duration.UnmarshalJSON (api/types.go): seconds as a number, a Go duration string,
+    negative = forever (math.MaxInt64), any other JSON type a 400 `Unsupported type: 'T'`.
+
+    JSON null (or no field) leaves the request's *Duration nil: `default_ns` comes back here,
+    and the scheduler decides what nil means (see `_Handler._inference`).
+    """
     if value is None:
         return default_ns
-    if isinstance(value, bool):
-        raise BadRequest("Unsupported type: 'bool'")
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        raise BadRequest(f"Unsupported type: '{_go_type_name(value)}'")
     if isinstance(value, (int, float)):
         if value < 0:
             return MAX_DURATION_NS
-        return int(value * 1_000_000_000)
-    if isinstance(value, str):
-        ns = parse_go_duration(value)
-        return MAX_DURATION_NS if ns < 0 else ns
-    raise BadRequest(f"Unsupported type: '{type(value).__name__}'")
+        return int(value * 1_000_000_000)  # Go: time.Duration(t * float64(time.Second)), truncated
+    ns = parse_go_duration(value)
+    return MAX_DURATION_NS if ns < 0 else ns
 
 
 # --------------------------------------------------------------------------- scenario data
@@ -267,7 +336,17 @@ class FakeModel:
     modified_at_ns: int = 0  # 0 -> when the state was built
     # When loaded:
     vram_fraction: float = 1.0  # < 1 places part of it on the CPU (size_vram < size)
-    resident_size: int | None = None  # None -> size + KV cache for num_ctx
+    resident_size: int | None = None  # None -> `resident_bytes(num_ctx)`: weights + KV + graph (+ projector)
+    # Real /api/ps `size` is what the runner actually allocated: weights + KV cache + the
+    # compute-graph (scratch) buffers + a vision projector where there is one. Ollama's own
+    # estimate of the graph (fs/ggml GraphSize, e.g. for llama: ~4*batch*(1+4*embedding +
+    # ctx*(1+heads)) bytes fully offloaded, less with flash attention) grows with num_ctx and
+    # has a constant part (the output/vocab graph), and llama.cpp reports its real "compute
+    # buffer size" per device on top of the KV cache. None -> `compute_buffer_for(num_ctx)`,
+    # an illustrative constant + per-context-token term; an int fixes it for any context.
+    # Either way a test cannot recompute it with sparkctl's weights + KV formula.
+    compute_buffer_bytes: int | None = None
+    projector_bytes: int = 0  # a vision model's mmproj, resident beside the weights
     load_s: float = 0.02  # how long a cold load takes (shows as load_duration)
     load_error: tuple[int, str] | None = None  # e.g. (500, oom_message(...))
     evicts: list[str] = field(default_factory=list)  # residents unloaded to make room
@@ -318,6 +397,33 @@ class FakeModel:
         head_dim = self.embedding_length // max(1, self.head_count)
         return 2 * self.block_count * self.head_count_kv * head_dim * num_ctx * 2
 
+    def compute_buffer_for(self, num_ctx: int) -> int:
+        """Graph buffers for a runner at `num_ctx` (see `compute_buffer_bytes`).
+
+        Constant part: a 512-token batch through the output layer (4 bytes x batch x
+        (embedding + a 152k vocabulary)); context part: 4 bytes x num_ctx x (heads + 1) x 16,
+        the attention-score scratch that makes real graph buffers grow with the context.
+        """
+        if self.compute_buffer_bytes is not None:
+            return self.compute_buffer_bytes
+        constant = 4 * 512 * (self.embedding_length + 152_064)
+        per_ctx = 4 * (self.head_count + 1) * 16
+        return constant + per_ctx * num_ctx
+
+    def resident_bytes(self, num_ctx: int) -> int:
+        """What /api/ps reports as `size` when `resident_size` is not scripted."""
+        if self.resident_size is not None:
+            return self.resident_size
+        return self.size + self.kv_cache_bytes(num_ctx) + self.compute_buffer_for(num_ctx) + self.projector_bytes
+
+    def modelfile_num_ctx(self) -> int | None:
+        """`PARAMETER num_ctx N` in the Modelfile: model.Options, applied before the request's."""
+        for line in self.parameters.splitlines():
+            parts = line.split()
+            if len(parts) == 2 and parts[0] == "num_ctx" and parts[1].isdigit():
+                return int(parts[1])
+        return None
+
 
 @dataclass
 class FakeResident:
@@ -330,9 +436,23 @@ class FakeResident:
     context_length: int
     runner_options: dict[str, Any] = field(default_factory=dict)
     busy: int = 0  # requests in flight: a busy model does not expire
+    # The runner's session duration (sched.go runnerRef.sessionDuration): set by the load
+    # (request keep_alive, else OLLAMA_KEEP_ALIVE), replaced by every later request that
+    # carries a keep_alive, kept by one that carries none; when the last request in flight
+    # ends, expires_at = now + session_ns. None -> derived from expires_at at creation.
+    session_ns: int | None = None
+    # Loaded without any num_ctx (request, Modelfile, OLLAMA_CONTEXT_LENGTH): 0.30's
+    # runnerRef.numCtxAuto, see FakeState.num_ctx_auto.
+    num_ctx_auto: bool = False
+    # The runner's single cache slot (OLLAMA_NUM_PARALLEL=1): the token sequence the KV
+    # cache holds, i.e. the last request's prompt + what it generated. A new runner (load,
+    # reload) starts empty. See FakeState.prompt_cache.
+    cache_tokens: list[Any] = field(default_factory=list, repr=False)
 
     def __post_init__(self) -> None:
         self.name = normalize_name(self.name)
+        if self.session_ns is None:
+            self.session_ns = max(0, min(MAX_DURATION_NS, self.expires_at_ns - time.time_ns()))
 
 
 @dataclass
@@ -406,10 +526,80 @@ class FakeState:
     prompt_tokens: int | None = None  # None: words in the prompt + template overhead
     prompt_overhead_tokens: int = 9
     include_context: bool = True  # generate's final chunk carries `context`
+    # -- prompt cache ------------------------------------------------------------------
+    # Real runners keep, per loaded runner and cache slot (one slot with
+    # OLLAMA_NUM_PARALLEL=1), the tokens of the previous request (prompt + generated) and
+    # on the next request evaluate only what follows the longest common token prefix
+    # (runner/ollamarunner/cache.go LoadCacheSlot + findLongestCacheSlot; llama-server's
+    # cache_prompt, which Ollama turns on). A prompt that matches the cache entirely still
+    # evaluates its last token, to get logits to sample from. A new runner (load, reload
+    # for a changed num_ctx, unload) starts with an empty cache. The fake tokenizes the
+    # templated prompt as `prompt_overhead_tokens` template tokens identical for every
+    # request, then one token per whitespace-separated word (see `prompt_token_ids`).
+    # Modes (what the final chunk reports; the prefill time always covers only the
+    # evaluated tokens, as the real runner measures it around the batches it computes):
+    # - "whole_count": prompt_eval_count = the whole prompt. The 0.12-era Go runner sets
+    #   it to len(inputs) before the cache is consulted; 0.30.1+ llama-server path reports
+    #   cache_n + prompt_n (llm/llama_server.go promptEvalCount, PR #16428).
+    # - "uncached_count": prompt_eval_count = only the evaluated (uncached) tokens: 0.30.0,
+    #   which passed llama-server's timings.prompt_n through alone (fixed in 0.30.1).
+    # - "off": no cache at all (not a real server setting: there is no request option that
+    #   turns the cache off; a test double for "every prompt cold").
+    prompt_cache: str = "whole_count"
+    # model name -> (cached, evaluated) tokens of the last prefill, for tests to read.
+    last_prefill: dict[str, tuple[int, int]] = field(default_factory=dict)
+    # -- measured durations -----------------------------------------------------------------
+    # Real durations are clock readings, not configuration: prompt_eval_duration is the
+    # time from the start of the first batch holding the prompt to the first sampled token
+    # (ollamarunner processingDuration), eval_duration the time from that first token to
+    # the last one (lastUpdatedAt - startedAt, startedAt reset at the first token), so it
+    # spans eval_count - 1 decode steps. Per-token pacing varies by +/- jitter_pct percent
+    # (uniform, from random.Random(seed)); the reported numbers are measured with the
+    # monotonic clock around the sleeps.
+    jitter_pct: float = 3.0
+    seed: int = 0
+    # -- chunking -----------------------------------------------------------------------------
+    # Streamed chunks are not tokens. Tokens per chunk, cycled: n >= 1 -> one chunk whose
+    # text joins n tokens (the runner holds text back while it could be a stop sequence or
+    # a partial UTF-8 sequence and releases it joined; builtin parsers buffer too); 0 -> the
+    # token's text is held back and an empty chunk ("response": "", no thinking) goes out
+    # (the thinking parser in routes.go sends such chunks while it buffers a possible tag);
+    # the held text leads the next chunk. eval_count counts tokens whatever the plan.
+    # (1,) is one token per chunk; see REALISTIC_CHUNKS.
+    chunk_plan: tuple[int, ...] = (1,)
+    # The chunk where thinking ends also carries the first answer text ("thinking" and
+    # "response"/message.content both set): the thinking parser splits one runner
+    # response at the closing tag and returns both halves at once.
+    thinking_and_content_in_one_chunk: bool = False
+    # On a natural stop the Go runner samples an end-of-sequence token: one more decode
+    # step, counted in eval_count (numPredicted) and inside eval_duration, text never sent.
+    # Off by default: eval_count then equals the tokens streamed.
+    count_eos_token: bool = False
+    # 0.30+ with OLLAMA_CONTEXT_LENGTH unset: a request naming no num_ctx (nor has the
+    # Modelfile one) is "auto", and sched.go needsReload keeps a resident that was also
+    # loaded "auto" whatever its context (optsNew.NumCtx = optsExisting.NumCtx). False
+    # (0.12-era, and 0.30 once any num_ctx is named): a request without num_ctx asks for
+    # the server default and reloads a resident loaded at another context.
+    num_ctx_auto: bool = False
     pull_chunks: int = 4  # progress lines per missing layer
     pull_line_interval_s: float = 0.002
     local_tz: tzinfo = timezone.utc  # expires_at/modified_at are server-local times
     lock: threading.RLock = field(default_factory=threading.RLock, repr=False)
+    _rng: random.Random | None = field(default=None, init=False, repr=False)
+
+    def rng(self) -> random.Random:
+        """The jitter source: random.Random(seed), made on first use (call under `lock`)."""
+        if self._rng is None:
+            self._rng = random.Random(self.seed)
+        return self._rng
+
+    def jitter(self) -> float:
+        """A pacing factor in [1 - jitter_pct/100, 1 + jitter_pct/100]."""
+        pct = max(0.0, self.jitter_pct)
+        if not pct:
+            return 1.0
+        with self.lock:
+            return 1.0 + self.rng().uniform(-pct, pct) / 100.0
 
     # -- catalogue and residents ------------------------------------------------------
     def add_model(self, model: FakeModel) -> FakeModel:
@@ -435,12 +625,15 @@ class FakeState:
         size_vram: int | None = None,
         expires_in_s: float | None = 300.0,
         context_length: int | None = None,
+        num_ctx_auto: bool = False,
     ) -> FakeResident:
-        """Put a model in memory. expires_in_s=None means a negative keep_alive (forever)."""
+        """Put a model in memory. expires_in_s=None means a negative keep_alive (forever);
+        it is also the runner's session duration, which a later request without keep_alive
+        keeps. num_ctx_auto: it was loaded without any num_ctx (see FakeState.num_ctx_auto)."""
         model = self.find_model(name)
         num_ctx = context_length or self.default_num_ctx
         if size is None:
-            size = (model.size + model.kv_cache_bytes(num_ctx)) if model else 0
+            size = model.resident_bytes(num_ctx) if model else 0
         if size_vram is None:
             size_vram = int(size * (model.vram_fraction if model else 1.0))
         now = time.time_ns()
@@ -452,6 +645,8 @@ class FakeState:
             expires_at_ns=expires,
             context_length=num_ctx,
             runner_options={"num_ctx": num_ctx},
+            session_ns=MAX_DURATION_NS if expires_in_s is None else int(expires_in_s * 1e9),
+            num_ctx_auto=num_ctx_auto,
         )
         with self.lock:
             self.resident[resident.name] = resident
@@ -720,6 +915,25 @@ def bench_scenario(
     if thinking_tokens is not None:
         state.thinking_tokens = thinking_tokens
     state.runaway = runaway
+    return state
+
+
+# Tokens per streamed chunk, cycled: singles, a pair, an empty chunk (held-back text),
+# a single, three joined, a single. Not the default (chunk_plan=(1,)): opt in per test.
+REALISTIC_CHUNKS: tuple[int, ...] = (1, 2, 0, 1, 3, 1)
+PROMPT_CACHE_MODES = ("off", "whole_count", "uncached_count")
+
+
+def realistic_streaming(state: FakeState, *, jitter_pct: float = 3.0, seed: int = 0) -> FakeState:
+    """Turn on what a real stream looks like: several or no tokens per chunk, thinking and
+    answer sharing the chunk where thinking ends, jittered pacing, and the end-of-sequence
+    token counted in eval_count (so eval_count != chunks != visible tokens). Returns `state`."""
+    state.chunk_plan = REALISTIC_CHUNKS
+    state.thinking_and_content_in_one_chunk = True
+    state.jitter_pct = jitter_pct
+    state.seed = seed
+    state._rng = None
+    state.count_eos_token = True
     return state
 
 
@@ -1110,6 +1324,13 @@ class _Handler(BaseHTTPRequestHandler):
     def _inference(self, body: dict, fault: Fault | None, *, chat: bool, empty: bool, prompt_text: str) -> None:
         state = self.state
         checkpoint_start = time.monotonic_ns()
+        # keep_alive is decoded with the rest of the body (c.ShouldBindJSON), so a bad one is
+        # a 400 before the model is even looked up.
+        keep_given = body.get("keep_alive") is not None
+        keep_ns = keep_alive_ns(body.get("keep_alive"), int(state.default_keep_alive_s * 1e9))
+        options = body.get("options") or {}
+        if not isinstance(options, dict):
+            raise BadRequest("json: cannot unmarshal into options")
         requested = body.get("model") or ""
         if not requested:
             self._error(400 if chat else 404, "model is required" if chat else "model '' not found")
@@ -1118,16 +1339,13 @@ class _Handler(BaseHTTPRequestHandler):
         if model is None:
             self._error(404, f"model '{requested}' not found")
             return
-        keep_ns = keep_alive_ns(body.get("keep_alive"), int(state.default_keep_alive_s * 1e9))
-        options = body.get("options") or {}
-        if not isinstance(options, dict):
-            raise BadRequest("json: cannot unmarshal into options")
 
         # Unload (empty prompt/messages and keep_alive 0) comes before any capability check.
-        if empty and "keep_alive" in body and keep_ns == 0:
+        if empty and keep_given and keep_ns == 0:
             with state.lock:
                 resident = state.resident.get(model.name)
                 if resident is not None:
+                    resident.session_ns = 0
                     resident.expires_at_ns = time.time_ns()
             self._json(200, self._final_shape(requested, chat, done_reason="unload"))
             return
@@ -1148,73 +1366,98 @@ class _Handler(BaseHTTPRequestHandler):
                 self._error(500, f'option "{key}" must be of type integer')
                 return
 
-        error = self._schedule(model, options, keep_ns)
+        error, resident = self._schedule(model, options, keep_ns if keep_given else None)
         if error is not None:
             self._error(*error)
             return
+        assert resident is not None
         checkpoint_loaded = time.monotonic_ns()
         load_ns = checkpoint_loaded - checkpoint_start
-
-        if empty:
-            self._json(200, self._final_shape(requested, chat, done_reason="load"))
-            self._release(model, keep_ns)
-            return
-
-        with state.lock:
-            resident = state.resident.get(model.name)
-            num_ctx = resident.context_length if resident else state.default_num_ctx
-            resident_busy = resident
-            if resident_busy is not None:
-                resident_busy.busy += 1
         try:
+            if empty:
+                self._json(200, self._final_shape(requested, chat, done_reason="load"))
+                return
             self._produce(
-                body, fault, model, chat=chat, requested=requested, prompt_text=prompt_text,
-                thinking_on=thinking_on, num_ctx=num_ctx, options=options,
-                checkpoint_start=checkpoint_start, load_ns=load_ns,
+                body, fault, model, resident, chat=chat, requested=requested, prompt_text=prompt_text,
+                thinking_on=thinking_on, options=options, checkpoint_start=checkpoint_start, load_ns=load_ns,
             )
         finally:
-            with state.lock:
-                if resident_busy is not None:
-                    resident_busy.busy -= 1
-            self._release(model, keep_ns)
+            self._release(resident)
 
-    def _schedule(self, model: FakeModel, options: dict, keep_ns: int) -> tuple[int, str] | None:
-        """Load the model unless it is resident with the same runner options."""
+    def _schedule(
+        self, model: FakeModel, options: dict, keep_ns: int | None
+    ) -> tuple[tuple[int, str] | None, FakeResident | None]:
+        """Load the model unless it is resident with the same runner options; the resident
+        comes back marked busy (refCount++), its session duration updated.
+
+        num_ctx, as server/routes.go modelOptions + sched.go build it: the request's, else
+        the Modelfile's PARAMETER, else the server default (OLLAMA_CONTEXT_LENGTH, or the
+        VRAM-tier default); at least 4; capped at the trained context (0.30's
+        effectiveContext). needsReload then compares the runner options of the resident with
+        the request's with reflect.DeepEqual, so a request that names no num_ctx, on a model
+        resident at another context, reloads it at the default: it does not inherit the
+        resident's context (except 0.30's auto/auto case, FakeState.num_ctx_auto).
+        keep_ns None: the request had no keep_alive: a new runner gets OLLAMA_KEEP_ALIVE
+        (default_keep_alive_s), a reused one keeps its session (sched.go useLoadedRunner
+        only overwrites sessionDuration when the request has one).
+        """
         state = self.state
         state.prune()
-        num_ctx = int(options.get("num_ctx") or state.default_num_ctx)
+        requested_ctx = options.get("num_ctx")
+        modelfile_ctx = model.modelfile_num_ctx()
+        auto = state.num_ctx_auto and requested_ctx is None and modelfile_ctx is None
+        if requested_ctx is not None:
+            num_ctx = int(requested_ctx)
+        else:
+            num_ctx = modelfile_ctx or state.default_num_ctx
+        num_ctx = max(4, num_ctx)
         num_ctx = min(num_ctx, model.context_length) if model.context_length else num_ctx
         wanted = {key: options.get(key) for key in RUNNER_OPTIONS}
         wanted["num_ctx"] = num_ctx
         with state.lock:
             resident = state.resident.get(model.name)
-            if resident is not None and _same_runner(resident.runner_options, wanted):
-                return None
+            if resident is not None:
+                compare = dict(wanted)
+                if auto and resident.num_ctx_auto:
+                    compare["num_ctx"] = resident.runner_options.get("num_ctx")
+                if _same_runner(resident.runner_options, compare):
+                    resident.busy += 1
+                    if keep_ns is not None:
+                        resident.session_ns = keep_ns
+                    return None, resident
         if model.load_error is not None:
-            return model.load_error
+            return model.load_error, None
         with state.lock:
             for victim in model.evicts:
                 state.resident.pop(normalize_name(victim), None)
-            state.resident.pop(model.name, None)  # a reload replaces the old runner
+            state.resident.pop(model.name, None)  # a reload replaces the old runner (and its cache)
         time.sleep(model.load_s)
-        size = model.resident_size if model.resident_size is not None else model.size + model.kv_cache_bytes(num_ctx)
+        size = model.resident_bytes(num_ctx)
+        session_ns = keep_ns if keep_ns is not None else int(state.default_keep_alive_s * 1e9)
         resident = FakeResident(
             name=model.name,
             size=size,
             size_vram=int(size * model.vram_fraction),
-            expires_at_ns=_expiry(keep_ns),
+            expires_at_ns=_expiry(session_ns),
             context_length=num_ctx,
             runner_options=wanted,
+            busy=1,
+            session_ns=session_ns,
+            num_ctx_auto=auto,
         )
         with state.lock:
             state.resident[model.name] = resident
-        return None
+        return None, resident
 
-    def _release(self, model: FakeModel, keep_ns: int) -> None:
+    def _release(self, resident: FakeResident) -> None:
+        """The request is over (refCount--): when nothing else uses the runner, its expiry
+        restarts from now with the session duration (sched.go, finishedReqCh); a zero session
+        unloads it at once. While a request is in flight the timer is stopped: it never
+        expires busy, and /api/ps shows the expires_at set when it last went idle."""
         with self.state.lock:
-            resident = self.state.resident.get(model.name)
-            if resident is not None and not resident.busy:
-                resident.expires_at_ns = _expiry(keep_ns)
+            resident.busy = max(0, resident.busy - 1)
+            if not resident.busy:
+                resident.expires_at_ns = _expiry(resident.session_ns or 0)
 
     def _final_shape(self, requested: str, chat: bool, *, done_reason: str, **metrics: int) -> dict[str, Any]:
         out: dict[str, Any] = {"model": requested, "created_at": go_time(time.time_ns())}
@@ -1233,79 +1476,162 @@ class _Handler(BaseHTTPRequestHandler):
                 out[key] = value
         return out
 
-    def _chunk(self, requested: str, chat: bool, text: str, thinking: bool) -> dict[str, Any]:
+    def _chunk(self, requested: str, chat: bool, content: str, thinking: str) -> dict[str, Any]:
+        """One streamed chunk; `thinking` is omitempty, the content/response field is not."""
         out: dict[str, Any] = {"model": requested, "created_at": go_time(time.time_ns())}
         if chat:
-            message: dict[str, Any] = {"role": "assistant", "content": "" if thinking else text}
+            message: dict[str, Any] = {"role": "assistant", "content": content}
             if thinking:
-                message["thinking"] = text
+                message["thinking"] = thinking
             out["message"] = message
         else:
-            out["response"] = "" if thinking else text
+            out["response"] = content
             if thinking:
-                out["thinking"] = text
+                out["thinking"] = thinking
         out["done"] = False
         return out
 
+    def _prefill(self, model: FakeModel, resident: FakeResident, prompt_text: str) -> tuple[list[Any], int, int]:
+        """Evaluate the prompt against the runner's cache: (tokens, evaluated, measured ns)."""
+        state = self.state
+        tokens = prompt_token_ids(state, prompt_text, resident.context_length)
+        with state.lock:
+            cached = 0 if state.prompt_cache == "off" else common_prefix(resident.cache_tokens, tokens)
+            if cached >= len(tokens):
+                cached = len(tokens) - 1  # leave one token to evaluate, for logits to sample from
+            evaluated = len(tokens) - cached
+            state.last_prefill[model.name] = (cached, evaluated)
+            resident.cache_tokens = []  # the slot is being overwritten
+        target_s = evaluated / state.prefill_tokens_per_s * state.jitter()
+        started = time.monotonic_ns()
+        _sleep_until(started + int(target_s * 1e9))
+        prefill_ns = time.monotonic_ns() - started
+        with state.lock:
+            if state.prompt_cache != "off":
+                resident.cache_tokens = list(tokens)
+        return tokens, evaluated, max(prefill_ns, 1)
+
     def _produce(
-        self, body: dict, fault: Fault | None, model: FakeModel, *, chat: bool, requested: str,
-        prompt_text: str, thinking_on: bool, num_ctx: int, options: dict, checkpoint_start: int, load_ns: int,
+        self, body: dict, fault: Fault | None, model: FakeModel, resident: FakeResident, *, chat: bool,
+        requested: str, prompt_text: str, thinking_on: bool, options: dict, checkpoint_start: int, load_ns: int,
     ) -> None:
         state = self.state
         streaming = body.get("stream", True) is not False
         stream = _Stream(self) if streaming else None
 
-        prompt_tokens = state.prompt_tokens
-        if prompt_tokens is None:
-            prompt_tokens = len(prompt_text.split()) + state.prompt_overhead_tokens
-        prompt_tokens = max(1, min(prompt_tokens, num_ctx))  # truncated to the context
-        prefill_ns = int(prompt_tokens / state.prefill_tokens_per_s * 1e9)
-        time.sleep(prefill_ns / 1e9)
+        prompt_ids, evaluated, prefill_ns = self._prefill(model, resident, prompt_text)
+        prompt_eval_count = evaluated if state.prompt_cache == "uncached_count" else len(prompt_ids)
 
         num_predict = options.get("num_predict")
         limit = int(num_predict) if num_predict is not None and int(num_predict) >= 0 else None
         rate = model.tokens_per_s if model.tokens_per_s is not None else state.tokens_per_s
-        plan = _token_plan(state, thinking_on)
+        step_s = 1.0 / rate if rate else 0.0
+        plan = _lookahead(_token_plan(state, thinking_on))
+        sizes = [max(0, int(n)) for n in state.chunk_plan] or [1]
+        chunk_sizes = itertools.cycle(sizes if any(sizes) else [1])
+        together = state.thinking_and_content_in_one_chunk
 
         produced = 0
+        chunks = 0  # chunk lines produced (sent when streaming), for Fault.after
+        generated: list[Any] = []
         thinking_text: list[str] = []
         response_text: list[str] = []
-        eval_start_ns = time.monotonic_ns()
+        held_thinking: list[str] = []  # text of the chunk being built
+        held_content: list[str] = []
+        target = next(chunk_sizes)
+        in_chunk = 0  # tokens counted toward `target`
+        first_ns: int | None = None
+        last_ns = 0
+        deadline = 0
         done_reason = "stop"
-        for text, is_thinking in plan:
-            if limit is not None and produced >= limit:
-                done_reason = "length"
-                break
-            if fault is not None and fault.kind in ("in_band", "drop") and produced >= fault.after:
-                if fault.kind == "drop":
-                    self._drop_now(stream)
-                elif stream is not None and stream.started:
-                    stream.line({"error": fault.message})
-                    stream.end()
-                else:
-                    self._json(500, {"error": fault.message}, "application/json")
-                return
-            if rate:
-                delay = (eval_start_ns + (produced + 1) * 1e9 / rate - time.monotonic_ns()) / 1e9
-                if delay > 0:
-                    time.sleep(delay)
+
+        def emit(content: str, thinking: str) -> None:
+            nonlocal chunks
+            chunks += 1
             if stream is not None:
-                stream.line(self._chunk(requested, chat, text, is_thinking))
-            elif produced % 64 == 0 and self._client_gone():
+                stream.line(self._chunk(requested, chat, content, thinking))
+            elif chunks % 64 == 0 and self._client_gone():
                 raise _ClientGone()
-            (thinking_text if is_thinking else response_text).append(text)
-            produced += 1
-        # With a rate set, report the paced figure exactly; otherwise what it took.
-        eval_ns = int(produced / rate * 1e9) if rate else time.monotonic_ns() - eval_start_ns
-        context = list(range(1, prompt_tokens + produced + 1)) if state.include_context and not chat else None
+
+        def flush() -> None:
+            if held_thinking or held_content:
+                emit("".join(held_content), "".join(held_thinking))
+                held_thinking.clear()
+                held_content.clear()
+
+        def step() -> None:
+            """One decode step's time: the first token comes out of the prefill itself."""
+            nonlocal first_ns, last_ns, deadline
+            now = time.monotonic_ns()
+            if first_ns is None:
+                deadline = now
+            elif step_s:
+                deadline += int(step_s * state.jitter() * 1e9)
+                _sleep_until(deadline)
+                now = time.monotonic_ns()
+            if first_ns is None:
+                first_ns = now
+            last_ns = now
+
+        try:
+            for (text, is_thinking), upcoming in plan:
+                if limit is not None and produced >= limit:
+                    done_reason = "length"
+                    break
+                if fault is not None and fault.kind in ("in_band", "drop") and chunks >= fault.after:
+                    if fault.kind == "drop":
+                        self._drop_now(stream)
+                    elif stream is not None and stream.started:
+                        stream.line({"error": fault.message})
+                        stream.end()
+                    else:
+                        self._json(500, {"error": fault.message}, "application/json")
+                    return
+                step()
+                produced += 1
+                generated.append(("gen", text))
+                (thinking_text if is_thinking else response_text).append(text)
+                (held_thinking if is_thinking else held_content).append(text)
+                in_chunk += 1
+                ends_thinking = is_thinking and upcoming is not None and not upcoming[1]
+                if target == 0:
+                    emit("", "")  # this token's text is held back; it leads the next chunk
+                    target, in_chunk = next(chunk_sizes), 0
+                    if ends_thinking and not together:
+                        flush()
+                elif in_chunk >= target and not (together and ends_thinking):
+                    flush()
+                    target, in_chunk = next(chunk_sizes), 0
+                elif ends_thinking and not together:
+                    flush()  # a chunk never spans the end of thinking unless asked to
+                    target, in_chunk = next(chunk_sizes), 0
+            else:
+                if state.count_eos_token and produced:
+                    if limit is not None and produced >= limit:
+                        done_reason = "length"  # no step left to sample the end token in
+                    else:
+                        step()  # the end-of-sequence token: sampled, counted, never shown
+                        produced += 1
+            flush()  # what was still held back goes out before the final chunk
+        finally:
+            # What the slot holds now: the prompt + every generated token that was fed back.
+            # The last sampled token is not (nothing asked for its successor), except on a
+            # natural stop, where feeding it produced the end-of-sequence token.
+            fed = generated if done_reason == "stop" else generated[:-1]
+            with state.lock:
+                if state.prompt_cache != "off" and resident.cache_tokens == prompt_ids:
+                    resident.cache_tokens = prompt_ids + fed
+
+        eval_ns = (last_ns - first_ns) if first_ns is not None else 0
+        context = list(range(1, len(prompt_ids) + produced + 1)) if state.include_context and not chat else None
         final = self._final_shape(
             requested, chat, done_reason=done_reason,
             total_duration=time.monotonic_ns() - checkpoint_start,
             load_duration=load_ns,
-            prompt_eval_count=prompt_tokens,
+            prompt_eval_count=prompt_eval_count,
             prompt_eval_duration=prefill_ns,
             eval_count=produced,
-            eval_duration=max(eval_ns, 1) if produced else 0,
+            eval_duration=eval_ns,
             context=context,  # type: ignore[arg-type]
         )
         if stream is not None:
@@ -1325,6 +1651,58 @@ class _Handler(BaseHTTPRequestHandler):
             merged.update({k: v for k, v in final.items() if k not in merged})
             final = merged
         self._json(200, final)
+
+
+def prompt_token_ids(state: FakeState, prompt_text: str, num_ctx: int) -> list[Any]:
+    """The fake tokenizer: the templated prompt as the runner would see it.
+
+    `prompt_overhead_tokens` template tokens, identical for every request, then one token
+    per whitespace-separated word; `state.prompt_tokens` (when set) pads or cuts that to a
+    fixed length. Longer than num_ctx: truncated as the Go runner does it, keeping the
+    first num_keep (4, Ollama's default) tokens and the tail. Two prompts that differ in
+    their first word share exactly the template tokens as a prefix.
+    """
+    ids: list[Any] = [("template", i) for i in range(max(0, state.prompt_overhead_tokens))]
+    ids += [("word", word) for word in prompt_text.split()]
+    if state.prompt_tokens is not None:
+        wanted = max(1, state.prompt_tokens)
+        ids = ids[:wanted] + [("filler", i) for i in range(wanted - len(ids))]
+    if not ids:
+        ids = [("template", 0)]
+    num_ctx = max(1, num_ctx)
+    if len(ids) > num_ctx:
+        keep = min(4, num_ctx - 1)
+        ids = ids[:keep] + ids[len(ids) - (num_ctx - keep):]
+    return ids
+
+
+def common_prefix(cached: list[Any], tokens: list[Any]) -> int:
+    """Length of the longest common token prefix (cache.go countCommonPrefix)."""
+    count = 0
+    for a, b in zip(cached, tokens):
+        if a != b:
+            break
+        count += 1
+    return count
+
+
+def _sleep_until(deadline_ns: int) -> None:
+    remaining = (deadline_ns - time.monotonic_ns()) / 1e9
+    if remaining > 0:
+        time.sleep(remaining)
+
+
+def _lookahead(items: Iterable[Any]) -> Iterable[tuple[Any, Any]]:
+    """(item, next item or None) pairs: the producer needs to know where thinking ends."""
+    iterator = iter(items)
+    try:
+        current = next(iterator)
+    except StopIteration:
+        return
+    for upcoming in iterator:
+        yield current, upcoming
+        current = upcoming
+    yield current, None
 
 
 class _FaultNow(Exception):

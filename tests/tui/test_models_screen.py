@@ -11,6 +11,7 @@ from textual.widgets import DataTable, Input, ProgressBar, Static
 from sparkctl.tui.screens.models import ModelsScreen
 from sparkctl.tui.widgets.model_dialogs import ConfirmDialog, PullDialog
 from sparkctl.tui.widgets.pull_view import PullProgressView
+from sparkctl.core.snapshots import GIB
 from tests.fakes.host import FakeProbes, spark_snapshot
 from tests.fakes.model_scenarios import spark_state
 from tests.fakes.ollama_server import FakeOllama, FakeState, pull_scenario
@@ -79,8 +80,9 @@ async def test_load_shows_verification_and_the_loaded_column_follows(fake, tmp_p
         await settle(app, pilot)
         text = info(screen)
         assert "✔ loaded qwen3:8b" in text and "gpt-oss:120b (lane production) still resident" in text
-        assert "+14.5% (over-estimate)" in text
-        assert str(screen.query_one("#models", DataTable).get_row("qwen3:8b")[9]) == "GPU 10.5 GiB"
+        resident = fake.state.resident["qwen3:8b"].size / GIB  # /api/ps: weights + KV + buffers
+        assert f"vs resident {resident:.1f} GiB: +" in text and "(over-estimate)" in text
+        assert str(screen.query_one("#models", DataTable).get_row("qwen3:8b")[9]) == f"GPU {resident:.1f} GiB"
         await pilot.press("u")
         await settle(app, pilot)
         assert "unloaded qwen3:8b" in info(screen)
@@ -97,7 +99,8 @@ async def test_spill_and_out_of_memory_are_loud_in_the_panel(fake, tmp_path):
         await pilot.press("l")
         await settle(app, pilot)
         assert "✘ loaded qwen3:8b" in info(screen) and "!! CPU SPILL" in info(screen)
-        assert str(screen.query_one("#models", DataTable).get_row("qwen3:8b")[9])== "30% CPU 10.5 GiB"
+        resident = fake.state.resident["qwen3:8b"].size / GIB
+        assert str(screen.query_one("#models", DataTable).get_row("qwen3:8b")[9]) == f"30% CPU {resident:.1f} GiB"
 
         fake.state = spark_state(out_of_memory=True)  # the server reads its state per request
         await pilot.press("l")

@@ -1,0 +1,96 @@
+"""Every measured repetition pays its whole prefill (issue point 1). The Ollama is a FAKE
+(tests/fakes/ollama_server.py) with a prompt cache like the real server's: it keeps the
+last request's tokens and evaluates only what follows the longest shared prefix, reporting
+either the whole prompt with the uncached time ("whole_count": 0.12-era Ollama and the
+llama-server runner) or only the uncached tokens ("uncached_count": Ollama 0.30.x).
+
+The expectations are physical, not the fake's numbers read back: a cold request cannot
+show its first token before the server has prefilled the whole prompt at the fake's
+prefill speed, and no prefill rate can exceed that speed."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from sparkctl.config import Config
+from sparkctl.core import prefill
+from sparkctl.engines.ollama import OllamaEngine
+from sparkctl.services.bench import BenchRunner, BenchSettings
+from tests.fakes.host import FakeProbes, spark_snapshot
+from tests.fakes.ollama_server import FakeOllama, bench_scenario
+
+CFG = Config()
+WORDS = 1500
+BODY = " ".join(f"w{i % 97}" for i in range(WORDS))  # a long prompt: ~1,500 tokens in the fake
+PREFILL_TPS = 5000.0
+COLD_PREFILL_S = WORDS / PREFILL_TPS  # 0.3 s: the least a cold request's TTFT can be
+
+
+def settings(**kw) -> BenchSettings:
+    return replace(BenchSettings.from_config(CFG.bench), **{
+        "warmup": 1, "reps": 3, "num_predict": 10, "timeout_s": 30.0, "think": False,
+        "prompt": BODY, "num_ctx": 8192, **kw})
+
+
+async def run_bench(mode: str, s: BenchSettings, records=None):
+    state = bench_scenario(tokens_per_s=None)
+    state.prompt_cache = mode
+    state.prefill_tokens_per_s = PREFILL_TPS
+    server = FakeOllama(state).start()
+    engine = OllamaEngine(server.url, timeout=5.0, connect_timeout=1.0)
+    try:
+        runner = BenchRunner(CFG, engine, FakeProbes(spark_snapshot()), s,
+                             recorder=records.append if records is not None else None)
+        (run,) = await runner.run(["llama3.2:3b"])
+        return run, server
+    finally:
+        await engine.close()
+        server.stop()
+
+
+@pytest.mark.parametrize("mode", ["whole_count", "uncached_count"])
+async def test_cold_repetitions_pay_their_whole_prefill(mode):
+    records = []
+    run, server = await run_bench(mode, settings(), records)
+    for r in run.reps:
+        assert r.ttft_s >= 0.9 * COLD_PREFILL_S, r.ttft_s  # a cache hit answers in milliseconds
+        assert r.prefill_tps <= 1.1 * PREFILL_TPS  # a hit in whole_count mode reads ~1000x faster
+        assert r.prefill_cached is False and r.prompt_eval_count >= WORDS
+    assert not any(f.startswith(("prompt truncated", "prefill cached")) for f in run.flags), run.flags
+    assert run.summary["prefill_cached_count"] == 0
+    # each request started differently, and the fixed body followed unchanged
+    prompts = [c.body["prompt"] for c in server.calls("/api/generate") if c.body.get("prompt")]
+    assert len({p.split()[0] for p in prompts}) == len(prompts) == 4
+    assert all(p.endswith(BODY) for p in prompts)
+    (record,) = records
+    assert record.params["cache_policy"] == "cold" and record.tags["guard.prefill_cached"] == "false"
+    assert record.params["prompt_sha256"] == settings().prompt_sha256  # of the body, not the preamble
+
+
+@pytest.mark.parametrize("mode", ["whole_count", "uncached_count"])
+async def test_requests_served_from_the_cache_are_flagged_and_left_out(mode, monkeypatch):
+    """What the bench did before: the same prompt every time. Now it must notice."""
+    monkeypatch.setattr(prefill, "cold_prompt", lambda body, nonce, k: body)
+    run, _ = await run_bench(mode, settings())
+    assert [r.prefill_cached for r in run.reps] == [True, True, True]
+    assert any(f.startswith("prefill cached: 3 of 3") for f in run.flags)
+    assert not any(f.startswith("prompt truncated") for f in run.flags)  # a hit is not a truncation
+    assert "prefill_tps_median" not in run.summary and "ttft_s_median" not in run.summary
+    assert "decode_tps_median" in run.summary  # decode is still measured
+
+
+async def test_warm_cache_measures_a_cached_follow_up_on_purpose():
+    cold, _ = await run_bench("whole_count", settings())
+    records = []
+    warm, server = await run_bench("whole_count", settings(cache="warm", warmup=0), records)
+    assert len(warm.warmups) == 1  # the priming request, even with warmup 0
+    assert warm.summary["ttft_s_median"] < cold.summary["ttft_s_median"] / 5
+    assert "prefill_tps_median" not in warm.summary  # the uncached count is not known here
+    assert all(r.prefill_cached for r in warm.reps)
+    assert not any("warm requested" in f for f in warm.flags)
+    prompts = [c.body["prompt"] for c in server.calls("/api/generate") if c.body.get("prompt")]
+    assert all(p.startswith(BODY) for p in prompts) and len(set(prompts)) == len(prompts)
+    (record,) = records
+    assert record.params["cache_policy"] == "warm" and record.tags["guard.cache_policy"] == "warm"
