@@ -448,8 +448,13 @@ class FakeResident:
     # cache holds, i.e. the last request's prompt + what it generated. A new runner (load,
     # reload) starts empty. See FakeState.prompt_cache.
     cache_tokens: list[Any] = field(default_factory=list, repr=False)
+    # OLLAMA_NUM_PARALLEL sequences run at once on this runner; the rest wait (the llama
+    # runner's seqsSem); a test may raise it on a resident.
+    num_parallel: int = 1
+    slots: threading.Semaphore = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
+        self.slots = threading.Semaphore(max(1, self.num_parallel))
         self.name = normalize_name(self.name)
         if self.session_ns is None:
             self.session_ns = max(0, min(MAX_DURATION_NS, self.expires_at_ns - time.time_ns()))
@@ -1377,10 +1382,14 @@ class _Handler(BaseHTTPRequestHandler):
             if empty:
                 self._json(200, self._final_shape(requested, chat, done_reason="load"))
                 return
-            self._produce(
-                body, fault, model, resident, chat=chat, requested=requested, prompt_text=prompt_text,
-                thinking_on=thinking_on, options=options, checkpoint_start=checkpoint_start, load_ns=load_ns,
-            )
+            # One sequence at a time per runner (OLLAMA_NUM_PARALLEL=1): a second request waits
+            # for the slot inside the runner's completion call, so the wait shows in
+            # total_duration but in none of load, prompt_eval or eval duration.
+            with resident.slots:
+                self._produce(
+                    body, fault, model, resident, chat=chat, requested=requested, prompt_text=prompt_text,
+                    thinking_on=thinking_on, options=options, checkpoint_start=checkpoint_start, load_ns=load_ns,
+                )
         finally:
             self._release(resident)
 

@@ -97,3 +97,38 @@ def test_sampler_reads_every_gpu_and_sums_power_of_the_engines_gpus():
     sampler.indices = {1}  # the engine's process holds memory on GPU 1 only
     only = sampler.aggregate(GpuReport(gpus=(g0, g1)))
     assert only["power_w"] == pytest.approx(60.0) and only["util_pct"] == 5.0
+
+
+async def test_a_request_queued_behind_someone_elses_is_foreign_load():
+    """With OLLAMA_NUM_PARALLEL=1 another client's request on the same model makes the
+    bench's wait for the runner: total_duration grows, the timed phases do not."""
+    state = default_state()
+    state.tokens_per_s = 80.0
+    state.runaway = "response"  # every request runs to its num_predict: the other's take 1 s
+    server = FakeOllama(state).start()
+    stop = threading.Event()
+
+    def same_model_client():
+        while not stop.is_set():
+            try:
+                httpx.post(f"{server.url}/api/generate", json={
+                    "model": "llama3.2:3b", "prompt": "tell me a long story", "stream": False,
+                    "options": {"num_ctx": 8192, "num_predict": 80}}, timeout=30)
+            except httpx.HTTPError:
+                pass
+
+    engine = OllamaEngine(server.url, timeout=5.0, connect_timeout=1.0)
+    t = threading.Thread(target=same_model_client, daemon=True)
+    try:
+        runner = BenchRunner(CFG, engine, FakeProbes(spark_snapshot()), settings(num_predict=10))
+        t.start()
+        (run,) = await runner.run(["llama3.2:3b"])
+    finally:
+        stop.set()
+        await engine.close()
+        t.join(10)
+        server.stop()
+    queued = [r for r in run.reps if "queued behind another request" in r.foreign]
+    assert queued, [(r.queue_wait_s, r.foreign) for r in run.reps]
+    assert all(r.queue_wait_s > 0.5 for r in queued)
+    assert any(f.startswith("foreign load during") for f in run.invalid)
