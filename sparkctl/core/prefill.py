@@ -48,6 +48,7 @@ def warm_prompt(body: str, nonce: str, k: int) -> str:
 class PrefillSample:
     count: int | None  # prompt_eval_count
     duration_ns: int | None  # prompt_eval_duration
+    cached: int | None = None  # tokens the engine says came from its cache, when it says
 
     @property
     def ns_per_token(self) -> float | None:
@@ -66,7 +67,8 @@ class PrefillVerdict:
 def judge(samples: list[PrefillSample]) -> list[PrefillVerdict]:
     """Which of one model's requests (in order, on one runner) were served from the cache.
 
-    The reference is the largest count (a cold request's whole prompt) and the slowest time
+    Where the engine counts its cached tokens (llama-server, some OpenAI-compatible
+    servers) that count decides. Otherwise the reference is the largest count (a cold request's whole prompt) and the slowest time
     per token among the requests: a hit either counts far fewer tokens (0.30-style) or
     spends far less time per counted token (whole-count style)."""
     counts = [s.count for s in samples if s.count]
@@ -79,6 +81,11 @@ def judge(samples: list[PrefillSample]) -> list[PrefillVerdict]:
     for s in samples:
         if not s.count:
             out.append(PrefillVerdict(None, None))
+            continue
+        if s.cached is not None:  # the engine said it: no inference needed
+            hit = s.cached > s.count * (1 - CACHED_COUNT_SHARE)
+            out.append(PrefillVerdict(hit, s.cached, f"the engine reused {s.cached} of {s.count} prompt tokens "
+                                      "from its cache" if hit else ""))
             continue
         if s.count < full * CACHED_COUNT_SHARE:
             out.append(PrefillVerdict(True, full - s.count,

@@ -61,6 +61,11 @@ class DoneEvent:
     eval_count: int = 0
     eval_duration_ns: int = 0
     raw: dict[str, Any] = field(default_factory=dict)
+    # Prompt tokens served from the engine's cache, where it says so (llama-server's
+    # timings.cache_n, OpenAI usage.prompt_tokens_details.cached_tokens); None when it does
+    # not (Ollama). prompt_eval_count is then the whole prompt and prompt_eval_duration
+    # covers only the uncached part.
+    prompt_cached_count: int | None = None
 
 
 @dataclass(frozen=True)

@@ -640,9 +640,18 @@ def _done(finish: str, usage: dict[str, Any] | None, timings: dict[str, Any] | N
         return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0 else 0.0
 
     prompt_ms, predicted_ms = num(timings, "prompt_ms"), num(timings, "predicted_ms")
-    # The server's own counts where it gives them (timings: tokens it evaluated, which can
-    # be fewer than the prompt when it reused a cache), else the usage counts.
-    prompt_n = int(num(timings, "prompt_n")) if "prompt_n" in timings else int(num(usage, "prompt_tokens"))
+    # The server's own counts where it gives them. llama-server's timings.prompt_n are the
+    # tokens it evaluated and cache_n those it reused; reported like Ollama does (the whole
+    # prompt, with the cached part said apart) so a cache hit is never read as truncation.
+    cached: int | None = None
+    if "prompt_n" in timings:
+        cached = int(num(timings, "cache_n"))
+        prompt_n = int(num(timings, "prompt_n")) + cached
+    else:
+        prompt_n = int(num(usage, "prompt_tokens"))
+        details = usage.get("prompt_tokens_details")
+        if isinstance(details, dict) and isinstance(details.get("cached_tokens"), int):
+            cached = int(details["cached_tokens"])
     predicted_n = int(num(timings, "predicted_n")) if "predicted_n" in timings else int(num(usage, "completion_tokens"))
     return DoneEvent(
         done_reason=finish,
@@ -653,4 +662,5 @@ def _done(finish: str, usage: dict[str, Any] | None, timings: dict[str, Any] | N
         eval_count=predicted_n,
         eval_duration_ns=int(predicted_ms * 1e6),
         raw=raw,
+        prompt_cached_count=cached,
     )

@@ -42,3 +42,11 @@ def test_uncached_count_style_hit_is_seen_from_the_count():
 
 def test_no_counts_no_verdict():
     assert [x.cached for x in judge([PrefillSample(None, None), PrefillSample(0, 0)])] == [None, None]
+
+
+def test_an_engine_that_counts_its_cached_tokens_decides():
+    # llama-server: whole prompt 636, cache_n 623 on a warm follow-up; 0 when cold
+    v = judge([PrefillSample(636, 2_700_000_000, 610), PrefillSample(636, 90_000_000, 623),
+               PrefillSample(636, 3_300_000_000, 0)])
+    assert [x.cached for x in v] == [True, True, False]
+    assert v[1].cached_tokens == 623 and "reused 623 of 636" in v[1].reason

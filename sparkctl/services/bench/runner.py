@@ -443,8 +443,11 @@ class BenchRunner:
                 # client's first-to-last window rather than chunks.
                 r.client_decode_tps = (done.eval_count - 1) / (t_last - t_first)
                 r.client_decode_basis = "engine eval_count"
+            r.prompt_cached_tokens = done.prompt_cached_count
             if done.prompt_eval_duration_ns > 0:
-                r.prefill_tps = done.prompt_eval_count / done.prompt_eval_duration_ns * 1e9
+                # the duration covers only what was evaluated: count only that when known
+                evaluated = done.prompt_eval_count - (done.prompt_cached_count or 0)
+                r.prefill_tps = evaluated / done.prompt_eval_duration_ns * 1e9 if evaluated > 0 else None
             # Ollama omits a zero load_duration (0 is a measurement); other engines never send it
             r.load_s = done.load_duration_ns / 1e9 if (done.load_duration_ns or self.engine.kind == "ollama") else None
             r.total_s = done.total_duration_ns / 1e9 if done.total_duration_ns else None
@@ -735,8 +738,8 @@ class BenchRunner:
     def _judge_prefill(self, run: ModelRun) -> None:
         """Mark the requests served from the prompt cache, from the engine's own counts."""
         requests = run.warmups + run.reps
-        verdicts = prefill.judge([prefill.PrefillSample(r.prompt_eval_count, r.prompt_eval_duration_ns)
-                                  for r in requests])
+        verdicts = prefill.judge([prefill.PrefillSample(r.prompt_eval_count, r.prompt_eval_duration_ns,
+                                                        r.prompt_cached_tokens) for r in requests])
         for r, v in zip(requests, verdicts):
             r.prefill_cached = v.cached
             r.prompt_cached_tokens = v.cached_tokens
