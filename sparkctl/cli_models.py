@@ -10,7 +10,6 @@ for them.
 from __future__ import annotations
 
 import argparse
-import re
 import sys
 from typing import Any, TextIO
 

@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator, Iterator
 import pytest
 
 from sparkctl.engines.ollama import OllamaEngine
-from tests.fakes.ollama_server import FakeOllama, default_state
+from tests.fakes.ollama_server import FakeOllama, bench_scenario, default_state
 
 
 @pytest.fixture
@@ -29,3 +29,33 @@ async def ollama_engine(fake_ollama: FakeOllama) -> AsyncIterator[OllamaEngine]:
         yield engine
     finally:
         await engine.close()
+
+
+@pytest.fixture
+def serve() -> Iterator:
+    """Start fake Ollama servers from FakeState objects; all are stopped after the test."""
+    servers: list[FakeOllama] = []
+
+    def start(state) -> FakeOllama:
+        server = FakeOllama(state).start()
+        servers.append(server)
+        return server
+
+    yield start
+    for server in servers:
+        server.stop()
+
+
+@pytest.fixture
+def raw_fake() -> Iterator[FakeOllama]:
+    """The fake with an unpaced bench scenario and a plain httpx client on it as `.http`,
+    for tests of the fake's own wire behaviour."""
+    import httpx
+
+    fake = FakeOllama(bench_scenario(tokens_per_s=None)).start()
+    fake.http = httpx.Client(base_url=fake.url, timeout=10)  # type: ignore[attr-defined]
+    try:
+        yield fake
+    finally:
+        fake.http.close()  # type: ignore[attr-defined]
+        fake.stop()

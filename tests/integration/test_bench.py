@@ -18,7 +18,7 @@ from sparkctl.tracking.spool import Spool
 from sparkctl.tracking.store import MlflowStore
 from sparkctl.tracking.sync import record_run, sync_pending
 from tests.fakes.host import FakeProbes, spark_snapshot
-from tests.fakes.ollama_server import FakeOllama, bench_scenario, load_scenario
+from tests.fakes.ollama_server import bench_scenario, load_scenario
 from tests.integration.tracking_fixtures import mlflow_store, mlflow_template_db  # noqa: F401
 
 CFG = Config(lanes={"production": "gpt-oss:120b"})
@@ -28,20 +28,6 @@ def settings(**kw) -> BenchSettings:
     base = BenchSettings.from_config(CFG.bench)
     return replace(base, **{"warmup": 1, "reps": 3, "num_predict": 40, "timeout_s": 30.0,
                             "reload_threshold_s": 0.5, **kw})
-
-
-@pytest.fixture
-def serve():
-    servers = []
-
-    def start(state) -> FakeOllama:
-        s = FakeOllama(state).start()
-        servers.append(s)
-        return s
-
-    yield start
-    for s in servers:
-        s.stop()
 
 
 async def bench(server, models, s, *, recorder=None, sink=None, probes=None):

@@ -6,8 +6,6 @@ the real server; a changed num_ctx reloads the runner; every request resets the 
 from __future__ import annotations
 
 from dataclasses import replace
-from datetime import datetime, timezone
-
 import pytest
 
 from sparkctl.config import BenchConfig, Config, ModelsConfig
@@ -55,20 +53,6 @@ def resident(server: FakeOllama, name: str):
         import time
 
         return r.context_length, (r.expires_at_ns - time.time_ns()) / 1e9
-
-
-@pytest.fixture
-def serve():
-    servers = []
-
-    def start(state) -> FakeOllama:
-        s = FakeOllama(state).start()
-        servers.append(s)
-        return s
-
-    yield start
-    for s in servers:
-        s.stop()
 
 
 async def test_benching_a_resident_lane_model_uses_its_context_and_leaves_it_forever(serve):

@@ -8,17 +8,14 @@ from __future__ import annotations
 import json
 import statistics
 import time
-from collections.abc import Iterator
 from typing import Any
 
-import httpx
 import ollama
 import pytest
 
 from tests.fakes.ollama_server import (
     REALISTIC_CHUNKS,
     FakeOllama,
-    bench_scenario,
     realistic_streaming,
 )
 
@@ -26,14 +23,8 @@ OVERHEAD = 9  # FakeState.prompt_overhead_tokens: the template's tokens, the sam
 
 
 @pytest.fixture
-def server() -> Iterator[FakeOllama]:
-    fake = FakeOllama(bench_scenario(tokens_per_s=None)).start()
-    fake.http = httpx.Client(base_url=fake.url, timeout=10)  # type: ignore[attr-defined]
-    try:
-        yield fake
-    finally:
-        fake.http.close()  # type: ignore[attr-defined]
-        fake.stop()
+def server(raw_fake: FakeOllama) -> FakeOllama:
+    return raw_fake  # tests/integration/conftest.py
 
 
 def words(n: int, first: str = "alpha") -> str:

@@ -6,27 +6,20 @@ expectations worked out by hand rather than through the fake's or sparkctl's for
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from datetime import datetime, timezone
 from typing import Any
 
 import httpx
 import pytest
 
-from tests.fakes.ollama_server import GIB, FakeOllama, bench_scenario, parse_go_duration, BadRequest
+from tests.fakes.ollama_server import GIB, BadRequest, FakeOllama, parse_go_duration
 
 MIN = 60.0
 
 
 @pytest.fixture
-def server() -> Iterator[FakeOllama]:
-    fake = FakeOllama(bench_scenario(tokens_per_s=None)).start()
-    fake.http = httpx.Client(base_url=fake.url, timeout=10)  # type: ignore[attr-defined]
-    try:
-        yield fake
-    finally:
-        fake.http.close()  # type: ignore[attr-defined]
-        fake.stop()
+def server(raw_fake: FakeOllama) -> FakeOllama:
+    return raw_fake  # tests/integration/conftest.py
 
 
 def generate(server: FakeOllama, **body: Any) -> httpx.Response:

@@ -25,13 +25,13 @@ from typing import Any, Callable
 from sparkctl import __version__
 from sparkctl.config import BenchConfig, Config
 from sparkctl.core import guards, prefill
-from sparkctl.core.budget import MemoryBudget, build_budget
+from sparkctl.core.budget import build_budget
 from sparkctl.core.gpu import is_throttled
 from sparkctl.core.keepalive import parse_keep_alive
 from sparkctl.core.names import model_key
 from sparkctl.core.placement import placement
 from sparkctl.core.roofline import active_params, bits_per_weight_from_quant, bits_per_weight_from_size, roofline
-from sparkctl.core.snapshots import GIB, GpuReport, MemInfo, ResidentModel, Unavailable
+from sparkctl.core.snapshots import GIB, MemInfo, ResidentModel, Unavailable
 from sparkctl.core.stats import is_stable, interleave, summarize
 from sparkctl.engines.base import DoneEvent, EngineError, EngineUnreachable, ModelNotFound, ShowInfo, TokenEvent
 from sparkctl.services.bench.lanes import LaneRestore, note_lanes, restore_lanes
@@ -364,7 +364,7 @@ class BenchRunner:
         done: DoneEvent | None = None
 
         async def consume() -> None:
-            nonlocal t_first, t_last, last_flush, done
+            nonlocal t_first, t_last, done
             async for ev in stream:
                 now = time.perf_counter()
                 if isinstance(ev, TokenEvent):
