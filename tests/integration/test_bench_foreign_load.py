@@ -122,6 +122,11 @@ async def test_a_request_queued_behind_someone_elses_is_foreign_load():
     try:
         runner = BenchRunner(CFG, engine, FakeProbes(spark_snapshot()), settings(num_predict=10))
         t.start()
+        for _ in range(200):  # the other client is generating before the bench starts
+            r = state.resident.get("llama3.2:3b")
+            if r is not None and r.busy:
+                break
+            time.sleep(0.01)
         (run,) = await runner.run(["llama3.2:3b"])
     finally:
         stop.set()

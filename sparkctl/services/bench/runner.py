@@ -601,6 +601,11 @@ class BenchRunner:
             self.sink(Phase(f"loading {m}"))
             await self._check_placement(runs[m], m, before=True)
             await self._idle_check(runs[m])
+        # Other models' expiries from here to the first measured request: one that moves was
+        # serving someone else while ours loaded and warmed up (a shared engine).
+        settled = await self._others_expiry(*models[:1]) if models else None
+        if settled is not None:
+            settled = {k: v for k, v in settled.items() if model_key(k) not in {model_key(m) for m in models}}
         for m in models:
             warmups = self.s.warmup
             if self.s.cache == prefill.WARM:
@@ -610,6 +615,10 @@ class BenchRunner:
                 res = await self.run_rep(m, -1 - w, True)
                 runs[m].warmups.append(res)
                 self.sink(RepDone(res))
+        busy = await self._others_moved(settled)
+        if busy:
+            for m in models:
+                runs[m].flags.append(f"engine busy before the repetitions: another client was served ({busy})")
         for m, i in interleave(models, self.s.reps):
             self.sink(RepStarted(m, i, False, self.s.reps))
             try:
