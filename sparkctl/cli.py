@@ -45,6 +45,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     cli_models.register(sub)
     cli_bench.register(sub)
+    from sparkctl import cli_runs; cli_runs.register(sub)  # noqa: E702 (one line: other edits land around it)
     return p
 
 
@@ -88,9 +89,12 @@ def cmd_config(args, cfg) -> int:
     import tomli_w
 
     from sparkctl.config import to_toml_dict
+    from sparkctl.core.redact import redact_config_dict
 
+    # Shown, never saved: credentials in [tracking] uri, [engine] host, [engines.*] url
+    # (user:token@, ?api_key=) print as ***.
     print(f"# source: {cfg.source}")
-    print(tomli_w.dumps(to_toml_dict(cfg)), end="")
+    print(tomli_w.dumps(redact_config_dict(to_toml_dict(cfg))), end="")
     return EXIT_OK
 
 
@@ -111,6 +115,7 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     parser = build_parser()
     args = parser.parse_args(argv)  # --version and --help end here, before any import below
+    from sparkctl.core.redact import redact_text
     from sparkctl.engines.base import EngineError, EngineUnreachable
     from sparkctl.services.factory import SetupError
 
@@ -118,17 +123,18 @@ def main(argv: list[str] | None = None) -> int:
         cfg = _load_config(args)
         handler = getattr(args, "handler", None) or COMMANDS.get(args.command, cmd_tui)
         return handler(args, cfg)
+    # every message may quote a URL the user wrote: credentials in it are never printed
     except CliError as exc:
-        print(f"sparkctl: {exc}", file=sys.stderr)
+        print(f"sparkctl: {redact_text(str(exc))}", file=sys.stderr)
         return exc.code
     except SetupError as exc:
-        print(f"sparkctl: {exc}", file=sys.stderr)
+        print(f"sparkctl: {redact_text(str(exc))}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except EngineUnreachable as exc:
-        print(f"sparkctl: engine unreachable: {exc.message}", file=sys.stderr)
+        print(f"sparkctl: engine unreachable: {redact_text(exc.message)}", file=sys.stderr)
         return EXIT_UNREACHABLE
     except EngineError as exc:
-        print(f"sparkctl: engine error: {exc.message}", file=sys.stderr)
+        print(f"sparkctl: engine error: {redact_text(exc.message)}", file=sys.stderr)
         return EXIT_ENGINE_ERROR
     except KeyboardInterrupt:
         print("sparkctl: interrupted", file=sys.stderr)

@@ -205,7 +205,8 @@ def cmd_bench(args, cfg) -> int:
     import json
 
     from sparkctl.cli import EXIT_BAD_INPUT, EXIT_ENGINE_ERROR, EXIT_OK, EXIT_REFUSED, CliError
-    from sparkctl.services.bench import BenchBusy, BenchRefused, BenchRunner, BenchSettings
+    from sparkctl.services.bench import BenchBusy, BenchRefused, BenchRunner, BenchSettings, Notice
+    from sparkctl.services.bench.lock import LockUnavailable
     from sparkctl.services.factory import EngineChoiceError, make_engine, make_probes, make_recorder, make_spool_and_store
 
     name, kind, url, effective_kind = _engine_choice(args, cfg)
@@ -237,8 +238,20 @@ def cmd_bench(args, cfg) -> int:
         import signal
 
         loop, me = asyncio.get_running_loop(), asyncio.current_task()
-        for sig in (signal.SIGTERM, signal.SIGHUP):
-            loop.add_signal_handler(sig, me.cancel)
+        stopping = []
+
+        def stop(sig: int) -> None:
+            # The first signal stops the bench; later ones (a dropped ssh session sends two
+            # SIGHUPs, an impatient second Ctrl-C) must not cut the lane restore short.
+            if not stopping:
+                stopping.append(sig)
+                me.cancel()
+            elif sig != signal.SIGHUP:
+                progress(Notice("stopping: putting lane models back and recording the runs first"))
+
+        # SIGINT too: asyncio.run's own handler raises KeyboardInterrupt on a second Ctrl-C
+        for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
+            loop.add_signal_handler(sig, stop, sig)
         try:
             runner = BenchRunner(cfg, engine, make_probes(), settings, sink=progress,
                                  recorder=make_recorder(cfg), journal=getattr(spool, "journal", None))
@@ -253,11 +266,13 @@ def cmd_bench(args, cfg) -> int:
         raise CliError(f"refused: {exc}", EXIT_REFUSED) from None
     except BenchBusy as exc:
         raise CliError(f"refused: {exc} (without --no-wait the bench waits for it)", EXIT_REFUSED) from None
+    except LockUnavailable as exc:
+        raise CliError(str(exc), EXIT_BAD_INPUT) from None
     except (asyncio.CancelledError, KeyboardInterrupt):
         progress.enabled = False
-        _report_lanes(runner_box)
         _emit("sparkctl: stopped; the runs were recorded as KILLED with the repetitions that finished", sys.stderr)
-        return 130
+        # a lane model left changed matters more than the interruption itself
+        return EXIT_REFUSED if _report_lanes(runner_box) else 130
     finally:
         progress.done()
     if args.json:
@@ -294,6 +309,7 @@ def cmd_sync(args, cfg) -> int:
     import json
 
     from sparkctl.cli import EXIT_OK, EXIT_UNREACHABLE
+    from sparkctl.core.redact import redact_text
     from sparkctl.services.factory import make_spool_and_store
     from sparkctl.tracking.sync import sync_pending
 
@@ -303,11 +319,11 @@ def cmd_sync(args, cfg) -> int:
     synced, failed = sync_pending(spool, store)
     if args.json:
         print(json.dumps({"pending": pending, "synced": synced, "recovered": len(recovered),
-                          "failed": [{"record_id": r, "error": e} for r, e in failed]}))
+                          "failed": [{"record_id": r, "error": redact_text(e)} for r, e in failed]}))
     else:
         for text in recovered:
             print(f"sparkctl: {text}", file=sys.stderr)
-        print(f"{synced} of {pending} spooled run(s) written to MLflow ({store.uri})")
+        print(f"{synced} of {pending} spooled run(s) written to MLflow ({store.display_uri})")
         for rid, err in failed:
-            print(f"  not written: {rid}: {err}")
+            print(f"  not written: {rid}: {redact_text(err)}")
     return EXIT_OK if not failed else EXIT_UNREACHABLE

@@ -259,6 +259,9 @@ def _describe(v: Any) -> str:
     if isinstance(v, bool):
         return "true" if v else "false"
     if isinstance(v, str):
+        from sparkctl.core.redact import redact_uri
+
+        v = redact_uri(v)  # a bad URL value may carry a password: never echo it
         return repr(v) if len(v) < 40 else repr(v[:37] + "...")
     if isinstance(v, dict):
         return "a table"

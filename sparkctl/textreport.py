@@ -5,12 +5,12 @@ from __future__ import annotations
 from sparkctl.core.budget import MemoryBudget
 from sparkctl.core.fmt import gib, na
 from sparkctl.core.snapshots import GpuMemory, MemInfo, Pressure, Unavailable
-from sparkctl.services.status import StatusReport
+from sparkctl.services.status import StatusReport, redact_engine_status, redact_named_status
 
 
 def render_status(r: StatusReport) -> str:
     lines: list[str] = []
-    e = r.engine
+    e = redact_engine_status(r.engine)  # no credential of [engine] host / [engines.*] url is printed
     if e.reachable and e.error is not None:
         # it answered, with an error (a runner that died, a 500): up but failing
         version = f" {e.version}" if e.version else ""
@@ -51,7 +51,7 @@ def render_status(r: StatusReport) -> str:
     if r.attribution is not None and r.attribution.mismatch:
         lines.append(f"  WARNING: {r.attribution.mismatch}")
 
-    for ne in r.engines:
+    for ne in map(redact_named_status, r.engines):
         if ne.reachable and ne.error is not None:
             lines.append(f"bench    {ne.name}: {ne.kind} at {ne.url}: reachable, engine error: {ne.error}")
         elif ne.reachable:

@@ -22,6 +22,10 @@ POLICIES = (COLD, WARM)
 # allocated, kernels compiled). These factors sit between the two.
 CACHED_COUNT_SHARE = 0.5
 CACHED_TIME_FACTOR = 4.0
+# A whole-prompt hit is timed over a token or two of a prompt of hundreds: per token it is
+# ~100x below a cold request. The first request after a load may be several times slower
+# than the next cold ones, never 20 times.
+FIRST_REQUEST_FACTOR = 20.0
 
 # Distinct first words: the first prompt token differs from the previous request's, so the
 # engine can reuse at most the chat template's fixed header, never the prompt itself.
@@ -65,20 +69,28 @@ class PrefillVerdict:
 
 
 def judge(samples: list[PrefillSample]) -> list[PrefillVerdict]:
-    """Which of one model's requests (in order, on one runner) were served from the cache.
+    """Which of one model's requests (in order, on one runner, the first one the first after
+    its load) were served from the cache.
 
-    Where the engine counts its cached tokens (llama-server, some OpenAI-compatible
-    servers) that count decides. Otherwise the reference is the largest count (a cold request's whole prompt) and the slowest time
-    per token among the requests: a hit either counts far fewer tokens (0.30-style) or
-    spends far less time per counted token (whole-count style)."""
+    Where the engine counts its cached tokens (llama-server, some OpenAI-compatible servers)
+    that count decides. Otherwise two signs, each against a reference a cache hit cannot
+    fake: a count far below the largest count (a cold request's whole prompt: the 0.30.0
+    style), or a time per counted token far below that of the other requests (the
+    whole-count style, where a hit is timed over a token or two). The time reference is the
+    median of the requests after the first, whose first-after-load costs (buffers, kernels)
+    would otherwise make every later request look cached; the first one is still the
+    reference for the case where every later request was a hit, at a factor no first-request
+    overhead reaches."""
     counts = [s.count for s in samples if s.count]
-    per_tok = [s.ns_per_token for s in samples if s.ns_per_token]
     if not counts:
         return [PrefillVerdict(None, None) for _ in samples]
     full = max(counts)
-    slowest = max(per_tok) if per_tok else None
+    per_tok = [s.ns_per_token for s in samples]
+    later = sorted(t for t in per_tok[1:] if t)
+    typical = later[len(later) // 2] if later else None
+    first = per_tok[0] if per_tok else None
     out = []
-    for s in samples:
+    for i, s in enumerate(samples):
         if not s.count:
             out.append(PrefillVerdict(None, None))
             continue
@@ -92,10 +104,15 @@ def judge(samples: list[PrefillSample]) -> list[PrefillVerdict]:
                                       f"the engine evaluated {s.count} of {full} prompt tokens"))
             continue
         t = s.ns_per_token
-        if slowest and t and t * CACHED_TIME_FACTOR < slowest:
+        ref = None
+        if t and typical and i > 0 and t * CACHED_TIME_FACTOR < typical:
+            ref = typical
+        elif t and first and i > 0 and t * FIRST_REQUEST_FACTOR < first:
+            ref = first
+        if ref is not None:
             out.append(PrefillVerdict(True, None,
                                       f"prefill took {t / 1e3:.0f} us per prompt token against "
-                                      f"{slowest / 1e3:.0f} us for a cold request"))
+                                      f"{ref / 1e3:.0f} us for a cold request"))
             continue
         out.append(PrefillVerdict(False, (full - s.count) if s.count < full else 0))
     return out

@@ -645,8 +645,9 @@ def _done(finish: str, usage: dict[str, Any] | None, timings: dict[str, Any] | N
     # prompt, with the cached part said apart) so a cache hit is never read as truncation.
     cached: int | None = None
     if "prompt_n" in timings:
-        cached = int(num(timings, "cache_n"))
-        prompt_n = int(num(timings, "prompt_n")) + cached
+        # builds before cache_n was reported say nothing about the cache: None, not 0
+        cached = int(num(timings, "cache_n")) if "cache_n" in timings else None
+        prompt_n = int(num(timings, "prompt_n")) + (cached or 0)
     else:
         prompt_n = int(num(usage, "prompt_tokens"))
         details = usage.get("prompt_tokens_details")

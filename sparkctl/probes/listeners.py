@@ -26,3 +26,15 @@ def listener_pid(url: str) -> int | None:
     except Exception:  # AccessDenied, no /proc: the cross-check simply does not happen
         return None
     return None
+
+
+def process_tree(pid: int) -> set[int]:
+    """The PID and all its descendants (Ollama runs each model in a runner child process).
+    Empty when the process is gone or cannot be read."""
+    try:
+        import psutil
+
+        proc = psutil.Process(pid)
+        return {pid} | {c.pid for c in proc.children(recursive=True)}
+    except Exception:
+        return set()

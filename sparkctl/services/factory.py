@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from sparkctl.core.redact import redact_text
 from sparkctl.config import Config
 
 
@@ -45,7 +46,7 @@ def make_engine(cfg: Config, name: str | None = None, kind: str | None = None, u
             return OllamaEngine(url if url is not None else cfg.engine.host, timeout=timeout)
         except ValueError as exc:
             where = "--engine-url" if url is not None else "[engine] host (or $OLLAMA_HOST)"
-            raise EngineChoiceError(f"{where}: {exc}") from None
+            raise EngineChoiceError(redact_text(f"{where}: {exc}")) from None
     from sparkctl.engines.openai_compat import OpenAICompatEngine
 
     if not url:
@@ -53,7 +54,7 @@ def make_engine(cfg: Config, name: str | None = None, kind: str | None = None, u
     try:
         return OpenAICompatEngine(url, model=model, timeout=timeout)
     except ValueError as exc:
-        raise EngineChoiceError(str(exc)) from None
+        raise EngineChoiceError(redact_text(str(exc))) from None
 
 
 def make_named_engines(cfg: Config) -> dict:

@@ -7,13 +7,14 @@ then calls `build_report`; `sparkctl status` does the same in one go via `collec
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from typing import Any
 
 from sparkctl.config import Config
 from sparkctl.core.budget import MemoryBudget, build_budget
 from sparkctl.core.placement import GpuAttribution, attribute_gpu_memory, placement, until_label
+from sparkctl.core.redact import redact_text, redact_uri
 from sparkctl.core.snapshots import (
     EngineStatus,
     GpuReport,
@@ -42,13 +43,14 @@ async def engine_status(engine: Engine, known_version: str | None = None) -> Eng
     else:
         results = list(await asyncio.gather(engine.version(), engine.ps(), return_exceptions=True))
     failure = _worst_failure(results)
+    host = redact_uri(engine.host)  # shown on the dashboard and by `sparkctl status`
     if failure is not None:
         if isinstance(failure, EngineUnreachable):
-            return EngineStatus(engine.kind, engine.host, False, error=failure.message)
+            return EngineStatus(engine.kind, host, False, error=redact_text(failure.message))
         version = results[0] if isinstance(results[0], str) else None
-        return EngineStatus(engine.kind, engine.host, True, version=version, error=failure.message)
+        return EngineStatus(engine.kind, host, True, version=version, error=redact_text(failure.message))
     version, resident = results
-    return EngineStatus(engine.kind, engine.host, True, version=version, resident=tuple(resident))
+    return EngineStatus(engine.kind, host, True, version=version, resident=tuple(resident))
 
 
 def _worst_failure(results: list) -> EngineError | None:
@@ -92,14 +94,15 @@ class NamedEngineStatus:
 
 async def named_engine_status(name: str, engine: Any, model: str = "", kind: str = "") -> NamedEngineStatus:
     """Ask one extra engine who it is and what it serves; failures become reachable=False."""
+    url = redact_uri(engine.host)  # shown: never a credential
     try:
         version = await engine.version()
         served = tuple(m.name for m in await engine.tags())
     except EngineUnreachable as exc:
-        return NamedEngineStatus(name, kind or engine.kind, engine.host, False, model, error=exc.message)
+        return NamedEngineStatus(name, kind or engine.kind, url, False, model, error=redact_text(exc.message))
     except EngineError as exc:  # it answered, with an error: up but failing
-        return NamedEngineStatus(name, engine.kind, engine.host, True, model, error=exc.message)
-    return NamedEngineStatus(name, engine.kind, engine.host, True, model, served, version)
+        return NamedEngineStatus(name, engine.kind, url, True, model, error=redact_text(exc.message))
+    return NamedEngineStatus(name, engine.kind, url, True, model, served, version)
 
 
 async def openai_engines_status(cfg: Config, engines: dict[str, Any] | None = None) -> tuple[NamedEngineStatus, ...]:
@@ -133,7 +136,8 @@ async def openai_engines_status(cfg: Config, engines: dict[str, Any] | None = No
             out.append(by_name[n])
         else:
             e = cfg.engines[n]
-            out.append(NamedEngineStatus(n, e.kind, e.url, False, e.model, error=errors.get(n, "not built")))
+            out.append(NamedEngineStatus(n, e.kind, redact_uri(e.url), False, e.model,
+                                         error=redact_text(errors.get(n, "not built"))))
     return tuple(out)
 
 
@@ -183,7 +187,21 @@ def build_report(
     # resident models are unknown when the engine is down or failing: nothing to attribute
     known = engine.reachable and engine.error is None
     attribution = attribute_gpu_memory(engine.resident, _processes(host.gpu)) if known else None
-    return StatusReport(engine, host, budget, rows, attribution, now, engines)
+    engines = tuple(redact_named_status(e) for e in engines)
+    return StatusReport(redact_engine_status(engine), host, budget, rows, attribution, now, engines)
+
+
+def redact_engine_status(e: EngineStatus) -> EngineStatus:
+    """``e`` fit to show: credentials in its host and error as ``***`` (the same object when
+    there are none). A status built from the config (``[engine] host``) may carry them."""
+    host, error = redact_uri(e.host), (redact_text(e.error) if e.error is not None else None)
+    return e if (host, error) == (e.host, e.error) else replace(e, host=host, error=error)
+
+
+def redact_named_status(e: NamedEngineStatus) -> NamedEngineStatus:
+    """``e`` fit to show: credentials in its URL and error as ``***``."""
+    url, error = redact_uri(e.url), (redact_text(e.error) if e.error is not None else None)
+    return e if (url, error) == (e.url, e.error) else replace(e, url=url, error=error)
 
 
 async def collect_status(cfg: Config, engine: Engine, probes: Any) -> StatusReport:
@@ -238,10 +256,10 @@ def report_to_dict(r: StatusReport) -> dict[str, Any]:
         "at": r.at.isoformat(),
         "engine": {
             "kind": e.kind,
-            "host": e.host,
+            "host": redact_uri(e.host),
             "reachable": e.reachable,
             "version": e.version,
-            "error": e.error,
+            "error": redact_text(e.error) if e.error is not None else None,
         },
         "resident": [
             {
@@ -269,8 +287,9 @@ def report_to_dict(r: StatusReport) -> dict[str, Any]:
     }
     if r.engines:
         out["engines"] = [
-            {"name": e.name, "kind": e.kind, "url": e.url, "reachable": e.reachable, "version": e.version,
-             "model": e.model or None, "model_served": e.model_served, "served": list(e.served), "error": e.error}
+            {"name": e.name, "kind": e.kind, "url": redact_uri(e.url), "reachable": e.reachable, "version": e.version,
+             "model": e.model or None, "model_served": e.model_served, "served": list(e.served),
+             "error": redact_text(e.error) if e.error is not None else None}
             for e in r.engines
         ]
     if r.attribution is not None:

@@ -7,6 +7,11 @@ ids is used; the fluent API keeps its active run per thread and would silently s
 stray runs from a worker.
 
 Every failure surfaces as ``TrackingError`` with a one-line message fit for a status bar.
+No credential ever appears in one: the tracking URI may carry ``user:token@`` (a team
+server), and MLflow's and requests' exceptions quote the full request URL, so every
+message, ``repr`` and log line goes through ``sparkctl.core.redact``. Credentials are
+best passed the MLflow way, in ``MLFLOW_TRACKING_USERNAME`` / ``MLFLOW_TRACKING_PASSWORD``
+or ``MLFLOW_TRACKING_TOKEN``, which MLflow reads from the environment itself.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
 
+from sparkctl.core.redact import redact_text, redact_uri
 from sparkctl.tracking.record import RunRecord
 
 RECORD_ID_TAG = "sparkctl.record_id"
@@ -53,10 +59,13 @@ class TrackingError(Exception):
     """MLflow could not be reached or refused the write. ``str()`` is one line.
 
     ``unreachable`` is True when the tracking server could not be contacted at all, so a
-    caller replaying many records can stop instead of waiting out each timeout."""
+    caller replaying many records can stop instead of waiting out each timeout.
+
+    The message is redacted (``redact_text``): whoever raises one cannot leak a credential
+    through it."""
 
     def __init__(self, message: str, *, unreachable: bool = False) -> None:
-        super().__init__(message)
+        super().__init__(redact_text(message))
         self.unreachable = unreachable
 
 
@@ -115,7 +124,7 @@ def route_mlflow_logging(log_file: Path) -> None:
                 _rotate_if_large(log_file)
                 handler = logging.FileHandler(log_file, encoding="utf-8", delay=True)
                 handler.setFormatter(
-                    logging.Formatter("%(asctime)s %(process)d %(levelname)s %(name)s: %(message)s")
+                    _RedactingFormatter("%(asctime)s %(process)d %(levelname)s %(name)s: %(message)s")
                 )
             except OSError:
                 handler = logging.NullHandler()
@@ -134,6 +143,14 @@ def route_mlflow_logging(log_file: Path) -> None:
         logging.getLogger("alembic.runtime.plugins").setLevel("WARNING")
 
 
+class _RedactingFormatter(logging.Formatter):
+    """MLflow's log lines may quote the tracking URI (credentials included) or a request
+    URL; the file gets them redacted."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return redact_text(super().format(record))
+
+
 def _rotate_if_large(log_file: Path) -> None:
     """Keep one previous log (``mlflow.log.1``) once the log passes ``LOG_FILE_MAX_BYTES``."""
     try:
@@ -144,7 +161,8 @@ def _rotate_if_large(log_file: Path) -> None:
 
 
 def _one_line(text: str) -> str:
-    line = " ".join(str(text).split())
+    # Redact before clipping: a URL cut in its password would no longer look like one.
+    line = " ".join(redact_text(str(text)).split())
     return line if len(line) <= _MESSAGE_MAX else line[: _MESSAGE_MAX - 3] + "..."
 
 
@@ -200,7 +218,12 @@ class MlflowStore:
         self._experiment_ids: dict[str, str] = {}
 
     def __repr__(self) -> str:
-        return f"MlflowStore({self.uri!r}, experiment={self.experiment!r})"
+        return f"MlflowStore({self.display_uri!r}, experiment={self.experiment!r})"
+
+    @property
+    def display_uri(self) -> str:
+        """``uri`` fit to show or log: credentials and secret query values as ``***``."""
+        return redact_uri(self.uri)
 
     @property
     def is_remote(self) -> bool:
@@ -271,11 +294,11 @@ class MlflowStore:
         ):
             if "can't locate revision" in low:
                 return TrackingError(
-                    f"the MLflow database {self.uri} was written by a newer MLflow; "
+                    f"the MLflow database {self.display_uri} was written by a newer MLflow; "
                     "upgrade the mlflow package"
                 )
             return TrackingError(
-                f"the MLflow database schema is out of date: run `mlflow db upgrade {self.uri}` "
+                f"the MLflow database schema is out of date: run `mlflow db upgrade {self.display_uri}` "
                 "(back up the database first)"
             )
         unreachable_markers = (
@@ -296,7 +319,7 @@ class MlflowStore:
             else:
                 why = _one_line(text)
             return TrackingError(
-                f"MLflow server {self.uri} is unreachable during {action} ({why})",
+                f"MLflow server {self.display_uri} is unreachable during {action} ({why})",
                 unreachable=True,
             )
         return TrackingError(f"MLflow {action} failed: {type(exc).__name__}: {_one_line(text)}")
@@ -339,7 +362,7 @@ class MlflowStore:
                     pass  # the store is gone; nothing more we can do for this run
             if not isinstance(exc, Exception):
                 raise
-            raise self._error(exc, "write") from exc
+            raise self._error(exc, "write") from None  # the cause quotes the URL, credentials and all
 
     def _find_complete_run(self, client, exp_id: str, record: RunRecord) -> str | None:
         from mlflow.entities import ViewType
@@ -439,7 +462,35 @@ class MlflowStore:
                     break
             return out
         except Exception as exc:
-            raise self._error(exc, "search") from exc
+            raise self._error(exc, "search") from None  # the cause quotes the URL, credentials and all
+
+    def search_runs_page(
+        self,
+        filter_string: str = "",
+        order_by: list[str] | None = None,
+        max_results: int = 100,
+        page_token: str | None = None,
+        experiment: str | None = None,
+    ) -> tuple[list[dict[str, Any]], str | None]:
+        """One page of runs (as ``search_runs`` returns them) and the token of the next
+        page, or None after the last. ``search_runs`` cannot resume a search; a caller that
+        filters further on its side (names compared by sparkctl's own rules) pages on with
+        this until it has enough rows. Blocking: call from a worker thread."""
+        try:
+            client = self._get_client()
+            exp_id = self._experiment_id(client, experiment or self.experiment, create=False)
+            if exp_id is None:
+                return [], None
+            page = client.search_runs(
+                [exp_id],
+                filter_string=filter_string,
+                max_results=max(1, min(max_results, 1000)),
+                order_by=order_by,
+                page_token=page_token,
+            )
+            return [_run_to_dict(run) for run in page], (page.token or None)
+        except Exception as exc:
+            raise self._error(exc, "search") from None  # the cause quotes the URL, credentials and all
 
 
 class _file_lock:
@@ -463,7 +514,7 @@ class _file_lock:
                     os.close(fd)
                     raise TrackingError(
                         f"another process has held {self.path} for {self.wait_s:.0f} s while "
-                        f"opening the MLflow database {self.uri}; is a sparkctl hung?"
+                        f"opening the MLflow database {redact_uri(self.uri)}; is a sparkctl hung?"
                     ) from None
                 time.sleep(delay)
                 delay = min(delay * 2, 0.2)

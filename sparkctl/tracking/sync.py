@@ -12,6 +12,7 @@ import logging
 from dataclasses import dataclass
 from pathlib import Path
 
+from sparkctl.core.redact import redact_text
 from sparkctl.tracking.record import RunRecord
 from sparkctl.tracking.spool import COMPACT_THRESHOLD_BYTES, Spool, recover_orphans
 from sparkctl.tracking.store import MlflowStore, TrackingError
@@ -41,6 +42,10 @@ class SyncResult:
 
     @property
     def message(self) -> str:
+        """One line for the user; credentials in any quoted URL are redacted."""
+        return redact_text(self._message())
+
+    def _message(self) -> str:
         if self.synced:
             text = f"run recorded in MLflow ({self.run_id})"
             if self.spool_error:

@@ -86,7 +86,7 @@ class SparkApp(App):
     # ---- start-up ------------------------------------------------------------------------
 
     def on_mount(self) -> None:
-        self.sub_title = f"v{__version__} · {self.config.engine.host}"
+        from sparkctl.core.redact import redact_uri; self.sub_title = f"v{__version__} · {redact_uri(self.config.engine.host)}"  # noqa: E702
         for theme in self._themes:
             self.register_theme(theme)
         wanted = self.config.ui.theme
@@ -228,6 +228,19 @@ class SparkApp(App):
 
     async def action_quit(self) -> None:
         self._stopping = True
+        benches = [w for w in self.workers if w.group == "bench" and not w.is_finished]
+        if benches:
+            # A bench stopped by quitting still puts lane models back and records its runs:
+            # leaving now would cancel that wrap-up with the event loop.
+            self.notify("stopping the bench: putting lane models back and recording the runs, then quitting",
+                        severity="warning", timeout=30)
+            for worker in benches:
+                worker.cancel()
+            for worker in benches:
+                try:
+                    await worker.wait()
+                except Exception:  # WorkerCancelled / WorkerFailed: it has ended, which is all we need
+                    pass
         self.workers.cancel_all()
         self.exit()
 

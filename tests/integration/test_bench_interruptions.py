@@ -180,3 +180,25 @@ def test_kill_9_mid_bench_loses_only_the_repetition_in_flight(tmp_path, mlflow_s
         assert done_reps >= 2 and landed["metrics"]["decode_tps_median"] > 0
     finally:
         server.stop()
+
+
+def test_signals_during_the_wrap_up_do_not_cut_the_lane_restore_short(slow_fake, tmp_path):
+    """A dropped ssh session sends SIGHUP twice (the shell forwards one, the kernel another
+    when the session leader exits), and users press Ctrl-C again while the bench stops."""
+    slow_fake.state.models["qwen3:8b"].load_s = 0.5  # the restore takes a while
+    cfg = write_config(tmp_path, slow_fake)
+    proc = subprocess.Popen([sys.executable, "-m", "sparkctl.cli", "--config", str(cfg), "bench", "--solo",
+                             "llama3.2:3b"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=env_for(tmp_path))
+    wait_for(lambda: streaming(slow_fake), "the bench never started streaming")
+    time.sleep(0.3)
+    for sig, pause in ((signal.SIGHUP, 0.01), (signal.SIGHUP, 0.05), (signal.SIGINT, 0.2), (signal.SIGTERM, 0)):
+        proc.send_signal(sig)
+        time.sleep(pause)
+    out, err = proc.communicate(timeout=40)
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err and "putting lane models back" in err
+    (record,) = Spool(tmp_path / "data" / "spool.jsonl").pending()
+    assert record.status == "KILLED" and record.tags["guard.lane_restore"].startswith("restored")
+    r = slow_fake.state.resident.get("qwen3:8b")
+    assert r is not None and r.context_length == 32768

@@ -50,3 +50,15 @@ def test_an_engine_that_counts_its_cached_tokens_decides():
                PrefillSample(636, 3_300_000_000, 0)])
     assert [x.cached for x in v] == [True, True, False]
     assert v[1].cached_tokens == 623 and "reused 623 of 636" in v[1].reason
+
+
+def test_a_slow_first_request_after_a_load_does_not_make_the_cold_ones_look_cached():
+    # 260 tokens: 600 ms on the first request (buffers, kernels), 120 ms on each later one
+    v = judge([PrefillSample(260, 600_000_000)] + [PrefillSample(260, 120_000_000)] * 5)
+    assert [x.cached for x in v] == [False] * 6
+
+
+def test_one_hit_among_cold_requests_is_an_outlier():
+    v = judge([PrefillSample(260, 130_000_000), PrefillSample(260, 120_000_000),
+               PrefillSample(260, 400_000), PrefillSample(260, 118_000_000)])
+    assert [x.cached for x in v] == [False, False, True, False]

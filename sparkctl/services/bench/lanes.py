@@ -14,6 +14,7 @@ from datetime import datetime, timezone
 from sparkctl.config import Config
 from sparkctl.core.keepalive import format_seconds
 from sparkctl.core.lanestate import LaneModelState, drift, find, restore_keep_alive, snapshot_lanes
+from sparkctl.core.names import model_key
 from sparkctl.engines.base import EngineError
 
 
@@ -48,8 +49,13 @@ async def note_lanes(engine, cfg: Config) -> list[LaneModelState]:
     return snapshot_lanes(await engine.ps(), cfg.lane_of, _now())
 
 
-async def restore_lanes(engine, before: list[LaneModelState], say) -> LaneRestore:
-    """Put back every lane model in `before` that changed; verify each from /api/ps."""
+async def restore_lanes(engine, before: list[LaneModelState], say,
+                        touched: set[str] | None = None) -> LaneRestore:
+    """Put back every lane model in `before` that changed; verify each from /api/ps.
+
+    `touched`: model keys the bench sent requests to, loaded or unloaded. A lane model the
+    bench never touched whose only change is a later expiry was kept busy by its own users
+    meanwhile: that expiry is theirs, not the bench's, and is left alone."""
     out = LaneRestore()
     if not before:
         return out
@@ -60,7 +66,11 @@ async def restore_lanes(engine, before: list[LaneModelState], say) -> LaneRestor
         return out
     for b in before:
         now = _now()
-        changes = drift(b, find(resident, b.name), now)
+        now_resident = find(resident, b.name)
+        changes = drift(b, now_resident, now)
+        if changes and touched is not None and model_key(b.name) not in touched and now_resident is not None \
+                and all(c.startswith("expires") for c in changes):
+            changes = []
         if not changes:
             out.untouched.append(b.name)
             continue

@@ -18,6 +18,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urlsplit
 
 POLL_S = 0.5
 
@@ -42,9 +43,24 @@ def lock_dir() -> Path:
     return Path(os.environ.get("SPARKCTL_LOCK_DIR") or Path(tempfile.gettempdir()) / "sparkctl-locks")
 
 
+def engine_key(engine_host: str) -> str:
+    """One key per engine however its URL is written: case, a trailing slash, and the
+    loopback names (localhost, 127.0.0.1, ::1, 0.0.0.0) do not make a second engine."""
+    parts = urlsplit(engine_host.strip().rstrip("/").lower())
+    host = parts.hostname or ""
+    if host in ("localhost", "::1", "0.0.0.0", "127.0.0.1") or host.startswith("127."):
+        host = "127.0.0.1"
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    return f"{host}:{port}{parts.path}"
+
+
 def lock_path(engine_host: str) -> Path:
-    digest = hashlib.sha256(engine_host.encode()).hexdigest()[:16]
+    digest = hashlib.sha256(engine_key(engine_host).encode()).hexdigest()[:16]
     return lock_dir() / f"bench-{digest}.lock"
+
+
+class LockUnavailable(Exception):
+    """The lock file cannot be opened (permissions, a read-only /tmp): say where."""
 
 
 class BenchLock:
@@ -62,11 +78,27 @@ class BenchLock:
                 os.chmod(d, 0o1777)  # shared by every user, like /tmp itself
             except OSError:
                 pass
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o666)
+        # Another user's file in a sticky directory cannot be opened with O_CREAT where
+        # fs.protected_regular is set (Ubuntu, DGX OS), so create only when missing, and
+        # fall back to read-only: flock works on any open file.
+        for flags in (os.O_RDWR, os.O_RDONLY):
+            try:
+                return os.open(self.path, flags)
+            except FileNotFoundError:
+                break
+            except PermissionError:
+                continue
         try:
-            os.fchmod(fd, 0o666)
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o666)
+        except FileExistsError:  # another process created it just now
+            return self._open()
+        except OSError as exc:
+            raise LockUnavailable(f"cannot open the bench lock {self.path}: {exc.strerror}; "
+                                  "set $SPARKCTL_LOCK_DIR to a writable directory") from None
+        try:
+            os.fchmod(fd, 0o666)  # every user of the machine shares it
         except OSError:
-            pass  # another user's file: it is already shared
+            pass
         return fd
 
     def try_acquire(self) -> Holder | None:
@@ -79,8 +111,11 @@ class BenchLock:
             os.close(fd)
             return holder or Holder(0, [], time.time(), self.engine_host)
         me = {"pid": os.getpid(), "models": self.models, "since": time.time(), "host": self.engine_host}
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, json.dumps(me).encode(), 0)
+        try:  # who holds it is information for waiters; a read-only fd still locks
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, json.dumps(me).encode(), 0)
+        except OSError:
+            pass
         self._fd = fd
         return None
 
@@ -88,7 +123,12 @@ class BenchLock:
         """Take the lock; while another bench holds it, say so once and wait (or raise BenchBusy)."""
         told = None
         while True:
-            holder = await asyncio.to_thread(self.try_acquire)
+            try:
+                holder = await asyncio.to_thread(self.try_acquire)
+            except asyncio.CancelledError:
+                # cancelled while the thread ran: it may have taken the lock; never keep it
+                self.release()
+                raise
             if holder is None:
                 return
             if not wait:

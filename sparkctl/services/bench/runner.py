@@ -30,6 +30,7 @@ from sparkctl.core.gpu import is_throttled
 from sparkctl.core.keepalive import parse_keep_alive
 from sparkctl.core.names import model_key
 from sparkctl.core.placement import placement
+from sparkctl.core.redact import redact_text, redact_uri
 from sparkctl.core.roofline import active_params, bits_per_weight_from_quant, bits_per_weight_from_size, roofline
 from sparkctl.core.snapshots import GIB, MemInfo, ResidentModel, Unavailable
 from sparkctl.core.stats import is_stable, interleave, summarize
@@ -196,6 +197,7 @@ class ModelRun:
     ctx_note: str = ""
     record_id: str = field(default_factory=lambda: secrets.token_hex(16))
     lane_restore: str = ""
+    completed: bool = False  # all its repetitions ran and placement was checked after
 
 
 @dataclass(frozen=True)
@@ -232,6 +234,8 @@ class BenchRunner:
         self._sampler: GpuSampler | None = None
         self._start_ms = 0
         self._journal_failed = False
+        self._touched: set[str] = set()  # model keys the bench loaded, benched or unloaded
+        self._windows: list[tuple[float, float]] = []  # every request of the bench, all models
 
     def sink(self, ev: Any) -> None:
         """Report to the UI. A UI that fails (a dead terminal after an ssh hang-up raises
@@ -406,7 +410,7 @@ class BenchRunner:
             r.dnf = True
             r.done_reason = "dnf"
         except EngineError as exc:
-            r.error = exc.message
+            r.error = redact_text(exc.message)
             r.done_reason = "error"
             if isinstance(exc, EngineUnreachable):
                 raise
@@ -423,6 +427,7 @@ class BenchRunner:
         flush(end)
         r.wall_s = end - t_send
         r.window = (t_send, end)
+        self._windows.append(r.window)
         r.output = "".join(answer)
         r.thinking = "".join(thinking)
         r.ttft_s = None if t_first is None else t_first - t_send
@@ -483,14 +488,14 @@ class BenchRunner:
         me = model_key(model)
         return {r.name: r.expires_at for r in resident if model_key(r.name) != me}
 
-    async def _others_moved(self, before: dict[str, Any] | None) -> str:
+    async def _others_moved(self, before: dict[str, Any] | None, skip: set[str] | None = None) -> str:
         if before is None:
             return ""
         try:
             now = {r.name: r.expires_at for r in await self.engine.ps()}
         except EngineError:
             return ""
-        mine = {model_key(m) for m in self._requests}
+        mine = {model_key(m) for m in self._requests} | (skip or set())
         moved = []
         for name, t in now.items():
             if model_key(name) in mine:
@@ -513,17 +518,16 @@ class BenchRunner:
             lock.release()
 
     async def _run_locked(self, models: list[str]) -> list[ModelRun]:
-        self._start_ms = start_ms = int(time.time() * 1000)
+        self._start_ms = int(time.time() * 1000)
         shows = await self.preflight(models)
         runs = {m: ModelRun(m, show=shows[m], num_ctx=self.num_ctx(m), ctx_note=self._ctx_note.get(m, ""))
                 for m in models}
         lanes_before = await note_lanes(self.engine, self.cfg)
-        sampler: GpuSampler | None = None
         outcome = "FINISHED"
         try:
             if self.s.mode == "solo":
-                await self._unload_others(models)
-            sampler = self._sampler = GpuSampler(self._gpu_reader()).start()
+                self._touched.update(await self._unload_others(models))
+            self._sampler = GpuSampler(self._gpu_reader()).start()
             if self.s.mode == "solo":
                 # Solo: each model alone in memory, one after another. Interleaving would
                 # reload a model before every repetition.
@@ -541,43 +545,56 @@ class BenchRunner:
             outcome = "FAILED"
             raise
         finally:
-            if sampler is not None:
-                sampler.stop()
-            end_ms = int(time.time() * 1000)
-            # Lanes first (the journal already holds every finished repetition), so the
-            # runs can say whether the engine was left as it was found.
-            try:
-                if self.s.mode == "solo" and lanes_before:
-                    # Solo was chosen because the models may not fit side by side: make room
-                    # before the lane models come back (a Spark out of memory can freeze).
-                    lanes = self.cfg.lane_models()
-                    for m in models:
-                        if model_key(m) not in lanes:
-                            try:
-                                await self._unload_if_resident(m)
-                            except EngineError as exc:  # the restore is checked on its own
-                                self.sink(Phase(f"could not unload {m} before restoring lanes: {exc.message}"))
-                self.lane_restore = await restore_lanes(self.engine, lanes_before,
-                                                        lambda text: self.sink(Phase(text)))
-            except Exception as exc:  # the engine went away: say so on the runs
-                self.lane_restore = LaneRestore(failed=[f"lane restore not possible: {exc}"])
-            for run in runs.values():
-                if outcome != "FINISHED":
-                    run.status = outcome
-                self._finish(run, sampler)
-            if self.recorder is not None:
-                for run in runs.values():
-                    if run.reps or outcome != "FINISHED":
-                        record = self.to_record(run, start_ms, end_ms, sampler)
-                        result = await asyncio.to_thread(self.recorder, record)
-                        if result is not None:
-                            run.sync_message = result.message
-                            run.run_id = result.run_id
-        if self.lane_restore is not None:
-            for failure in self.lane_restore.failed:
-                self.sink(Notice(f"ERROR: lane model not restored: {failure}"))
+            # The wrap-up (lanes back, runs recorded) runs as its own task: a second Ctrl-C,
+            # SIGHUP or Escape while it runs must not leave production unloaded or a run
+            # unrecorded. Further cancellations wait for it.
+            wrap_up = asyncio.ensure_future(self._wrap_up(models, runs, lanes_before, outcome))
+            while not wrap_up.done():
+                try:
+                    await asyncio.shield(wrap_up)
+                except asyncio.CancelledError:
+                    if not wrap_up.done():
+                        self.sink(Notice("stopping: putting lane models back and recording the runs first"))
         self.sink(BenchFinished(list(runs.values())))
         return list(runs.values())
+
+    async def _wrap_up(self, models: list[str], runs: dict[str, "ModelRun"], lanes_before, outcome: str) -> None:
+        sampler = self._sampler
+        if sampler is not None:
+            sampler.stop()
+        end_ms = int(time.time() * 1000)
+        # Lanes first (the journal already holds every finished repetition), so the runs
+        # can say whether the engine was left as it was found.
+        try:
+            if self.s.mode == "solo" and lanes_before:
+                # Solo was chosen because the models may not fit side by side: make room
+                # before the lane models come back (a Spark out of memory can freeze).
+                keep = {model_key(b.name) for b in lanes_before}
+                for m in models:
+                    if model_key(m) not in keep:
+                        try:
+                            await self._unload_if_resident(m)
+                        except EngineError as exc:  # the restore is checked on its own
+                            self.sink(Phase(f"could not unload {m} before restoring lanes: {exc.message}"))
+            self.lane_restore = await restore_lanes(self.engine, lanes_before,
+                                                    lambda text: self.sink(Phase(text)),
+                                                    touched=self._touched | {model_key(m) for m in models})
+        except Exception as exc:  # the engine went away: say so on the runs
+            self.lane_restore = LaneRestore(failed=[f"lane restore not possible: {exc}"])
+        for failure in self.lane_restore.failed:
+            self.sink(Notice(f"ERROR: lane model not restored: {failure}"))
+        for run in runs.values():
+            if outcome != "FINISHED" and not run.completed:
+                run.status = outcome  # a model that finished before the failure keeps its run
+            self._finish(run, sampler)
+        if self.recorder is not None:
+            for run in runs.values():
+                if run.reps or run.status != "FINISHED":
+                    record = self.to_record(run, self._start_ms, end_ms, sampler)
+                    result = await asyncio.to_thread(self.recorder, record)
+                    if result is not None:
+                        run.sync_message = result.message
+                        run.run_id = result.run_id
 
     async def _journal(self, run: ModelRun) -> None:
         """The run so far (status KILLED until it ends) into the spool, fsynced."""
@@ -603,9 +620,10 @@ class BenchRunner:
             await self._idle_check(runs[m])
         # Other models' expiries from here to the first measured request: one that moves was
         # serving someone else while ours loaded and warmed up (a shared engine).
+        bench_keys = {model_key(m) for m in models}
         settled = await self._others_expiry(*models[:1]) if models else None
         if settled is not None:
-            settled = {k: v for k, v in settled.items() if model_key(k) not in {model_key(m) for m in models}}
+            settled = {k: v for k, v in settled.items() if model_key(k) not in bench_keys}
         for m in models:
             warmups = self.s.warmup
             if self.s.cache == prefill.WARM:
@@ -615,7 +633,7 @@ class BenchRunner:
                 res = await self.run_rep(m, -1 - w, True)
                 runs[m].warmups.append(res)
                 self.sink(RepDone(res))
-        busy = await self._others_moved(settled)
+        busy = await self._others_moved(settled, skip=bench_keys)
         if busy:
             for m in models:
                 runs[m].flags.append(f"engine busy before the repetitions: another client was served ({busy})")
@@ -632,6 +650,7 @@ class BenchRunner:
             await self._journal(runs[m])
         for m in models:
             await self._check_placement(runs[m], m, before=False)
+            runs[m].completed = True
 
     async def _idle_check(self, run: ModelRun) -> None:
         """Before a model's repetitions: is anything else using the GPU? NVML's utilization
@@ -664,12 +683,15 @@ class BenchRunner:
             self.sink(Phase(f"solo: unloading {model}"))
             await self.engine.unload(model)
 
-    async def _unload_others(self, models: list[str]) -> None:
+    async def _unload_others(self, models: list[str]) -> set[str]:
         want = {model_key(m) for m in models}
+        gone = set()
         for rm in await self.engine.ps():
             if model_key(rm.name) not in want:
                 self.sink(Phase(f"solo: unloading {rm.name}"))
                 await self.engine.unload(rm.name)
+                gone.add(model_key(rm.name))
+        return gone
 
     async def _check_placement(self, run: ModelRun, model: str, before: bool) -> None:
         if not getattr(self.engine, "reports_placement", True):
@@ -678,6 +700,7 @@ class BenchRunner:
         if before:
             await self.engine.load(model, keep_alive=self.s.keep_alive_wire,
                                    options={"num_ctx": self.num_ctx(model)})
+            await self._engine_gpus()
         resident = {model_key(r.name): r for r in await self.engine.ps()}
         rm: ResidentModel | None = resident.get(model_key(model))
         label = placement(rm.size, rm.size_vram).label if rm else "not resident"
@@ -692,6 +715,24 @@ class BenchRunner:
             if before and not self.s.allow_cpu:
                 raise BenchRefused(f"{msg}; the bench needs 100% GPU (use --allow-cpu to run it marked invalid)")
             run.invalid.append(msg)
+
+    async def _engine_gpus(self) -> None:
+        """The GPUs a local Ollama's runner processes use, so power, clocks and foreign load
+        are read there and not on GPUs that serve other jobs (a multi-GPU box)."""
+        if self._sampler is None:
+            return
+        from sparkctl.probes.listeners import listener_pid, process_tree
+
+        pid = await asyncio.to_thread(listener_pid, self.engine.host)
+        if pid is None:
+            return
+        pids = await asyncio.to_thread(process_tree, pid)
+        report = await asyncio.to_thread(self._gpu_reader())
+        used = {g.index for g in report.gpus if isinstance(g.processes, tuple)
+                and any(p.pid in pids and p.used_bytes for p in g.processes)}
+        if used:
+            self._sampler.indices = (self._sampler.indices or set()) | used
+            self.host_facts["guard.engine_gpus"] = ",".join(str(i) for i in sorted(self._sampler.indices))
 
     async def _unverified_placement(self, run: ModelRun, model: str, before: bool) -> None:
         """Engines that cannot say where the weights sit (llama-server, vLLM, SGLang): check
@@ -715,7 +756,7 @@ class BenchRunner:
         else:
             run.placement_after = label
         if label == "not served":
-            run.invalid.append(f"{model} is no longer served by {self.engine.host} after the run")
+            run.invalid.append(f"{model} is no longer served by {redact_uri(self.engine.host)} after the run")
 
     async def _nvml_evidence(self, model: str) -> str:
         """What NVML says about a local engine's process: evidence, not a placement claim
@@ -784,9 +825,10 @@ class BenchRunner:
         if foreign:
             run.flags.append(f"foreign load during {len(foreign)} repetition(s): {foreign[0].foreign}")
         if sampler is not None and reps:
-            windows = [r.window for r in reps if r.window]
-            if windows:
-                busy = sampler.busy_outside(windows, windows[0][0], windows[-1][1])
+            mine = [r.window for r in reps if r.window]
+            if mine:
+                # every request of the bench (other models', warm-ups) is the bench's own load
+                busy = sampler.busy_outside(self._windows, mine[0][0], mine[-1][1])
                 if busy:
                     run.flags.append(f"foreign load: the GPU was up to {max(u for _, u in busy):.0f}% busy "
                                      "between repetitions, while no request of the bench ran")
@@ -897,7 +939,7 @@ class BenchRunner:
         tags = {
             "sparkctl.version": __version__,
             "engine.kind": self.engine.kind, "engine.version": self.engine_version,
-            "engine.host": self.engine.host,
+            "engine.host": redact_uri(self.engine.host),
             "model.name": run.model,
             "model.digest": self._digests.get(run.model, ""),
             "model.quantization": details.get("quantization_level", ""),

@@ -87,21 +87,26 @@ class GpuSampler:
             "gpus": per,
         }
 
+    def snapshot(self) -> list[tuple[float, dict[str, Any]]]:
+        """A copy of the samples so far (the sampler thread keeps adding and sorting)."""
+        with self._lock:
+            return list(self.samples)
+
     def power_series(self) -> list[tuple[float, float]]:
-        return [(t, s["power_w"]) for t, s in self.samples if s["power_w"] is not None]
+        return [(t, s["power_w"]) for t, s in self.snapshot() if s["power_w"] is not None]
 
     def within(self, windows: list[tuple[float, float]] | None) -> list[tuple[float, dict[str, Any]]]:
         """Samples taken inside any of `windows` (one model's requests), or all of them."""
         if windows is None:
-            return list(self.samples)
-        return [(t, v) for t, v in self.samples if any(a <= t <= b for a, b in windows)]
+            return self.snapshot()
+        return [(t, v) for t, v in self.snapshot() if any(a <= t <= b for a, b in windows)]
 
     def busy_outside(self, windows: list[tuple[float, float]], start: float, end: float,
                      threshold_pct: float = FOREIGN_UTIL_PCT) -> list[tuple[float, float]]:
         """(time, util%) of samples between `start` and `end` taken while none of the bench's
         own requests ran (nor had run within NVML's averaging period) that show the GPU busy."""
         out = []
-        for t, v in self.samples:
+        for t, v in self.snapshot():
             u = v.get("util_pct")
             if u is None or u < threshold_pct or not start <= t <= end:
                 continue
