@@ -1,0 +1,190 @@
+"""One past run as a flat row: what the CLI's `runs` table and the TUI's Runs screen show.
+
+Built from one run dict as ``MlflowStore.search_runs`` returns it (params, tags and metrics
+as the bench's ``to_record`` wrote them). Summary metrics only: a run's latest values come
+with the search itself, so a page of rows costs one query, never a metric history per run.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from datetime import datetime, timezone
+from typing import Any
+
+from sparkctl.core.gpu import is_throttled
+from sparkctl.core.names import model_key
+
+# Tags written by the bench (services/bench/runner.py to_record) and read back here.
+TAG_MODEL = "model.name"
+TAG_ENGINE_KIND = "engine.kind"
+TAG_ENGINE_VERSION = "engine.version"
+TAG_HOST = "host.name"
+# Set by the eval (not yet); a run without it is a bench.
+TAG_KIND = "sparkctl.kind"
+KIND_BENCH = "bench"
+KIND_EVAL = "eval"
+RUN_KINDS = (KIND_BENCH, KIND_EVAL)
+
+# Flag words, in the order they are shown.
+FLAG_INVALID = "invalid"
+FLAG_PLACEMENT = "placement"
+FLAG_DNF = "dnf"  # shown as "dnf=N"
+FLAG_THROTTLED = "throttled"
+FLAG_RELOAD = "reload"
+FLAG_PREFILL_CACHED = "prefill-cached"
+FLAG_FOREIGN_LOAD = "foreign-load"
+FLAG_TRUNCATED = "truncated"
+FLAG_CACHE = "cache"  # shown as "cache=warm" for anything but the default cold policy
+FLAG_LANE_RESTORE = "lane-restore-failed"
+FLAG_RECOVERED = "recovered"
+
+
+@dataclass(frozen=True)
+class RunRow:
+    """One MLflow run, flattened. ``None`` where the run did not record a value.
+
+    ``flags`` are short words (see ``flags_of``); ``valid`` is the bench's own verdict
+    (tag ``guard.valid``: True, False, or None when absent). ``prompt_sha256``,
+    ``num_ctx``, ``num_predict`` and ``cache_policy`` are what two runs must share to be
+    compared (with the engine kind and version)."""
+
+    run_id: str
+    run_name: str
+    status: str
+    start_ms: int | None
+    model: str
+    engine_kind: str
+    engine_version: str
+    host: str
+    kind: str
+    decode_tps_median: float | None
+    decode_tps_cv_pct: float | None
+    ttft_s_median: float | None
+    prefill_tps_median: float | None
+    joules_per_token: float | None
+    roofline_pct: float | None
+    valid: bool | None
+    dnf_count: int | None
+    flags: tuple[str, ...]
+    prompt_sha256: str
+    num_ctx: str
+    num_predict: str
+    cache_policy: str
+
+    @property
+    def model_key(self) -> str:
+        """The model's comparison key ('qwen3' and 'qwen3:latest' share one)."""
+        return model_key(self.model)
+
+    @property
+    def start_utc(self) -> str | None:
+        if self.start_ms is None:
+            return None
+        return datetime.fromtimestamp(self.start_ms / 1000, tz=timezone.utc).isoformat(timespec="seconds")
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON-able dict: every field (flags as a list) plus ``start_utc``."""
+        out: dict[str, Any] = {}
+        for f in fields(self):
+            value = getattr(self, f.name)
+            out[f.name] = list(value) if isinstance(value, tuple) else value
+            if f.name == "start_ms":
+                out["start_utc"] = self.start_utc
+        return out
+
+
+# Keys of RunRow.to_dict(), in order: the JSON object keys and the CSV header.
+ROW_KEYS: tuple[str, ...] = tuple(
+    k for f in fields(RunRow) for k in ((f.name, "start_utc") if f.name == "start_ms" else (f.name,))
+)
+
+
+def _metric(metrics: dict[str, Any], key: str) -> float | None:
+    value = metrics.get(key)
+    if value is None:
+        return None
+    try:
+        value = float(value)
+    except (TypeError, ValueError):
+        return None
+    return value if value == value else None  # NaN: not a value
+
+
+def _bool_tag(tags: dict[str, str], key: str) -> bool | None:
+    value = tags.get(key)
+    if value is None:
+        return None
+    return value.strip().lower() == "true"
+
+
+def flags_of(tags: dict[str, str], params: dict[str, str], dnf_count: int | None) -> tuple[str, ...]:
+    """Short words for what makes a run's numbers suspect or not comparable:
+    ``invalid`` (guard.valid false), ``placement`` (not 100% GPU), ``dnf=N``, ``throttled``,
+    ``reload``, ``prefill-cached``, ``foreign-load``, ``truncated``, ``cache=warm`` (any
+    policy but cold), ``lane-restore-failed``, ``recovered`` (closed after its process died)."""
+    invalid_reasons = tags.get("guard.invalid_reasons", "")
+    flags_text = tags.get("guard.flags", "")
+    out: list[str] = []
+    if _bool_tag(tags, "guard.valid") is False:
+        out.append(FLAG_INVALID)
+    placements = [tags.get("guard.placement_before", ""), tags.get("guard.placement_after", "")]
+    if " placement " in f" {invalid_reasons} " or any(
+        p and p != "100% GPU" and not p.startswith("unknown") for p in placements
+    ):
+        out.append(FLAG_PLACEMENT)
+    if dnf_count:
+        out.append(f"{FLAG_DNF}={dnf_count}")
+    reasons = [r for r in tags.get("gpu.throttle_reasons", "").split(",") if r.strip() and r.strip() != "none"]
+    if (reasons and is_throttled([r.strip() for r in reasons])) or "GPU throttled" in invalid_reasons:
+        out.append(FLAG_THROTTLED)
+    if _bool_tag(tags, "guard.reload_detected"):
+        out.append(FLAG_RELOAD)
+    if _bool_tag(tags, "guard.prefill_cached"):
+        out.append(FLAG_PREFILL_CACHED)
+    if _bool_tag(tags, "guard.foreign_load"):
+        out.append(FLAG_FOREIGN_LOAD)
+    if "prompt truncated" in invalid_reasons or "prompt truncated" in flags_text:
+        out.append(FLAG_TRUNCATED)
+    policy = (params.get("cache_policy") or tags.get("guard.cache_policy") or "").strip()
+    if policy and policy != "cold":
+        out.append(f"{FLAG_CACHE}={policy}")
+    if tags.get("guard.lane_restore", "").startswith("FAILED") or "lane restore failed" in flags_text:
+        out.append(FLAG_LANE_RESTORE)
+    if tags.get("guard.recovery") or _bool_tag(tags, "sparkctl.recovered"):
+        out.append(FLAG_RECOVERED)
+    return tuple(out)
+
+
+def row_from_run(run: dict[str, Any]) -> RunRow:
+    """A ``RunRow`` from one run dict of ``MlflowStore.search_runs``; tolerant of runs
+    written by older versions or by hand (missing keys become None or "")."""
+    tags: dict[str, str] = run.get("tags") or {}
+    params: dict[str, str] = run.get("params") or {}
+    metrics: dict[str, Any] = run.get("metrics") or {}
+    dnf = _metric(metrics, "dnf_count")
+    dnf_count = None if dnf is None else int(dnf)
+    start = run.get("start_time")
+    return RunRow(
+        run_id=str(run.get("run_id") or ""),
+        run_name=str(run.get("run_name") or ""),
+        status=str(run.get("status") or ""),
+        start_ms=None if start is None else int(start),
+        model=tags.get(TAG_MODEL) or params.get("model") or "",
+        engine_kind=tags.get(TAG_ENGINE_KIND, ""),
+        engine_version=tags.get(TAG_ENGINE_VERSION, ""),
+        host=tags.get(TAG_HOST, ""),
+        kind=(tags.get(TAG_KIND) or KIND_BENCH).strip().lower(),
+        decode_tps_median=_metric(metrics, "decode_tps_median"),
+        decode_tps_cv_pct=_metric(metrics, "decode_tps_cv_pct"),
+        ttft_s_median=_metric(metrics, "ttft_s_median"),
+        prefill_tps_median=_metric(metrics, "prefill_tps_median"),
+        joules_per_token=_metric(metrics, "joules_per_token"),
+        roofline_pct=_metric(metrics, "roofline_pct"),
+        valid=_bool_tag(tags, "guard.valid"),
+        dnf_count=dnf_count,
+        flags=flags_of(tags, params, dnf_count),
+        prompt_sha256=params.get("prompt_sha256", ""),
+        num_ctx=params.get("num_ctx", ""),
+        num_predict=params.get("num_predict", ""),
+        cache_policy=params.get("cache_policy") or tags.get("guard.cache_policy", ""),
+    )
