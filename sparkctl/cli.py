@@ -45,7 +45,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     cli_models.register(sub)
     cli_bench.register(sub)
-    from sparkctl import cli_runs; cli_runs.register(sub)  # noqa: E702 (one line: other edits land around it)
+    from sparkctl import cli_decide, cli_runs
+
+    cli_runs.register(sub)
+    cli_decide.register(sub)
     return p
 
 

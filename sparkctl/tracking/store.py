@@ -464,6 +464,16 @@ class MlflowStore:
         except Exception as exc:
             raise self._error(exc, "search") from None  # the cause quotes the URL, credentials and all
 
+    def metric_history(self, run_id: str, key: str) -> list[float]:
+        """One metric's values of one run in step order (a bench logs one per repetition).
+        For the handful of runs a comparison reads; never for a whole list. Blocking."""
+        try:
+            client = self._get_client()
+            points = client.get_metric_history(run_id, key)
+        except Exception as exc:
+            raise self._error(exc, "read") from None
+        return [m.value for m in sorted(points, key=lambda m: m.step)]
+
     def search_runs_page(
         self,
         filter_string: str = "",

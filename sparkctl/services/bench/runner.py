@@ -941,6 +941,7 @@ class BenchRunner:
             "engine.kind": self.engine.kind, "engine.version": self.engine_version,
             "engine.host": redact_uri(self.engine.host),
             "model.name": run.model,
+            "model.key": model_key(run.model),  # 'qwen3' and 'qwen3:latest' alike, for exact filters
             "model.digest": self._digests.get(run.model, ""),
             "model.quantization": details.get("quantization_level", ""),
             "model.parameter_size": details.get("parameter_size", ""),

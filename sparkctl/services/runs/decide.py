@@ -1,0 +1,199 @@
+"""From runs to decisions: head-to-head comparisons and engine-change regressions.
+
+Reads what the bench recorded (summary metrics for picking runs, then the per-repetition
+values of the few runs compared) and hands the numbers to core.compare. Runs are compared
+on one engine kind and version, with the same prompt, context, output length and cache
+policy, unless the caller asks otherwise; what was left out is said, not hidden.
+Blocking (MLflow): call from a worker thread.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from sparkctl.core import compare
+from sparkctl.core.names import model_key
+from sparkctl.services.runs.query import list_runs
+from sparkctl.services.runs.rows import RunRow
+
+# metric name in the comparison, per-repetition metric the bench logs, higher is better
+METRICS: tuple[tuple[str, str, bool], ...] = (
+    ("decode_tps", "engine_decode_tps", True),
+    ("ttft_s", "ttft_s", False),
+    ("prefill_tps", "prefill_tps", True),
+)
+HISTORY = 200  # newest runs of a model looked at when picking the one to compare
+
+
+def usable(row: RunRow) -> bool:
+    """A run whose numbers mean something: finished, valid, a bench."""
+    return row.status == "FINISHED" and row.valid is not False and row.kind == "bench" \
+        and row.decode_tps_median is not None
+
+
+def settings_of(row: RunRow) -> tuple[str, str, str, str]:
+    return (row.prompt_sha256, row.num_ctx, row.num_predict, row.cache_policy or "cold")
+
+
+@dataclass
+class ModelSide:
+    model: str
+    run: RunRow | None
+    values: dict[str, list[float]] = field(default_factory=dict)
+    note: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        r = self.run
+        out: dict[str, Any] = {"model": self.model, "note": self.note}
+        if r is None:
+            return out | {"runs": 0}
+        out.update({
+            "run_id": r.run_id, "runs": len(self.values.get("decode_tps", [])),
+            "engine_kind": r.engine_kind, "engine_version": r.engine_version, "host": r.host,
+            "decode_tps_median": r.decode_tps_median, "decode_tps_cv_pct": r.decode_tps_cv_pct,
+            "ttft_s_median": r.ttft_s_median, "prefill_tps_median": r.prefill_tps_median,
+            "joules_per_token": r.joules_per_token, "roofline_pct": r.roofline_pct,
+            "flags": list(r.flags),
+        })
+        return out
+
+
+@dataclass
+class Difference:
+    metric: str
+    a: str
+    b: str
+    ci: compare.DiffCI
+    verdict: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"metric": self.metric, "a": self.a, "b": self.b, "diff_pct": self.ci.diff_pct,
+                "ci_low_pct": self.ci.ci_low_pct, "ci_high_pct": self.ci.ci_high_pct,
+                "n_a": self.ci.n_a, "n_b": self.ci.n_b, "method": self.ci.method, "verdict": self.verdict}
+
+
+@dataclass
+class Comparison:
+    engine: dict[str, str]
+    sides: list[ModelSide]
+    differences: list[Difference]
+    notes: list[str]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"engine": self.engine, "models": [s.to_dict() for s in self.sides],
+                "differences": [d.to_dict() for d in self.differences], "notes": self.notes}
+
+
+class NothingToCompare(Exception):
+    """A model has no usable run (on the engine asked for)."""
+
+
+def _values(store, run_id: str) -> dict[str, list[float]]:
+    return {name: store.metric_history(run_id, key) for name, key, _ in METRICS}
+
+
+def compare_models(store, models: list[str], *, any_engine: bool = False, lanes: dict[str, str] | None = None,
+                   experiment: str | None = None) -> Comparison:
+    """The newest usable run of each model, on the engine of the first model's newest usable
+    run (unless `any_engine`), and each later model against the first."""
+    candidates: dict[str, list[RunRow]] = {}
+    for m in models:
+        rows = [r for r in list_runs(store, model=m, limit=HISTORY, experiment=experiment) if usable(r)]
+        if not rows:
+            raise NothingToCompare(f"no finished, valid bench run of {m} in the store")
+        candidates[m] = rows
+    first = candidates[models[0]][0]
+    engine = {"kind": first.engine_kind, "version": first.engine_version}
+    notes: list[str] = []
+    lane_of = {model_key(v): k for k, v in (lanes or {}).items()}
+    sides = []
+    for m in models:
+        rows = candidates[m]
+        if any_engine:
+            pick = rows[0]
+        else:
+            same = [r for r in rows if (r.engine_kind, r.engine_version) == (first.engine_kind, first.engine_version)]
+            if not same:
+                newest = rows[0]
+                raise NothingToCompare(
+                    f"no run of {m} on {first.engine_kind} {first.engine_version} (its newest is on "
+                    f"{newest.engine_kind} {newest.engine_version}); re-bench it, or use --any-engine")
+            pick = same[0]
+            others = {f"{r.engine_kind} {r.engine_version}" for r in rows if r not in same}
+            if others:
+                notes.append(f"{m}: runs on {', '.join(sorted(others))} left out (another engine)")
+        side = ModelSide(m, pick, _values(store, pick.run_id))
+        lane = lane_of.get(model_key(m))
+        if lane:
+            side.note = f"lane {lane}"
+        sides.append(side)
+    if any_engine and len({(s.run.engine_kind, s.run.engine_version) for s in sides}) > 1:
+        notes.append("runs on different engines are compared (--any-engine): an engine change alone can "
+                     "move these numbers")
+    base = sides[0]
+    if any(settings_of(s.run) != settings_of(base.run) for s in sides[1:]):
+        notes.append("the runs differ in prompt, num_ctx, num_predict or cache policy: not like for like")
+    diffs = []
+    for other in sides[1:]:
+        for name, _key, higher in METRICS:
+            a, b = base.values.get(name, []), other.values.get(name, [])
+            if not a or not b:
+                continue
+            ci = compare.diff_ci(a, b, method="welch")
+            diffs.append(Difference(name, base.model, other.model, ci, compare.verdict(ci, higher)))
+    return Comparison(engine if not any_engine else {"kind": "mixed" if len(
+        {(s.run.engine_kind, s.run.engine_version) for s in sides}) > 1 else first.engine_kind,
+        "version": first.engine_version}, sides, diffs, notes)
+
+
+@dataclass
+class RegressionRow:
+    model: str
+    metric: str
+    before: RunRow
+    after: RunRow
+    result: compare.Regression
+
+    def to_dict(self) -> dict[str, Any]:
+        def side(r: RunRow, median: float | None) -> dict[str, Any]:
+            return {"engine_version": r.engine_version, "value": median, "run_id": r.run_id}
+
+        return {"model": self.model, "metric": self.metric,
+                "before": side(self.before, self.result.median_before),
+                "after": side(self.after, self.result.median_after),
+                "change_pct": self.result.change_pct, "threshold_pct": self.result.threshold_pct,
+                "ci_low_pct": self.result.ci_low_pct, "ci_high_pct": self.result.ci_high_pct,
+                "flagged": self.result.flagged, "reason": self.result.reason}
+
+
+def find_regressions(store, *, limit: int = 2000, experiment: str | None = None) -> list[RegressionRow]:
+    """For each model: its newest usable run against its newest usable run on the previous
+    engine version (same engine kind and settings), decode tok/s per repetition."""
+    rows = [r for r in list_runs(store, limit=limit, experiment=experiment) if usable(r)]
+    by_model: dict[str, list[RunRow]] = {}
+    for r in rows:  # newest first
+        by_model.setdefault(r.model_key, []).append(r)
+    out = []
+    for runs in by_model.values():
+        after = runs[0]
+        before = next((r for r in runs[1:] if r.engine_kind == after.engine_kind
+                       and r.engine_version != after.engine_version
+                       and settings_of(r) == settings_of(after)), None)
+        if before is None:
+            continue
+        a = store.metric_history(before.run_id, "engine_decode_tps")
+        b = store.metric_history(after.run_id, "engine_decode_tps")
+        out.append(RegressionRow(after.model, "decode_tps", before, after, compare.regression(a, b)))
+    return out
+
+
+def engine_changed_since_last_bench(rows: list[RunRow], lane_models: dict[str, str], kind: str,
+                                    version: str) -> list[str]:
+    """Lines like "engine 0.33.0 since last bench of production (0.32.9): re-bench"."""
+    out = []
+    for lane, model in lane_models.items():
+        mine = [r for r in rows if r.model_key == model_key(model) and usable(r) and r.engine_kind == kind]
+        if mine and mine[0].engine_version != version:
+            out.append(f"engine {version} since last bench of {lane} ({mine[0].engine_version}): re-bench")
+    return out
