@@ -32,12 +32,13 @@ def _num(x, spec=".1f") -> str:
 
 def render_comparison(cmp) -> str:
     lines = [f"engine: {cmp.engine.get('kind')} {cmp.engine.get('version')}"]
-    head = f"{'MODEL':<28} {'REPS':>4} {'DECODE tok/s':>12} {'CV%':>5} {'TTFT s':>7} {'PREFILL':>8} {'J/tok':>6}  RUN"
+    names = [s.model + (f" ({s.note})" if s.note else "") for s in cmp.sides]
+    w = max([len("MODEL")] + [len(n) for n in names])
+    head = f"{'MODEL':<{w}} {'REPS':>4} {'DECODE tok/s':>12} {'CV%':>5} {'TTFT s':>7} {'PREFILL':>8} {'J/tok':>6}  RUN"
     lines.append(head)
-    for s in cmp.sides:
+    for s, name in zip(cmp.sides, names):
         r = s.run
-        name = s.model + (f" ({s.note})" if s.note else "")
-        lines.append(f"{name:<28} {len(s.values.get('decode_tps', [])):>4} {_num(r.decode_tps_median):>12} "
+        lines.append(f"{name:<{w}} {len(s.values.get('decode_tps', [])):>4} {_num(r.decode_tps_median):>12} "
                      f"{_num(r.decode_tps_cv_pct):>5} {_num(r.ttft_s_median, '.2f'):>7} "
                      f"{_num(r.prefill_tps_median, '.0f'):>8} {_num(r.joules_per_token, '.2f'):>6}  {r.run_id[:8]}")
     if cmp.differences:
@@ -62,7 +63,7 @@ def render_regressions(rows) -> str:
         after = f"{_num(r.median_after)} @{row.after.engine_version}"
         verdict = "REGRESSION" if r.flagged else "ok"
         lines.append(f"{row.model:<28} {before:>16} {after:>16} {_pct(r.change_pct):>8} "
-                     f"{r.threshold_pct:>5.1f}%  {verdict}: {r.reason}")
+                     f"{r.threshold_pct:>5.1f}%  {verdict} ({r.reason})")
     return "\n".join(lines)
 
 
