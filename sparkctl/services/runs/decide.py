@@ -186,14 +186,3 @@ def find_regressions(store, *, limit: int = 2000, experiment: str | None = None)
         b = store.metric_history(after.run_id, "engine_decode_tps")
         out.append(RegressionRow(after.model, "decode_tps", before, after, compare.regression(a, b)))
     return out
-
-
-def engine_changed_since_last_bench(rows: list[RunRow], lane_models: dict[str, str], kind: str,
-                                    version: str) -> list[str]:
-    """Lines like "engine 0.33.0 since last bench of production (0.32.9): re-bench"."""
-    out = []
-    for lane, model in lane_models.items():
-        mine = [r for r in rows if r.model_key == model_key(model) and usable(r) and r.engine_kind == kind]
-        if mine and mine[0].engine_version != version:
-            out.append(f"engine {version} since last bench of {lane} ({mine[0].engine_version}): re-bench")
-    return out
