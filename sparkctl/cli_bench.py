@@ -21,6 +21,11 @@ def register(sub) -> None:
     b.add_argument("--cache", choices=("cold", "warm"),
                    help="cold (default): every repetition pays its whole prefill; warm: measure a "
                         "cached follow-up on purpose (recorded as such, never compared with cold)")
+    b.add_argument("--until-resolved", action="store_true",
+                   help="two models: interleave repetitions until the decode difference's 95%% interval "
+                        "excludes zero or is narrower than 2%%, or --max-reps is reached")
+    b.add_argument("--max-reps", type=int, default=30, metavar="N",
+                   help="with --until-resolved: the most repetitions per model (default 30)")
     b.add_argument("--no-wait", action="store_true",
                    help="if another bench is running on the engine, refuse (exit 4) instead of waiting")
     b.add_argument("--allow-cpu", action="store_true", help="run a model that is not 100%% GPU, marked invalid")
@@ -79,6 +84,11 @@ def _validate(args, effective_kind: str = "ollama") -> None:
                              ("--ctx", args.ctx, 256), ("--num-predict", args.num_predict, 1)):
         if value is not None and value < low:
             raise CliError(f"{flag} must be >= {low}, got {value}", EXIT_BAD_INPUT)
+    if getattr(args, "until_resolved", False):
+        if len(dict.fromkeys(args.models)) != 2:
+            raise CliError("--until-resolved compares exactly two models", EXIT_BAD_INPUT)
+        if args.max_reps < 3:
+            raise CliError(f"--max-reps must be >= 3, got {args.max_reps}", EXIT_BAD_INPUT)
     if args.timeout is not None and not (math.isfinite(args.timeout) and args.timeout > 0):
         raise CliError(f"--timeout must be a number of seconds > 0, got {args.timeout:g}", EXIT_BAD_INPUT)
     if args.prompt is not None and not args.prompt.strip():
@@ -225,6 +235,7 @@ def cmd_bench(args, cfg) -> int:
         num_predict=args.num_predict, prompt=args.prompt, mode="solo" if args.solo else None,
         allow_cpu=args.allow_cpu or None, think=False if args.no_think else None,
         cache=args.cache, wait=False if args.no_wait else None,
+        until_resolved=args.max_reps if args.until_resolved else None,
     )
     progress = _Progress(sys.stderr.isatty() and not args.json)
     spool, _store = make_spool_and_store(cfg)

@@ -104,3 +104,30 @@ async def test_runs_on_another_engine_are_not_mixed_in_silently(history, tmp_pat
     doc = json.loads(capsys.readouterr().out)
     assert {m["model"] for m in doc["models"]} == {A, B}
     assert {d["metric"] for d in doc["differences"]} >= {"decode_tps", "ttft_s"}
+
+
+async def test_until_resolved_stops_once_the_difference_is_clear(serve):
+    """A at 100 and B at 80 tok/s: the interval excludes zero after a few rounds, long
+    before the 30-repetition ceiling."""
+    state = bench_scenario(tokens_per_s=None)
+    state.models[A].tokens_per_s = 100.0
+    state.models[B].tokens_per_s = 80.0
+    server = serve(state)
+    cfg = Config()
+    s = replace(BenchSettings.from_config(cfg.bench), warmup=0, reps=5, num_predict=16, think=False,
+                until_resolved=30)
+    engine = OllamaEngine(server.url, timeout=5.0)
+    try:
+        runs = await BenchRunner(cfg, engine, FakeProbes(spark_snapshot()), s).run([A, B])
+    finally:
+        await engine.close()
+    a, b = runs
+    assert 3 <= len(a.reps) == len(b.reps) < 30
+    assert any(f.startswith("until-resolved: resolved: interval excludes zero") for f in a.flags)
+
+
+def test_until_resolved_needs_two_models(tmp_path, capsys):
+    config = tmp_path / "sparkctl.toml"
+    config.write_text("")
+    assert cli.main(["--config", str(config), "bench", "--until-resolved", "llama3.2:3b"]) == 2
+    assert "exactly two models" in capsys.readouterr().err

@@ -72,6 +72,7 @@ class BenchSettings:
     cache: str = prefill.COLD  # "cold": every request pays its prefill; "warm": cached follow-ups
     ctx_explicit: bool = False  # --ctx given: never switch to a resident model's own context
     wait: bool = True  # another bench on the engine: wait (True) or refuse (False)
+    until_resolved: int = 0  # > 0: two models, repetitions until decode differs or is pinned, up to this many
 
     @classmethod
     def from_config(cls, b: BenchConfig, **overrides: Any) -> "BenchSettings":
@@ -637,8 +638,9 @@ class BenchRunner:
         if busy:
             for m in models:
                 runs[m].flags.append(f"engine busy before the repetitions: another client was served ({busy})")
-        for m, i in interleave(models, self.s.reps):
-            self.sink(RepStarted(m, i, False, self.s.reps))
+        total = self.s.until_resolved if self.s.until_resolved and len(models) == 2 else self.s.reps
+        for m, i in interleave(models, total):
+            self.sink(RepStarted(m, i, False, total))
             try:
                 res = await self.run_rep(m, i, False)
             except asyncio.CancelledError:
@@ -648,9 +650,26 @@ class BenchRunner:
             runs[m].reps.append(res)
             self.sink(RepDone(res))
             await self._journal(runs[m])
+            if total != self.s.reps and m == models[-1] and self._resolved(runs[models[0]], runs[models[1]], total):
+                break
         for m in models:
             await self._check_placement(runs[m], m, before=False)
             runs[m].completed = True
+
+    def _resolved(self, a: ModelRun, b: ModelRun, max_reps: int) -> bool:
+        """--until-resolved: after each round, whether the decode difference is settled."""
+        from sparkctl.core.compare import until_resolved
+
+        def values(run: ModelRun) -> list[float]:
+            return [r.engine_decode_tps for r in run.reps if r.engine_decode_tps and not r.error and not r.dnf]
+
+        why = until_resolved(values(a), values(b), width_pct=2.0, max_reps=max_reps)
+        if why is None:
+            return False
+        for run in (a, b):
+            run.flags.append(f"until-resolved: {why} after {len(run.reps)} repetition(s)")
+        self.sink(Phase(f"{why} after {len(b.reps)} repetitions each"))
+        return True
 
     async def _idle_check(self, run: ModelRun) -> None:
         """Before a model's repetitions: is anything else using the GPU? NVML's utilization
@@ -932,6 +951,7 @@ class BenchRunner:
             "mode": s.mode, "keep_alive": ka.wire, "think": s.think,
             "bandwidth_gbps": s.bandwidth_gbps,
             "cache_policy": s.cache,
+            "until_resolved_max_reps": s.until_resolved,
             "cache_method": ("cache_prompt=false (llama-server)" if not self.cold_by_request and s.cache == prefill.COLD
                              else prefill.PREAMBLE_FORMAT if s.cache == prefill.COLD else prefill.FOLLOW_UP_FORMAT),
         }
