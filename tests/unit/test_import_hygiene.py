@@ -30,8 +30,10 @@ def test_core_imports_no_ui_no_mlflow_no_io_libraries():
 
 
 def test_services_import_neither_textual_nor_mlflow():
+    # every module of every subpackage (services/bench, services/runs, ...), not just the top
     mods = _top(_modules_after("import pkgutil, importlib, sparkctl.services as s\n"
-                               "[importlib.import_module('sparkctl.services.' + m.name) for m in pkgutil.iter_modules(s.__path__)]"))
+                               "[importlib.import_module(m.name) for m in "
+                               "pkgutil.walk_packages(s.__path__, 'sparkctl.services.')]"))
     assert "textual" not in mods
     assert "mlflow" not in mods
 
