@@ -9,7 +9,7 @@ import sys
 
 
 def register(sub) -> None:
-    c = sub.add_parser("compare", help="head-to-head of models' latest valid benches, with 95% intervals")
+    c = sub.add_parser("compare", help="head-to-head of models' latest valid benches, with 95%% intervals")
     c.add_argument("models", nargs="+", metavar="MODEL", help="two or more models; the first is the baseline")
     c.add_argument("--any-engine", action="store_true",
                    help="also compare runs on another engine kind or version (said so in the output)")
