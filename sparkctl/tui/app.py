@@ -16,6 +16,7 @@ from typing import Any, Callable
 
 from textual import work
 from textual.app import App
+from textual.binding import Binding
 from textual.reactive import var
 from textual.worker import Worker, WorkerState, get_current_worker
 
@@ -37,13 +38,16 @@ class SparkApp(App):
     CSS_PATH = Path(__file__).with_name("app.tcss")  # absolute: subclasses live elsewhere
     # The Models and Bench screens (and the services behind them) are imported when first
     # opened: ~0.15 s that the first frame does not need.
-    MODES = {"dashboard": DashboardScreen, "models": lambda: _models_screen(), "bench": lambda: _bench_screen()}
+    MODES = {"dashboard": DashboardScreen, "models": lambda: _models_screen(), "bench": lambda: _bench_screen(),
+             "runs": lambda: _runs_screen()}
     DEFAULT_MODE = "dashboard"
     BINDINGS = [
         ("d", "switch_mode('dashboard')", "Dashboard"),
         ("m", "switch_mode('models')", "Models"),
         ("b", "switch_mode('bench')", "Bench"),
         ("q", "quit", "Quit"),
+        # after Quit: where the footer is too narrow for every key, Runs is the one cut
+        Binding("h", "switch_mode('runs')", "Runs"),
     ]
 
     # a var, not a reactive: setting it must not repaint the whole screen twice a second
@@ -60,8 +64,10 @@ class SparkApp(App):
         recorder: Callable[[Any], Any] | None = None,
         named_engines: dict[str, Any] | None = None,
         spool: Any = None,
+        store: Any = None,
     ) -> None:
         super().__init__()
+        self.store = store  # the MlflowStore the Runs screen reads (None: built when first needed)
         self.named_engines = named_engines or {}  # [engines.NAME] -> engine object
         self.recorder = recorder
         self.spool = spool  # the local spool: benches journal to it; dead runs are closed at start
@@ -267,6 +273,12 @@ def _bench_screen():
     return BenchScreen()
 
 
+def _runs_screen():
+    from sparkctl.tui.screens.runs import RunsScreen
+
+    return RunsScreen()
+
+
 def make_app(
     config: Config,
     engine: Any = None,
@@ -276,6 +288,7 @@ def make_app(
     recorder: Callable[[Any], Any] | None = None,
     named_engines: dict[str, Any] | None = None,
     spool: Any = None,
+    store: Any = None,
 ) -> SparkApp:
     """Build the app; tests pass doubles, the CLI passes nothing and gets the real parts."""
     if engine is None or probes is None:
@@ -291,7 +304,8 @@ def make_app(
         from sparkctl.services.factory import make_spool_and_store
         from sparkctl.tracking.sync import record_run
 
-        spool, store = make_spool_and_store(config)  # mlflow itself is imported on the first write only
+        spool, made = make_spool_and_store(config)  # mlflow itself is imported on the first write only
+        store = made if store is None else store
 
         def recorder(record, spool=spool, store=store):
             return record_run(record, spool, store)
@@ -300,4 +314,4 @@ def make_app(
 
         named_engines = make_named_engines(config)  # plain httpx clients: nothing is contacted yet
     return SparkApp(config, engine, probes, clock=clock, user_theme_dir=user_theme_dir, recorder=recorder,
-                    named_engines=named_engines, spool=spool)
+                    named_engines=named_engines, spool=spool, store=store)

@@ -1,0 +1,419 @@
+"""The Runs screen: past bench runs read back from MLflow, filtered and sorted in memory.
+
+One page of runs (newest first) is read in a thread worker: ``import mlflow`` and the
+SQLite reads block, so they never run on the UI thread. The rows are kept as data
+(``RunRow``); the filter refills the table from them and sorting uses ``DataTable.sort``,
+so both answer at once on a page of 100-1000 rows. Enter opens a run's detail: its
+per-repetition decode tok/s and TTFT (metric histories, read in a thread worker), its
+flags and the reasons the bench called it invalid.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from rich.text import Text
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Vertical
+from textual.message import Message
+from textual.screen import ModalScreen, Screen
+from textual.widgets import DataTable, Footer, Header, Input, Label, Static
+from textual.worker import get_current_worker
+
+from sparkctl.services.runs import RunRow, list_runs
+
+PAGE = 100  # the first page of runs; newest first
+
+# (label, key, the RunRow value it shows and sorts by)
+COLUMNS: tuple[tuple[str, str], ...] = (
+    ("Date", "date"),
+    ("Model", "model"),
+    ("Engine", "engine"),
+    ("Host", "host"),
+    ("tok/s", "decode"),
+    ("CV%", "cv"),
+    ("TTFT s", "ttft"),
+    ("prefill", "prefill"),
+    ("J/tok", "jpt"),
+    ("roof%", "roofline"),
+    ("Flags", "flags"),
+    ("Status", "status"),
+    ("Run", "run_id"),
+)
+COLUMN_KEYS = tuple(key for _, key in COLUMNS)
+# per-repetition metrics the bench logs as steps (services/bench/runner.py to_record)
+REP_DECODE = "client_decode_tps"
+REP_TTFT = "ttft_s"
+
+
+# ---------------------------------------------------------------------------- cells
+
+
+class Cell(Text):
+    """A table cell that remembers the raw value it sorts by (None sorts last)."""
+
+    sort_value: Any = None
+
+
+def _cell(text: str, value: Any, *, right: bool = False, style: str = "") -> Cell:
+    c = Cell(text, style=style, justify="right" if right else "left")
+    c.sort_value = value
+    return c
+
+
+def _num(value: float | None, fmt: str) -> Cell:
+    if value is None:
+        return _cell("-", None, right=True, style="dim")
+    return _cell(format(value, fmt), value, right=True)
+
+
+def date_label(start_ms: int | None) -> str:
+    if start_ms is None:
+        return "-"
+    return datetime.fromtimestamp(start_ms / 1000).strftime("%Y-%m-%d %H:%M")
+
+
+def cells(row: RunRow) -> tuple[Cell, ...]:
+    engine = f"{row.engine_kind} {row.engine_version}".strip() or "-"
+    flags = " ".join(row.flags)
+    status_style = "" if row.status == "FINISHED" else "yellow"
+    return (
+        _cell(date_label(row.start_ms), row.start_ms),
+        _cell(row.model or "-", row.model.lower()),
+        _cell(engine, engine.lower()),
+        _cell(row.host or "-", row.host.lower()),
+        _num(row.decode_tps_median, ".1f"),
+        _num(row.decode_tps_cv_pct, ".1f"),
+        _num(row.ttft_s_median, ".2f"),
+        _num(row.prefill_tps_median, ".0f"),
+        _num(row.joules_per_token, ".2f"),
+        _num(row.roofline_pct, ".0f"),
+        _cell(flags or "-", flags, style="bold red" if "invalid" in row.flags else ("yellow" if flags else "dim")),
+        _cell(row.status or "-", row.status, style=status_style),
+        _cell(row.run_id[:8], row.run_id),
+    )
+
+
+def matches(row: RunRow, needle: str) -> bool:
+    """The filter: a case-insensitive substring of the model or the engine version."""
+    n = needle.strip().lower()
+    return not n or n in row.model.lower() or n in row.engine_version.lower()
+
+
+def _sort_key(reverse: bool):
+    def key(cell: Any) -> tuple:
+        value = getattr(cell, "sort_value", None)
+        missing = value is None or value == ""
+        # None last either way: sort() reverses the whole key, so flip the flag with it
+        return (not missing if reverse else missing, value if not missing else 0)
+
+    return key
+
+
+# ---------------------------------------------------------------------------- messages
+
+
+class RunsLoaded(Message):
+    def __init__(self, rows: list[RunRow]) -> None:
+        super().__init__()
+        self.rows = rows
+
+
+class RunsFailed(Message):
+    def __init__(self, error: str) -> None:
+        super().__init__()
+        self.error = error
+
+
+class RunDetailLoaded(Message):
+    def __init__(self, decode: list[float], ttft: list[float], tags: dict[str, str]) -> None:
+        super().__init__()
+        self.decode = decode
+        self.ttft = ttft
+        self.tags = tags
+
+
+class RunDetailFailed(Message):
+    def __init__(self, error: str) -> None:
+        super().__init__()
+        self.error = error
+
+
+def _error_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0] if text else type(exc).__name__
+
+
+# ---------------------------------------------------------------------------- detail
+
+
+class RunDetailScreen(ModalScreen[None]):
+    DEFAULT_CSS = """
+    RunDetailScreen { align: center middle; }
+    RunDetailScreen #detail-box {
+        width: 90;
+        height: auto;
+        max-height: 90%;
+        border: round $primary;
+        border-title-style: bold;
+        background: $surface;
+        padding: 0 1;
+    }
+    RunDetailScreen #detail-head { height: auto; }
+    RunDetailScreen #reps { height: auto; max-height: 20; }
+    RunDetailScreen #detail-guard { height: auto; }
+    RunDetailScreen #detail-status { height: 1; color: $text-muted; }
+    """
+    BINDINGS = [Binding("escape", "close", "Close")]
+
+    def __init__(self, row: RunRow, store: Any) -> None:
+        super().__init__()
+        self.row = row
+        self.store = store
+        self.decode: list[float] | None = None
+        self.ttft: list[float] | None = None
+        self.tags: dict[str, str] = {}
+
+    def compose(self) -> ComposeResult:
+        r = self.row
+        with Vertical(id="detail-box") as box:
+            box.border_title = f"Run {r.run_id[:8]} · {r.model}"
+            head = Text(f"{date_label(r.start_ms)} · {r.engine_kind} {r.engine_version} · {r.host or '-'} · {r.status}")
+            if r.decode_tps_median is not None:
+                head.append(f"\ndecode median {r.decode_tps_median:.1f} tok/s")
+                if r.decode_tps_cv_pct is not None:
+                    head.append(f" · CV {r.decode_tps_cv_pct:.1f}%")
+            yield Static(head, id="detail-head")
+            yield DataTable(id="reps", cursor_type="none", zebra_stripes=True)
+            yield Static("", id="detail-guard")
+            yield Label("loading repetitions…", id="detail-status")
+
+    def on_mount(self) -> None:
+        table = self.query_one("#reps", DataTable)
+        table.add_column("rep", key="rep")
+        table.add_column("decode tok/s", key="decode")
+        table.add_column("TTFT s", key="ttft")
+        self.load_detail()
+
+    @work(thread=True, group="run-detail", exclusive=True, exit_on_error=False)
+    def load_detail(self) -> None:
+        from sparkctl.services.runs import quote
+
+        try:
+            decode = self.store.metric_history(self.row.run_id, REP_DECODE)
+            ttft = self.store.metric_history(self.row.run_id, REP_TTFT)
+            found = self.store.search_runs(f"attributes.run_id = {quote(self.row.run_id)}", max_results=1)
+        except Exception as exc:  # TrackingError, or anything else: a line, never a crash
+            if not get_current_worker().is_cancelled:
+                self.post_message(RunDetailFailed(_error_line(exc)))
+            return
+        tags = (found[0].get("tags") or {}) if found else {}
+        if not get_current_worker().is_cancelled:
+            self.post_message(RunDetailLoaded(decode, ttft, tags))
+
+    def on_run_detail_loaded(self, message: RunDetailLoaded) -> None:
+        self.decode, self.ttft, self.tags = message.decode, message.ttft, message.tags
+        table = self.query_one("#reps", DataTable)
+        table.clear()
+        n = max(len(message.decode), len(message.ttft))
+        for i in range(n):
+            d = message.decode[i] if i < len(message.decode) else None
+            t = message.ttft[i] if i < len(message.ttft) else None
+            table.add_row(
+                Text(str(i + 1), justify="right"),
+                Text("-" if d is None else f"{d:.1f}", justify="right"),
+                Text("-" if t is None else f"{t:.3f}", justify="right"),
+            )
+        guard = Text()
+        guard.append("flags: ", style="bold")
+        guard.append(" ".join(self.row.flags) or "none")
+        bench_flags = message.tags.get("guard.flags", "").strip()
+        if bench_flags:
+            guard.append(f"\nbench flags: {bench_flags}", style="yellow")
+        reasons = message.tags.get("guard.invalid_reasons", "").strip()
+        guard.append("\ninvalid: ", style="bold")
+        guard.append(reasons or "no", style="bold red" if reasons else "")
+        self.query_one("#detail-guard", Static).update(guard)
+        self.query_one("#detail-status", Label).update(f"{n} repetition(s) · Esc closes")
+
+    def on_run_detail_failed(self, message: RunDetailFailed) -> None:
+        label = self.query_one("#detail-status", Label)
+        label.update(Text(f"✘ {message.error}", style="bold red"))
+
+    def action_close(self) -> None:
+        self.dismiss(None)
+
+
+# ---------------------------------------------------------------------------- screen
+
+
+class RunsScreen(Screen):
+    DEFAULT_CSS = """
+    RunsScreen #runs-filter { height: 3; }
+    RunsScreen #runs-box {
+        height: 1fr;
+        min-height: 6;
+        border: round $primary;
+        border-title-color: $primary;
+        border-title-style: bold;
+    }
+    RunsScreen #runs { height: 1fr; }
+    RunsScreen #runs-status { height: 1; padding: 0 1; color: $text-muted; }
+    """
+
+    BINDINGS = [
+        Binding("r", "reload", "Reload"),
+        Binding("slash", "focus_filter", "Filter"),
+        Binding("s", "next_sort", "Sort"),
+        Binding("S", "flip_sort", "Reverse", show=False),
+    ]
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.rows: list[RunRow] = []  # the loaded page, newest first
+        self.by_id: dict[str, RunRow] = {}
+        self._cells: dict[str, tuple[RunRow, tuple[Cell, ...]]] = {}
+        self.shown: list[RunRow] = []
+        self.sort_column: str | None = None  # None: as loaded (newest first)
+        self.sort_reverse = False
+        self.error: str | None = None
+        self.loading = False
+
+    def compose(self) -> ComposeResult:
+        yield Header(show_clock=False)
+        yield Input(placeholder="filter: model or engine version (/)", id="runs-filter")
+        with Vertical(id="runs-box") as box:
+            box.border_title = "Runs"
+            yield DataTable(id="runs", cursor_type="row", zebra_stripes=True)
+            yield Label("loading…", id="runs-status")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        table = self.query_one("#runs", DataTable)
+        for label, key in COLUMNS:
+            table.add_column(label, key=key)
+        table.focus()
+        self.action_reload()
+
+    # -- loading -------------------------------------------------------------------------
+    def action_reload(self) -> None:
+        self.loading = True
+        self.query_one("#runs-status", Label).update("loading…")
+        self.load_runs()
+
+    @work(thread=True, group="runs-list", exclusive=True, exit_on_error=False)
+    def load_runs(self) -> None:
+        try:
+            store = getattr(self.app, "store", None)
+            if store is None:
+                from sparkctl.services.factory import make_spool_and_store
+
+                _, store = make_spool_and_store(self.app.config)
+                self.app.store = store
+            rows = list_runs(store, limit=PAGE)
+        except Exception as exc:  # TrackingError (unreachable, bad URI) or a setup error: one line
+            if not get_current_worker().is_cancelled:
+                self.post_message(RunsFailed(_error_line(exc)))
+            return
+        if not get_current_worker().is_cancelled:
+            self.post_message(RunsLoaded(rows))
+
+    def on_runs_loaded(self, message: RunsLoaded) -> None:
+        self.loading = False
+        self.error = None
+        self.rows = list(message.rows)
+        self.by_id = {r.run_id: r for r in self.rows}
+        self._fill()
+
+    def _cells_of(self, row: RunRow) -> tuple[Cell, ...]:
+        # built once per loaded run: the filter refills the table without re-rendering text
+        got = self._cells.get(row.run_id)
+        if got is None or got[0] is not row:
+            got = self._cells[row.run_id] = (row, cells(row))
+        return got[1]
+
+    def on_runs_failed(self, message: RunsFailed) -> None:
+        self.loading = False
+        self.error = message.error
+        self.query_one("#runs-status", Label).update(Text(f"✘ {message.error}", style="bold red"))
+
+    # -- the table -------------------------------------------------------------------------
+    def _fill(self) -> None:
+        table = self.query_one("#runs", DataTable)
+        needle = self.query_one("#runs-filter", Input).value
+        self.shown = [r for r in self.rows if matches(r, needle)]
+        table.clear()
+        for r in self.shown:
+            table.add_row(*self._cells_of(r), key=r.run_id)
+        if self.sort_column is not None:
+            table.sort(self.sort_column, key=_sort_key(self.sort_reverse), reverse=self.sort_reverse)
+        self._status()
+
+    def _status(self) -> None:
+        if self.error is not None:
+            return
+        text = f"{len(self.shown)} of {len(self.rows)} run(s)"
+        if len(self.rows) >= PAGE:
+            text += f" (the newest {PAGE})"
+        if self.sort_column is not None:
+            label = dict((k, lab) for lab, k in COLUMNS)[self.sort_column]
+            text += f" · sorted by {label} {'↓' if self.sort_reverse else '↑'}"
+        text += " · Enter details · / filter · s sort · r reload"
+        self.query_one("#runs-status", Label).update(text)
+
+    @on(Input.Changed, "#runs-filter")
+    def _filter_changed(self, event: Input.Changed) -> None:
+        self._fill()
+
+    @on(Input.Submitted, "#runs-filter")
+    def _filter_done(self, event: Input.Submitted) -> None:
+        self.query_one("#runs", DataTable).focus()
+
+    def action_focus_filter(self) -> None:
+        self.query_one("#runs-filter", Input).focus()
+
+    # -- sorting -----------------------------------------------------------------------------
+    def sort_by(self, column: str, reverse: bool | None = None) -> None:
+        """Sort the shown rows by ``column``; the same column again flips the direction.
+        Numbers start high-first (the best tok/s on top), text low-first."""
+        if reverse is None:
+            if column == self.sort_column:
+                reverse = not self.sort_reverse
+            else:
+                reverse = column in ("date", "decode", "cv", "ttft", "prefill", "jpt", "roofline")
+        self.sort_column, self.sort_reverse = column, reverse
+        self.query_one("#runs", DataTable).sort(column, key=_sort_key(reverse), reverse=reverse)
+        self._status()
+
+    def on_data_table_header_selected(self, event: DataTable.HeaderSelected) -> None:
+        event.stop()
+        self.sort_by(str(event.column_key.value))
+
+    def action_next_sort(self) -> None:
+        i = COLUMN_KEYS.index(self.sort_column) + 1 if self.sort_column in COLUMN_KEYS else 0
+        self.sort_by(COLUMN_KEYS[i % len(COLUMN_KEYS)])
+
+    def action_flip_sort(self) -> None:
+        if self.sort_column is not None:
+            self.sort_by(self.sort_column, reverse=not self.sort_reverse)
+
+    # -- detail ------------------------------------------------------------------------------
+    def selected(self) -> RunRow | None:
+        table = self.query_one("#runs", DataTable)
+        if table.row_count == 0:
+            return None
+        try:
+            key = table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value
+        except Exception:
+            return None
+        return self.by_id.get(key)
+
+    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
+        event.stop()
+        row = self.by_id.get(event.row_key.value)
+        store = getattr(self.app, "store", None)
+        if row is not None and store is not None:
+            self.app.push_screen(RunDetailScreen(row, store))

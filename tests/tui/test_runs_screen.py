@@ -1,0 +1,204 @@
+"""Pilot and snapshot tests of the Runs screen. The history is made by the REAL BenchRunner
+against the FAKE Ollama (two models, an engine upgrade between benches), recorded by
+sparkctl's own recorder (spool, then MLflow) into a REAL SQLite store; the screen reads
+it back through services/runs."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import shutil
+
+import pytest
+from textual.widgets import DataTable, Input, Label
+
+from sparkctl.config import Config, TrackingConfig
+from sparkctl.engines.ollama import OllamaEngine
+from sparkctl.services.bench import BenchRunner, BenchSettings
+from sparkctl.tracking.spool import Spool
+from sparkctl.tracking.store import MlflowStore, default_tracking_uri
+from sparkctl.tracking.sync import record_run
+from sparkctl.tui.app import make_app
+from tests.fakes.host import FakeProbes, spark_snapshot
+from tests.fakes.ollama_server import FakeOllama, bench_scenario
+from tests.integration.tracking_fixtures import TEST_EXPERIMENT, mlflow_template_db  # noqa: F401
+
+A, B = "llama3.2:3b", "qwen3:8b"
+REPS = 3
+
+
+@pytest.fixture(scope="module")
+def history(mlflow_template_db, tmp_path_factory):  # noqa: F811
+    """Four runs, oldest first: A and B on Ollama 0.12.6, then A and B on 0.13.0.
+    A is paced at 100 tok/s, B at 150. Read-only for the tests that share it."""
+    folder = tmp_path_factory.mktemp("runs-history")
+    (folder / "mlflow").mkdir()
+    for suffix in ("", "-wal", "-shm", "-journal"):
+        src = mlflow_template_db.with_name(mlflow_template_db.name + suffix)
+        if src.exists():
+            shutil.copy2(src, folder / "mlflow" / src.name)
+    store = MlflowStore(default_tracking_uri(folder / "mlflow"), None, TEST_EXPERIMENT)
+    state = bench_scenario(tokens_per_s=None)
+    state.models[A].tokens_per_s = 100.0
+    state.models[B].tokens_per_s = 150.0
+    server = FakeOllama(state).start()
+    cfg = Config(tracking=TrackingConfig(experiment=TEST_EXPERIMENT))
+    spool = Spool(folder / "spool.jsonl")
+    s = dataclasses.replace(BenchSettings.from_config(cfg.bench), warmup=0, reps=REPS, num_predict=12,
+                            think=False, timeout_s=30.0)
+
+    async def bench(*models):
+        engine = OllamaEngine(server.url, timeout=5.0)
+        try:
+            runner = BenchRunner(cfg, engine, FakeProbes(spark_snapshot()), s,
+                                 recorder=lambda rec: record_run(rec, spool, store))
+            return await runner.run(list(models))
+        finally:
+            await engine.close()
+
+    try:
+        # one model per bench: the runs of one bench share its start time
+        asyncio.run(bench(A))
+        asyncio.run(bench(B))
+        state.version = "0.13.0"
+        asyncio.run(bench(A))
+        asyncio.run(bench(B))
+        assert len(store.search_runs()) == 4
+        yield server, store
+    finally:
+        server.stop()
+
+
+def build(server, store):
+    base = Config(tracking=TrackingConfig(experiment=TEST_EXPERIMENT))
+    cfg = dataclasses.replace(base, ui=dataclasses.replace(base.ui, refresh_s=5.0))
+    engine = OllamaEngine(server.url, timeout=5.0, connect_timeout=3.0)
+    app = make_app(cfg, engine=engine, probes=FakeProbes(spark_snapshot()), recorder=lambda r: None, store=store)
+    app.animation_level = "none"
+    return app
+
+
+async def until(pilot, cond, timeout: float = 15.0) -> None:
+    """Pause until ``cond()`` holds (workers post their messages when they are done)."""
+    loop = asyncio.get_running_loop()
+    end = loop.time() + timeout
+    while not cond():
+        assert loop.time() < end, "timed out waiting for the screen"
+        await pilot.pause(0.02)
+
+
+def shown(app) -> list[tuple[str, str]]:
+    """(model, engine) of each table row, top to bottom."""
+    table = app.screen.query_one("#runs", DataTable)
+    return [(str(table.get_cell_at((i, 1))), str(table.get_cell_at((i, 2)))) for i in range(table.row_count)]
+
+
+async def open_runs(app, pilot):
+    await pilot.press("h")
+    await pilot.pause(0.1)
+    await until(pilot, lambda: app.current_mode == "runs" and app.screen.rows)
+    return app.screen
+
+
+async def test_lists_filters_sorts_and_opens_a_run(history):
+    server, store = history
+    app = build(server, store)
+    async with app.run_test(size=(120, 40)) as pilot:
+        screen = await open_runs(app, pilot)
+        assert shown(app) == [(B, "ollama 0.13.0"), (A, "ollama 0.13.0"), (B, "ollama 0.12.6"), (A, "ollama 0.12.6")]
+        table = screen.query_one("#runs", DataTable)
+        row0 = [str(c) for c in table.get_row_at(0)]
+        assert row0[3] == "spark-01" and row0[11] == "FINISHED" and len(row0[12]) == 8
+        assert float(row0[4]) > 0 and "loading" not in str(screen.query_one("#runs-status", Label).content)
+
+        # filter by model name, typed into the Input
+        await pilot.press("slash")
+        for ch in "qwen":
+            await pilot.press(ch)
+        await pilot.pause()
+        assert shown(app) == [(B, "ollama 0.13.0"), (B, "ollama 0.12.6")]
+        # ... and by engine version
+        screen.query_one("#runs-filter", Input).value = "0.12"
+        await pilot.pause()
+        assert shown(app) == [(B, "ollama 0.12.6"), (A, "ollama 0.12.6")]
+        screen.query_one("#runs-filter", Input).value = ""
+        await pilot.press("enter")  # back to the table
+        await pilot.pause()
+        assert len(shown(app)) == 4 and app.focused is table
+
+        # sort by the decode column, as a header click does: fastest (B, 150 tok/s) first
+        keys = list(table.columns)
+        decode_key = next(k for k in keys if k.value == "decode")
+        table.post_message(DataTable.HeaderSelected(table, decode_key, keys.index(decode_key),
+                                                    table.columns[decode_key].label))
+        await until(pilot, lambda: screen.sort_column == "decode")
+        decode = [float(str(table.get_cell_at((i, 4)))) for i in range(4)]
+        assert decode == sorted(decode, reverse=True)
+        assert [m for m, _ in shown(app)] == [B, B, A, A]
+        await pilot.press("S")  # the other way round
+        await pilot.pause()
+        assert [m for m, _ in shown(app)] == [A, A, B, B]
+
+        # Enter on the top row (A): its repetitions, flags and reasons
+        table.move_cursor(row=0)
+        await pilot.press("enter")
+        await until(pilot, lambda: type(app.screen).__name__ == "RunDetailScreen" and app.screen.decode is not None)
+        detail = app.screen
+        assert detail.row.model == A
+        assert len(detail.decode) == REPS and len(detail.ttft) == REPS
+        assert all(d > 0 for d in detail.decode)
+        assert detail.query_one("#reps", DataTable).row_count == REPS
+        guard = str(detail.query_one("#detail-guard").render())
+        assert "flags:" in guard and "invalid:" in guard
+        await pilot.press("escape")
+        await until(pilot, lambda: app.screen is screen)
+
+        # r reloads: same rows, the sort kept
+        await pilot.press("r")
+        await pilot.pause()
+        await until(pilot, lambda: not screen.loading)
+        assert [m for m, _ in shown(app)] == [A, A, B, B]
+
+
+async def test_an_unreachable_store_shows_one_error_line(history):
+    server, _ = history
+    store = MlflowStore("http://127.0.0.1:9", None, TEST_EXPERIMENT, timeout_s=2, max_retries=0)
+    app = build(server, store)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.press("h")
+        await pilot.pause(0.1)
+        screen = app.screen
+        await until(pilot, lambda: screen.error is not None, timeout=30)
+        line = str(screen.query_one("#runs-status", Label).content)
+        assert line.startswith("✘") and "\n" not in line
+        assert screen.query_one("#runs", DataTable).row_count == 0
+        await pilot.press("r")  # still alive, tries again
+        await pilot.pause(0.1)
+        assert app.current_mode == "runs"
+
+
+def test_runs_screen_snapshot(snap_compare, history):
+    server, store = history
+    app = build(server, store)
+
+    async def run(pilot):
+        screen = await open_runs(app, pilot)
+        # timings and ids vary run to run: fixed values in the cells that come from the clock
+        fixed = []
+        for i, r in enumerate(screen.rows):
+            fixed.append(dataclasses.replace(
+                r, run_id=f"{i:08d}" + "f" * 24, start_ms=None, decode_tps_median=100.0 + i,
+                decode_tps_cv_pct=1.0, ttft_s_median=0.1, prefill_tps_median=1000.0,
+                joules_per_token=None, roofline_pct=None, flags=()))
+        screen.rows = fixed
+        screen.by_id = {r.run_id: r for r in fixed}
+        table = screen.query_one("#runs", DataTable)
+        table.clear(columns=True)  # auto column widths remember the cleared values
+        from sparkctl.tui.screens.runs import COLUMNS
+
+        for label, key in COLUMNS:
+            table.add_column(label, key=key)
+        screen._fill()
+        await pilot.pause(0.1)
+
+    assert snap_compare(app, terminal_size=(120, 40), run_before=run)
