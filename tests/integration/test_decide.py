@@ -11,15 +11,18 @@ from dataclasses import replace
 import pytest
 
 from sparkctl import cli
-from sparkctl.config import Config, TrackingConfig
+from sparkctl.config import Config
 from sparkctl.engines.ollama import OllamaEngine
 from sparkctl.services.bench import BenchRunner, BenchSettings
 from sparkctl.services.runs.decide import NothingToCompare, compare_models, find_regressions
-from sparkctl.tracking.spool import Spool
-from sparkctl.tracking.sync import record_run
 from tests.fakes.host import FakeProbes, spark_snapshot
 from tests.fakes.ollama_server import bench_scenario
-from tests.integration.tracking_fixtures import TEST_EXPERIMENT, mlflow_store, mlflow_template_db  # noqa: F401
+from tests.integration.tracking_fixtures import (  # noqa: F401
+    TEST_EXPERIMENT,
+    mlflow_store,
+    mlflow_template_db,
+    recording_bench,
+)
 
 A, B = "llama3.2:3b", "qwen3:8b"
 
@@ -32,20 +35,7 @@ def history(serve, mlflow_store, tmp_path):  # noqa: F811
     state.models[A].tokens_per_s = 100.0
     state.models[B].tokens_per_s = 80.0
     server = serve(state)
-    cfg = Config(tracking=TrackingConfig(experiment=TEST_EXPERIMENT))
-    spool = Spool(tmp_path / "spool.jsonl")
-    s = replace(BenchSettings.from_config(cfg.bench), warmup=1, reps=5, num_predict=24, think=False,
-                timeout_s=30.0)
-
-    async def bench(*models):
-        engine = OllamaEngine(server.url, timeout=5.0)
-        try:
-            runner = BenchRunner(cfg, engine, FakeProbes(spark_snapshot()), s,
-                                 recorder=lambda rec: record_run(rec, spool, mlflow_store))
-            return await runner.run(list(models))
-        finally:
-            await engine.close()
-
+    bench = recording_bench(server.url, mlflow_store, tmp_path / "spool.jsonl", warmup=1, reps=5, num_predict=24)
     return state, bench, mlflow_store
 
 

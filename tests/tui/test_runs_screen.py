@@ -7,21 +7,22 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import shutil
 
 import pytest
 from textual.widgets import DataTable, Input, Label
 
 from sparkctl.config import Config, TrackingConfig
 from sparkctl.engines.ollama import OllamaEngine
-from sparkctl.services.bench import BenchRunner, BenchSettings
-from sparkctl.tracking.spool import Spool
-from sparkctl.tracking.store import MlflowStore, default_tracking_uri
-from sparkctl.tracking.sync import record_run
+from sparkctl.tracking.store import MlflowStore
 from sparkctl.tui.app import make_app
 from tests.fakes.host import FakeProbes, spark_snapshot
 from tests.fakes.ollama_server import FakeOllama, bench_scenario
-from tests.integration.tracking_fixtures import TEST_EXPERIMENT, mlflow_template_db  # noqa: F401
+from tests.integration.tracking_fixtures import (  # noqa: F401
+    TEST_EXPERIMENT,
+    copy_template_store,
+    mlflow_template_db,
+    recording_bench,
+)
 
 A, B = "llama3.2:3b", "qwen3:8b"
 REPS = 3
@@ -32,29 +33,12 @@ def history(mlflow_template_db, tmp_path_factory):  # noqa: F811
     """Four runs, oldest first: A and B on Ollama 0.12.6, then A and B on 0.13.0.
     A is paced at 100 tok/s, B at 150. Read-only for the tests that share it."""
     folder = tmp_path_factory.mktemp("runs-history")
-    (folder / "mlflow").mkdir()
-    for suffix in ("", "-wal", "-shm", "-journal"):
-        src = mlflow_template_db.with_name(mlflow_template_db.name + suffix)
-        if src.exists():
-            shutil.copy2(src, folder / "mlflow" / src.name)
-    store = MlflowStore(default_tracking_uri(folder / "mlflow"), None, TEST_EXPERIMENT)
+    store = copy_template_store(mlflow_template_db, folder / "mlflow")
     state = bench_scenario(tokens_per_s=None)
     state.models[A].tokens_per_s = 100.0
     state.models[B].tokens_per_s = 150.0
     server = FakeOllama(state).start()
-    cfg = Config(tracking=TrackingConfig(experiment=TEST_EXPERIMENT))
-    spool = Spool(folder / "spool.jsonl")
-    s = dataclasses.replace(BenchSettings.from_config(cfg.bench), warmup=0, reps=REPS, num_predict=12,
-                            think=False, timeout_s=30.0)
-
-    async def bench(*models):
-        engine = OllamaEngine(server.url, timeout=5.0)
-        try:
-            runner = BenchRunner(cfg, engine, FakeProbes(spark_snapshot()), s,
-                                 recorder=lambda rec: record_run(rec, spool, store))
-            return await runner.run(list(models))
-        finally:
-            await engine.close()
+    bench = recording_bench(server.url, store, folder / "spool.jsonl", warmup=0, reps=REPS, num_predict=12)
 
     try:
         # one model per bench: the runs of one bench share its start time
