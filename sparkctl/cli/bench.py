@@ -6,6 +6,8 @@ import math
 import os
 import sys
 
+from sparkctl.cli.exitcodes import CliError, EXIT_BAD_INPUT, EXIT_ENGINE_ERROR, EXIT_INTERRUPTED, EXIT_OK, EXIT_REFUSED, EXIT_UNREACHABLE
+
 
 def register(sub) -> None:
     b = sub.add_parser("bench", help="benchmark models with a fixed prompt; every run lands in MLflow")
@@ -44,7 +46,6 @@ def register(sub) -> None:
 
 def _engine_choice(args, cfg) -> tuple[str | None, str | None, str | None, str]:
     """(name, kind, url, effective kind) from --engine / --engine-kind / --engine-url."""
-    from sparkctl.cli import EXIT_BAD_INPUT, CliError
 
     name, kind, url = getattr(args, "engine", None), getattr(args, "engine_kind", None), getattr(args, "engine_url", None)
     if name is not None and (kind is not None or url is not None):
@@ -62,7 +63,6 @@ def _engine_choice(args, cfg) -> tuple[str | None, str | None, str | None, str]:
 
 
 def _validate(args, effective_kind: str = "ollama") -> None:
-    from sparkctl.cli import EXIT_BAD_INPUT, CliError
     from sparkctl.core.names import InvalidModelName, validate_model_name
 
     if not args.models:
@@ -214,7 +214,6 @@ def cmd_bench(args, cfg) -> int:
     import asyncio
     import json
 
-    from sparkctl.cli import EXIT_BAD_INPUT, EXIT_ENGINE_ERROR, EXIT_OK, EXIT_REFUSED, CliError
     from sparkctl.services.bench import BenchBusy, BenchRefused, BenchRunner, BenchSettings, Notice
     from sparkctl.services.bench.lock import LockUnavailable
     from sparkctl.services.factory import EngineChoiceError, make_engine, make_probes, make_recorder, make_spool_and_store
@@ -283,7 +282,7 @@ def cmd_bench(args, cfg) -> int:
         progress.enabled = False
         _emit("sparkctl: stopped; the runs were recorded as KILLED with the repetitions that finished", sys.stderr)
         # a lane model left changed matters more than the interruption itself
-        return EXIT_REFUSED if _report_lanes(runner_box) else 130
+        return EXIT_REFUSED if _report_lanes(runner_box) else EXIT_INTERRUPTED
     finally:
         progress.done()
     if args.json:
@@ -319,7 +318,6 @@ def _recover(spool) -> list[str]:
 def cmd_sync(args, cfg) -> int:
     import json
 
-    from sparkctl.cli import EXIT_OK, EXIT_UNREACHABLE
     from sparkctl.core.redact import redact_text
     from sparkctl.services.factory import make_spool_and_store
     from sparkctl.tracking.sync import sync_pending

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import sys
 
+from sparkctl.cli.exitcodes import CliError, EXIT_BAD_INPUT, EXIT_ENGINE_ERROR, EXIT_OK, EXIT_REFUSED, EXIT_UNREACHABLE
+
 
 def register(sub) -> None:
     c = sub.add_parser("compare", help="head-to-head of models' latest valid benches, with 95%% intervals")
@@ -74,7 +76,6 @@ def _store(cfg):
 
 
 def _tracking_error(exc):
-    from sparkctl.cli import EXIT_ENGINE_ERROR, EXIT_UNREACHABLE, CliError
     from sparkctl.core.redact import redact_text
 
     return CliError(redact_text(str(exc)), EXIT_UNREACHABLE if exc.unreachable else EXIT_ENGINE_ERROR)
@@ -83,7 +84,6 @@ def _tracking_error(exc):
 def cmd_compare(args, cfg) -> int:
     import json
 
-    from sparkctl.cli import EXIT_BAD_INPUT, EXIT_OK, EXIT_REFUSED, CliError
     from sparkctl.services.runs.decide import NothingToCompare, compare_models
     from sparkctl.tracking.store import TrackingError
 
@@ -106,7 +106,6 @@ def cmd_compare(args, cfg) -> int:
 def cmd_regressions(args, cfg) -> int:
     import json
 
-    from sparkctl.cli import EXIT_OK, EXIT_REFUSED
     from sparkctl.services.runs.decide import find_regressions
     from sparkctl.tracking.store import TrackingError
 

@@ -13,6 +13,9 @@ import argparse
 import sys
 from typing import Any, TextIO
 
+from sparkctl.cli.exitcodes import CliError, EXIT_BAD_INPUT, EXIT_ENGINE_ERROR, EXIT_INTERRUPTED, EXIT_OK, EXIT_REFUSED, EXIT_UNREACHABLE
+
+
 
 
 def _positive_int(text: str) -> int:
@@ -77,7 +80,6 @@ def register(sub) -> None:
 
 
 def _name(raw: str) -> str:
-    from sparkctl.cli import EXIT_BAD_INPUT, CliError
     from sparkctl.core.names import InvalidModelName, validate_model_name
 
     try:
@@ -157,7 +159,7 @@ def cmd_models(args, cfg) -> int:
         _json(listing.to_dict())
     else:
         print(render_models(listing, datetime.now(timezone.utc)))
-    return 0
+    return EXIT_OK
 
 
 # ---------------------------------------------------------------------------- pull
@@ -275,20 +277,20 @@ def cmd_pull(args, cfg) -> int:
         if tty:
             sys.stdout.write("\n")
         _err(f"pull of {name} cancelled; the engine keeps what it downloaded: run `sparkctl pull {name}` to resume")
-        return 130
+        return EXIT_INTERRUPTED
     view = last[0]
     if args.json:
         _json(view.to_dict())
     if view.outcome == "success":
         if not args.json:
             print(pull_summary(view))
-        return 0
+        return EXIT_OK
     _err(f"pull failed: {view.error}")
     if view.error_kind == "unreachable":
-        return 3
+        return EXIT_UNREACHABLE
     if view.error_kind == "disk":
-        return 4
-    return 5
+        return EXIT_REFUSED
+    return EXIT_ENGINE_ERROR
 
 
 # ---------------------------------------------------------------------------- fit / load
@@ -312,7 +314,7 @@ def cmd_fit(args, cfg) -> int:
         print("\n".join(report.lines()))
         if report.refused_by_default:
             print("  load       would be refused (sparkctl load --force overrides)")
-    return 4 if report.refused_by_default else 0
+    return EXIT_REFUSED if report.refused_by_default else EXIT_OK
 
 
 def cmd_load(args, cfg) -> int:
@@ -323,7 +325,6 @@ def cmd_load(args, cfg) -> int:
         try:
             parse_keep_alive(args.keep_alive)
         except ValueError as exc:
-            from sparkctl.cli import EXIT_BAD_INPUT, CliError
 
             raise CliError(str(exc), EXIT_BAD_INPUT) from None
     probes = _probes()
@@ -342,7 +343,7 @@ def cmd_load(args, cfg) -> int:
             if exc.fit is not None:
                 print("\n".join(exc.fit.lines()))
         _err(f"refused: {exc.reason} (--force to load anyway)")
-        return 4
+        return EXIT_REFUSED
     except LoadFailed as exc:
         if args.json:
             _json({"model": name, "loaded": False, "ok": False, "refused": None, "error": exc.message,
@@ -350,7 +351,7 @@ def cmd_load(args, cfg) -> int:
         _err(f"engine error: {exc.message}")
         for lost in exc.lost_lanes:
             _err(f"EVICTED: {lost} (lane {cfg.lane_of(lost)}) is no longer resident after the failed load")
-        return 5
+        return EXIT_ENGINE_ERROR
     if args.json:
         _json(report.to_dict())
     else:
@@ -358,8 +359,8 @@ def cmd_load(args, cfg) -> int:
         print("\n".join(report.lines()))
     if not report.ok:
         _err(f"{name} loaded but failed verification: " + "; ".join(report.verification.problems))
-        return 4
-    return 0
+        return EXIT_REFUSED
+    return EXIT_OK
 
 
 # ---------------------------------------------------------------------------- unload / rm
@@ -374,7 +375,7 @@ def cmd_unload(args, cfg) -> int:
         _json(report.to_dict())
     else:
         print(report.line())
-    return 0
+    return EXIT_OK
 
 
 def _confirm(question: str) -> bool:
@@ -396,23 +397,23 @@ def cmd_rm(args, cfg) -> int:
         _err(f"refused: {name} serves lane {lane}; deleting it leaves the lane without its model (--force to delete anyway)")
         if args.json:
             _json({"model": name, "deleted": False, "refused": f"{name} serves lane {lane}"})
-        return 4
+        return EXIT_REFUSED
     if not args.yes:
         if not sys.stdin.isatty():
             _err(f"refused: deleting {name} needs confirmation; pass --yes when not on a terminal")
-            return 4
+            return EXIT_REFUSED
         target = _run(cfg, lambda engine: delete_target(cfg, engine, name))
         what = f"{target.name} ({gib(target.size)}" + (f", lane {lane})" if lane else ")")
         if not _confirm(f"Delete {what} from the engine's store?"):
             _err("not deleted")
-            return 4
+            return EXIT_REFUSED
     try:
         report = _run(cfg, lambda engine: delete_model(cfg, engine, name, force=args.force))
     except ModelsRefused as exc:
         _err(f"refused: {exc.reason} (--force to delete anyway)")
-        return 4
+        return EXIT_REFUSED
     if args.json:
         _json(report.to_dict())
     else:
         print(report.line())
-    return 0
+    return EXIT_OK

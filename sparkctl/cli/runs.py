@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import sys
 
+from sparkctl.cli.exitcodes import CliError, EXIT_BAD_INPUT, EXIT_ENGINE_ERROR, EXIT_OK, EXIT_UNREACHABLE
+
 DEFAULT_N = 50
 
 
@@ -91,7 +93,6 @@ def render_csv(rows) -> str:
 def cmd_runs(args, cfg) -> int:
     import json
 
-    from sparkctl.cli import EXIT_BAD_INPUT, EXIT_ENGINE_ERROR, EXIT_OK, EXIT_UNREACHABLE, CliError
     from sparkctl.services.factory import make_spool_and_store
     from sparkctl.core.redact import redact_text
     from sparkctl.services.runs import list_runs, parse_since

@@ -1,0 +1,103 @@
+"""Command line: `sparkctl [--config FILE] [--version] [COMMAND ...]`; no command opens the TUI.
+
+Each command group lives in its own module with a ``register(subparsers)`` that builds its
+parsers and sets ``handler``. Those modules import only argparse-level things at the top;
+heavy imports (textual, ollama, mlflow, pynvml) happen inside the handler that needs them,
+so `sparkctl --version` and `--help` stay fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import sys
+
+from sparkctl import __version__
+from sparkctl.cli.exitcodes import (  # re-exported: tests and scripts use sparkctl.cli.EXIT_*
+    EXIT_BAD_INPUT,
+    EXIT_ENGINE_ERROR,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_REFUSED,
+    EXIT_UNREACHABLE,
+    CliError,
+    ExitCode,
+)
+
+__all__ = [
+    "EXIT_BAD_INPUT", "EXIT_ENGINE_ERROR", "EXIT_INTERRUPTED", "EXIT_OK", "EXIT_REFUSED",
+    "EXIT_UNREACHABLE", "CliError", "ExitCode", "COMMAND_MODULES", "build_parser", "main",
+]
+
+# Command groups in the order `sparkctl --help` lists them. One module each under sparkctl/cli/.
+COMMAND_MODULES = ("status", "config", "models", "bench", "runs", "decide")
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str):  # one line, exit 2, like every other bad input
+        self.exit(EXIT_BAD_INPUT, f"{self.prog}: error: {message}\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="sparkctl", description="Unified-memory budget, models and tracked benches for local LLMs.")
+    p.add_argument("--config", metavar="FILE", help="config file (default: $SPARKCTL_CONFIG, ./sparkctl.toml, ~/.config/sparkctl/sparkctl.toml)")
+    p.add_argument("--version", action="version", version=f"sparkctl {__version__}")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    for name in COMMAND_MODULES:
+        importlib.import_module(f"sparkctl.cli.{name}").register(sub)
+    return p
+
+
+def _load_config(args):
+    from sparkctl.config import ConfigError, load_config
+
+    try:
+        return load_config(args.config)
+    except ConfigError as exc:
+        raise CliError(str(exc), EXIT_BAD_INPUT) from None
+
+
+def cmd_tui(args, cfg) -> int:
+    from sparkctl.tui.app import make_app
+
+    make_app(cfg).run()
+    return EXIT_OK
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv in (["--version"], ["-V"]):
+        # the fast path: no command module, no argparse tree
+        print(f"sparkctl {__version__}")
+        return EXIT_OK
+    parser = build_parser()
+    args = parser.parse_args(argv)  # --help ends here, before any import below
+    from sparkctl.core.redact import redact_text
+    from sparkctl.engines.base import EngineError, EngineUnreachable
+    from sparkctl.services.factory import SetupError
+
+    try:
+        cfg = _load_config(args)
+        handler = getattr(args, "handler", None) or cmd_tui
+        return int(handler(args, cfg))
+    # every message may quote a URL the user wrote: credentials in it are never printed
+    except CliError as exc:
+        print(f"sparkctl: {redact_text(str(exc))}", file=sys.stderr)
+        return exc.code
+    except SetupError as exc:
+        print(f"sparkctl: {redact_text(str(exc))}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except EngineUnreachable as exc:
+        print(f"sparkctl: engine unreachable: {redact_text(exc.message)}", file=sys.stderr)
+        return EXIT_UNREACHABLE
+    except EngineError as exc:
+        print(f"sparkctl: engine error: {redact_text(exc.message)}", file=sys.stderr)
+        return EXIT_ENGINE_ERROR
+    except KeyboardInterrupt:
+        print("sparkctl: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        # `sparkctl status | head`: the reader went away; not an error worth a traceback.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_OK
