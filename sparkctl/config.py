@@ -100,6 +100,17 @@ class BenchConfig:
 
 
 @dataclass(frozen=True)
+class EvalConfig:
+    n: int = 100  # items per suite; `--n all` on the command line for the whole suite
+    seed: int = 1234  # picks the sample: the same seed gives every model the same items
+    timeout_s: float = 900.0  # per-item ceiling; past it the item is cancelled and scored DNF
+    concurrency: int = 1  # items in flight at once (Ollama runs them in parallel only with NUM_PARALLEL > 1)
+    num_predict: int = 4096  # token ceiling per answer; thinking models need room
+    think: bool = True  # let thinking models think; the answer is scored on the content only
+    suites_dir: str = ""  # empty: the data dir's suites/ (filled by `sparkctl suites pull`)
+
+
+@dataclass(frozen=True)
 class Config:
     engine: EngineConfig = EngineConfig()
     lanes: dict[str, str] = field(default_factory=dict)
@@ -108,6 +119,7 @@ class Config:
     tracking: TrackingConfig = TrackingConfig()
     models: ModelsConfig = ModelsConfig()
     bench: BenchConfig = BenchConfig()
+    eval: EvalConfig = EvalConfig()
     engines: dict[str, NamedEngineConfig] = field(default_factory=dict)
     source: str = "built-in defaults"
 
@@ -219,6 +231,18 @@ SECTIONS: dict[str, tuple[type, dict[str, Check]]] = {
             "bandwidth_gbps": _number(0, exclusive=True),
             "reload_threshold_s": _number(0),
             "think": _boolean,
+        },
+    ),
+    "eval": (
+        EvalConfig,
+        {
+            "n": _number(1, integer=True),
+            "seed": _number(integer=True),
+            "timeout_s": _number(0, exclusive=True),
+            "concurrency": _number(1, integer=True),
+            "num_predict": _number(1, integer=True),
+            "think": _boolean,
+            "suites_dir": _string(),
         },
     ),
 }
