@@ -331,7 +331,7 @@ class BenchRunner:
             if reason:
                 raise BenchRefused(f"{reason}; unload something, lower --ctx, or use --solo")
 
-    def _think(self, model: str) -> bool | None:
+    def think_for(self, model: str) -> bool | None:
         """Only name `think` for models that can: Ollama answers 400 to think on others."""
         show = self._shows.get(model)
         if show is None or "thinking" not in show.capabilities:
@@ -358,7 +358,7 @@ class BenchRunner:
         prompt, r.preamble = self._prompt(model)
         before_ps = await self._others_expiry(model)
         stream = self.engine.generate(model, prompt, options=self.options(model),
-                                      keep_alive=self.s.keep_alive_wire, think=self._think(model))
+                                      keep_alive=self.s.keep_alive_wire, think=self.think_for(model))
         t_send = time.perf_counter()
         t_first = t_last = None
         answer: list[str] = []
@@ -528,7 +528,7 @@ class BenchRunner:
         try:
             if self.s.mode == "solo":
                 self._touched.update(await self._unload_others(models))
-            self._sampler = GpuSampler(self._gpu_reader()).start()
+            self._sampler = GpuSampler(self.gpu_reader()).start()
             if self.s.mode == "solo":
                 # Solo: each model alone in memory, one after another. Interleaving would
                 # reload a model before every repetition.
@@ -617,7 +617,7 @@ class BenchRunner:
         """Load and check each model, warm each up, then the interleaved repetitions."""
         for m in models:
             self.sink(Phase(f"loading {m}"))
-            await self._check_placement(runs[m], m, before=True)
+            await self.check_placement(runs[m], m, before=True)
             await self._idle_check(runs[m])
         # Other models' expiries from here to the first measured request: one that moves was
         # serving someone else while ours loaded and warmed up (a shared engine).
@@ -653,7 +653,7 @@ class BenchRunner:
             if total != self.s.reps and m == models[-1] and self._resolved(runs[models[0]], runs[models[1]], total):
                 break
         for m in models:
-            await self._check_placement(runs[m], m, before=False)
+            await self.check_placement(runs[m], m, before=False)
             runs[m].completed = True
 
     def _resolved(self, a: ModelRun, b: ModelRun, max_reps: int) -> bool:
@@ -681,7 +681,7 @@ class BenchRunner:
 
         await asyncio.sleep(NVML_AVERAGING_S)
         try:
-            report = await asyncio.to_thread(self._gpu_reader())
+            report = await asyncio.to_thread(self.gpu_reader())
         except Exception:
             return
         sample = self._sampler.aggregate(report)
@@ -690,7 +690,7 @@ class BenchRunner:
             run.flags.append(f"foreign load: the GPU was {util:.0f}% busy before {run.model}'s "
                              "repetitions, with no request of the bench running")
 
-    def _gpu_reader(self):
+    def gpu_reader(self):
         """Only the GPU for the 0.5 s sampler when the probes can (not /proc as well)."""
         gpu_probe = getattr(self.probes, "gpu_probe", None)
         if gpu_probe is not None and hasattr(gpu_probe, "read"):
@@ -712,7 +712,7 @@ class BenchRunner:
                 gone.add(model_key(rm.name))
         return gone
 
-    async def _check_placement(self, run: ModelRun, model: str, before: bool) -> None:
+    async def check_placement(self, run: ModelRun, model: str, before: bool) -> None:
         if not getattr(self.engine, "reports_placement", True):
             await self._unverified_placement(run, model, before)
             return
@@ -746,7 +746,7 @@ class BenchRunner:
         if pid is None:
             return
         pids = await asyncio.to_thread(process_tree, pid)
-        report = await asyncio.to_thread(self._gpu_reader())
+        report = await asyncio.to_thread(self.gpu_reader())
         used = {g.index for g in report.gpus if isinstance(g.processes, tuple)
                 and any(p.pid in pids and p.used_bytes for p in g.processes)}
         if used:
