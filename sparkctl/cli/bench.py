@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import math
-import os
 import sys
 
+from sparkctl.cli.engine_args import engine_choice, validate_models
+from sparkctl.cli.running import STOPPING, ProgressLine, emit, lanes_failed, recover, run_stoppable
 from sparkctl.cli.exitcodes import CliError, EXIT_BAD_INPUT, EXIT_ENGINE_ERROR, EXIT_INTERRUPTED, EXIT_OK, EXIT_REFUSED, EXIT_UNREACHABLE
 
 
@@ -44,39 +45,10 @@ def register(sub) -> None:
     s.set_defaults(handler=cmd_sync)
 
 
-def _engine_choice(args, cfg) -> tuple[str | None, str | None, str | None, str]:
-    """(name, kind, url, effective kind) from --engine / --engine-kind / --engine-url."""
-
-    name, kind, url = getattr(args, "engine", None), getattr(args, "engine_kind", None), getattr(args, "engine_url", None)
-    if name is not None and (kind is not None or url is not None):
-        raise CliError("--engine NAME cannot be combined with --engine-kind/--engine-url", EXIT_BAD_INPUT)
-    if name is not None:
-        if name not in cfg.engines:
-            known = ", ".join(sorted(cfg.engines)) or "none configured"
-            raise CliError(f"no engine named {name!r} in [engines] of {cfg.source} ({known})", EXIT_BAD_INPUT)
-        return name, None, None, cfg.engines[name].kind
-    if kind == "openai" and not url:
-        raise CliError("--engine-kind openai needs --engine-url URL", EXIT_BAD_INPUT)
-    if url is not None and kind is None:
-        kind = "openai"
-    return None, kind, url, kind or "ollama"
-
-
 def _validate(args, effective_kind: str = "ollama") -> None:
-    from sparkctl.core.names import InvalidModelName, validate_model_name
-
     if not args.models:
         raise CliError("bench needs at least one MODEL", EXIT_BAD_INPUT)
-    for m in args.models:
-        if effective_kind != "ollama":
-            # served names are the server's own (a file name, an HF path): only sanity-check them
-            if not m.strip() or any(ord(c) < 32 for c in m):
-                raise CliError(f"invalid model name {m!r}", EXIT_BAD_INPUT)
-            continue
-        try:
-            validate_model_name(m)
-        except InvalidModelName as exc:
-            raise CliError(str(exc), EXIT_BAD_INPUT) from None
+    validate_models(args.models, effective_kind)
     if args.solo and effective_kind != "ollama":
         raise CliError("--solo needs an engine that can unload models; an OpenAI-compatible server "
                        "serves one fixed model (run one server per model instead)", EXIT_BAD_INPUT)
@@ -95,53 +67,31 @@ def _validate(args, effective_kind: str = "ollama") -> None:
         raise CliError("--prompt must not be empty", EXIT_BAD_INPUT)
 
 
-class _Progress:
-    """One status line on a terminal; nothing when piped (the summary is printed either way)."""
-
-    def __init__(self, enabled: bool) -> None:
-        self.enabled = enabled
-        self.dead = False
+class _Progress(ProgressLine):
+    """The bench's progress line: phases, repetitions and live gauges."""
 
     def __call__(self, ev) -> None:
         from sparkctl.services.bench import Live, Notice, Phase, RepDone, RepStarted
 
         if isinstance(ev, Notice):
-            self._line(ev.text, end="\n", always=True)
+            self.line(ev.text, end="\n", always=True)
             return
         if not self.enabled:
             return
         if isinstance(ev, Phase):
-            self._line(ev.text)
+            self.line(ev.text)
         elif isinstance(ev, RepStarted):
             what = f"warm-up {-ev.index}/{ev.total}" if ev.warmup else f"rep {ev.index + 1}/{ev.total}"
-            self._line(f"{ev.model}: {what}")
+            self.line(f"{ev.model}: {what}")
             self.current = f"{ev.model} {what}"
         elif isinstance(ev, Live):
             tps = f"{ev.decode_tps:6.1f} tok/s" if ev.decode_tps else "      -     "
             ttft = f"TTFT {ev.ttft_s:5.2f} s" if ev.ttft_s is not None else "TTFT   -   "
-            self._line(f"{getattr(self, 'current', ev.model)}: {ev.tokens:6d} tokens  {tps}  {ttft}  {ev.elapsed_s:6.1f} s")
+            self.line(f"{getattr(self, 'current', ev.model)}: {ev.tokens:6d} tokens  {tps}  {ttft}  {ev.elapsed_s:6.1f} s")
         elif isinstance(ev, RepDone):
             r = ev.result
             if r.dnf:
-                self._line(f"{r.model}: DNF after {r.wall_s:.0f} s ({r.client_tokens} tokens)", end="\n")
-
-    def _line(self, text: str, end: str = "", always: bool = False) -> None:
-        if not (self.enabled or always) or self.dead:
-            return
-        try:
-            if self.enabled:
-                sys.stderr.write("\r\033[K" + text[:160] + end)
-            else:
-                sys.stderr.write(f"sparkctl: {text}{end}")
-            sys.stderr.flush()
-        except (OSError, ValueError):
-            # the terminal is gone (ssh hang-up: EIO): stop drawing, never fail the bench
-            self.enabled = False
-            self.dead = True
-
-    def done(self) -> None:
-        if self.enabled:
-            self._line("")
+                self.line(f"{r.model}: DNF after {r.wall_s:.0f} s ({r.client_tokens} tokens)", end="\n")
 
 
 def _fmt(x, spec=".1f") -> str:
@@ -198,18 +148,6 @@ def run_to_dict(run) -> dict:
     }
 
 
-def _emit(text: str, stream) -> None:
-    """Print, unless the terminal is gone (an ssh hang-up leaves EIO on every write): the
-    run is already recorded, so a dead terminal must not turn it into a traceback."""
-    try:
-        print(text, file=stream, flush=True)
-    except (OSError, ValueError):
-        try:  # keep the interpreter's own flush at exit from failing again
-            os.dup2(os.open(os.devnull, os.O_WRONLY), stream.fileno())
-        except (OSError, ValueError):
-            pass
-
-
 def cmd_bench(args, cfg) -> int:
     import asyncio
     import json
@@ -218,7 +156,7 @@ def cmd_bench(args, cfg) -> int:
     from sparkctl.services.bench.lock import LockUnavailable
     from sparkctl.services.factory import EngineChoiceError, make_engine, make_probes, make_recorder, make_spool_and_store
 
-    name, kind, url, effective_kind = _engine_choice(args, cfg)
+    name, kind, url, effective_kind = engine_choice(args, cfg)
     if not args.models and name is not None and cfg.engines[name].model:
         args.models = [cfg.engines[name].model]
     _validate(args, effective_kind)
@@ -227,7 +165,7 @@ def cmd_bench(args, cfg) -> int:
     except EngineChoiceError as exc:
         raise CliError(str(exc), EXIT_BAD_INPUT) from None
     if effective_kind == "openai" and args.ctx is not None:
-        _emit("sparkctl: note: --ctx is not sent to an OpenAI-compatible server (its context is fixed "
+        emit("sparkctl: note: --ctx is not sent to an OpenAI-compatible server (its context is fixed "
               "when it starts); the server's own context is recorded", sys.stderr)
     settings = BenchSettings.from_config(
         cfg.bench, reps=args.reps, warmup=args.warmup, timeout_s=args.timeout, num_ctx=args.ctx,
@@ -238,30 +176,12 @@ def cmd_bench(args, cfg) -> int:
     )
     progress = _Progress(sys.stderr.isatty() and not args.json)
     spool, _store = make_spool_and_store(cfg)
-    recovered = _recover(spool)
+    recovered = recover(spool)
     for text in recovered:
-        _emit(f"sparkctl: {text}", sys.stderr)
+        emit(f"sparkctl: {text}", sys.stderr)
     runner_box: list = []
 
-    async def go():
-        # ssh dropped or `kill`: stop like Ctrl-C, so the run is recorded KILLED, not lost
-        import signal
-
-        loop, me = asyncio.get_running_loop(), asyncio.current_task()
-        stopping = []
-
-        def stop(sig: int) -> None:
-            # The first signal stops the bench; later ones (a dropped ssh session sends two
-            # SIGHUPs, an impatient second Ctrl-C) must not cut the lane restore short.
-            if not stopping:
-                stopping.append(sig)
-                me.cancel()
-            elif sig != signal.SIGHUP:
-                progress(Notice("stopping: putting lane models back and recording the runs first"))
-
-        # SIGINT too: asyncio.run's own handler raises KeyboardInterrupt on a second Ctrl-C
-        for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
-            loop.add_signal_handler(sig, stop, sig)
+    async def work():
         try:
             runner = BenchRunner(cfg, engine, make_probes(), settings, sink=progress,
                                  recorder=make_recorder(cfg), journal=getattr(spool, "journal", None))
@@ -271,7 +191,7 @@ def cmd_bench(args, cfg) -> int:
             await engine.close()
 
     try:
-        runs = asyncio.run(go())
+        runs = run_stoppable(work, lambda: progress(Notice(STOPPING)))
     except BenchRefused as exc:
         raise CliError(f"refused: {exc}", EXIT_REFUSED) from None
     except BenchBusy as exc:
@@ -280,39 +200,19 @@ def cmd_bench(args, cfg) -> int:
         raise CliError(str(exc), EXIT_BAD_INPUT) from None
     except (asyncio.CancelledError, KeyboardInterrupt):
         progress.enabled = False
-        _emit("sparkctl: stopped; the runs were recorded as KILLED with the repetitions that finished", sys.stderr)
+        emit("sparkctl: stopped; the runs were recorded as KILLED with the repetitions that finished", sys.stderr)
         # a lane model left changed matters more than the interruption itself
-        return EXIT_REFUSED if _report_lanes(runner_box) else EXIT_INTERRUPTED
+        return EXIT_REFUSED if lanes_failed(runner_box) else EXIT_INTERRUPTED
     finally:
         progress.done()
     if args.json:
-        _emit(json.dumps([run_to_dict(r) for r in runs], indent=2, default=str), sys.stdout)
+        emit(json.dumps([run_to_dict(r) for r in runs], indent=2, default=str), sys.stdout)
     else:
-        _emit(render_runs(runs), sys.stdout)
-    if _report_lanes(runner_box):
+        emit(render_runs(runs), sys.stdout)
+    if lanes_failed(runner_box):
         return EXIT_REFUSED
     # a run with nothing measured (every repetition an engine error) is not a result
     return EXIT_ENGINE_ERROR if any(r.status == "FAILED" for r in runs) else EXIT_OK
-
-
-def _report_lanes(runner_box) -> bool:
-    """Whether a lane model could not be put back (the runner already said so, loudly)."""
-    restore = runner_box[0].lane_restore if runner_box else None
-    return restore is not None and not restore.ok
-
-
-def _recover(spool) -> list[str]:
-    """Close runs whose sparkctl died mid-bench (KILLED, with their finished repetitions)."""
-    try:
-        from sparkctl.tracking.spool import recover_orphans
-    except ImportError:
-        return []
-    try:
-        records = recover_orphans(spool)
-    except OSError as exc:
-        return [f"could not read the spool {spool.path}: {exc}"]
-    return [f"recovered an interrupted run of {r.params.get('model', '?')} as KILLED "
-            f"({r.tags.get('guard.recovery', 'its process died')})" for r in records]
 
 
 def cmd_sync(args, cfg) -> int:
@@ -323,7 +223,7 @@ def cmd_sync(args, cfg) -> int:
     from sparkctl.tracking.sync import sync_pending
 
     spool, store = make_spool_and_store(cfg)
-    recovered = _recover(spool)  # runs whose process died are closed KILLED first, then counted
+    recovered = recover(spool)  # runs whose process died are closed KILLED first, then counted
     pending = len(spool.pending())
     synced, failed = sync_pending(spool, store)
     if args.json:

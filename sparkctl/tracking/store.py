@@ -474,6 +474,19 @@ class MlflowStore:
             raise self._error(exc, "read") from None
         return [m.value for m in sorted(points, key=lambda m: m.step)]
 
+    def read_artifact(self, run_id: str, path: str) -> str:
+        """One text artifact of a run (``items.jsonl``, ``outputs.json``). Blocking."""
+        import tempfile
+
+        try:
+            client = self._get_client()
+            with tempfile.TemporaryDirectory(prefix="sparkctl-artifact-") as tmp:
+                local = client.download_artifacts(run_id, path, tmp)
+                with open(local, encoding="utf-8") as fh:
+                    return fh.read()
+        except Exception as exc:
+            raise self._error(exc, "read") from None
+
     def search_runs_page(
         self,
         filter_string: str = "",

@@ -65,6 +65,7 @@ import itertools
 import math
 import random
 import select
+import re
 import socket
 import threading
 import time
@@ -528,6 +529,9 @@ class FakeState:
         default_factory=lambda: ["Okay", ",", " the", " user", " asks", " about", " the", " sky", "."]
     )
     runaway: str | None = None  # "response" or "thinking": never stops until num_predict/disconnect
+    # A real model's answer depends on the question: (model, the user's prompt) -> the answer
+    # text, or None for `response_tokens`. Split into tokens at word boundaries.
+    answers: Callable[[str, str], str | None] | None = None
     prompt_tokens: int | None = None  # None: words in the prompt + template overhead
     prompt_overhead_tokens: int = 9
     include_context: bool = True  # generate's final chunk carries `context`
@@ -1535,7 +1539,7 @@ class _Handler(BaseHTTPRequestHandler):
         limit = int(num_predict) if num_predict is not None and int(num_predict) >= 0 else None
         rate = model.tokens_per_s if model.tokens_per_s is not None else state.tokens_per_s
         step_s = 1.0 / rate if rate else 0.0
-        plan = _lookahead(_token_plan(state, thinking_on))
+        plan = _lookahead(_token_plan(state, thinking_on, _answer_for(state, requested, body, chat)))
         sizes = [max(0, int(n)) for n in state.chunk_plan] or [1]
         chunk_sizes = itertools.cycle(sizes if any(sizes) else [1])
         together = state.thinking_and_content_in_one_chunk
@@ -1724,9 +1728,21 @@ class _PullFailed(Exception):
         self.message = message
 
 
-def _token_plan(state: FakeState, thinking_on: bool) -> Iterable[tuple[str, bool]]:
+def _answer_for(state: FakeState, model: str, body: dict, chat: bool) -> list[str] | None:
+    if state.answers is None:
+        return None
+    if chat:
+        users = [m.get("content", "") for m in body.get("messages") or [] if m.get("role") == "user"]
+        asked = users[-1] if users else ""
+    else:
+        asked = body.get("prompt", "")
+    text = state.answers(model, asked)
+    return None if text is None else (re.findall(r"\s*\S+", text) or [" "])
+
+
+def _token_plan(state: FakeState, thinking_on: bool, answer: list[str] | None = None) -> Iterable[tuple[str, bool]]:
     thinking = list(state.thinking_tokens) if thinking_on else []
-    response = list(state.response_tokens) or [" "]
+    response = answer if answer is not None else (list(state.response_tokens) or [" "])
     if state.runaway == "thinking" and thinking_on:
         while True:
             for text in thinking:

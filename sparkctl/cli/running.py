@@ -1,0 +1,98 @@
+"""What every long command (bench, eval) needs: one progress line on a terminal, printing
+that survives a dead terminal, signals that stop the work cleanly, and closing the runs a
+dead process left in the spool."""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any, Awaitable, Callable
+
+STOPPING = "stopping: putting lane models back and recording the runs first"
+
+
+def emit(text: str, stream) -> None:
+    """Print, unless the terminal is gone (an ssh hang-up leaves EIO on every write): the
+    run is already recorded, so a dead terminal must not turn it into a traceback."""
+    try:
+        print(text, file=stream, flush=True)
+    except (OSError, ValueError):
+        try:  # keep the interpreter's own flush at exit from failing again
+            os.dup2(os.open(os.devnull, os.O_WRONLY), stream.fileno())
+        except (OSError, ValueError):
+            pass
+
+
+class ProgressLine:
+    """One status line redrawn in place on a terminal; nothing when piped, except notices
+    (``always``), which print as ``sparkctl: ...`` lines."""
+
+    def __init__(self, enabled: bool) -> None:
+        self.enabled = enabled
+        self.dead = False
+
+    def line(self, text: str, end: str = "", always: bool = False) -> None:
+        if not (self.enabled or always) or self.dead:
+            return
+        try:
+            if self.enabled:
+                sys.stderr.write("\r\033[K" + text[:160] + end)
+            else:
+                sys.stderr.write(f"sparkctl: {text}{end}")
+            sys.stderr.flush()
+        except (OSError, ValueError):
+            # the terminal is gone (ssh hang-up: EIO): stop drawing, never fail the work
+            self.enabled = False
+            self.dead = True
+
+    def done(self) -> None:
+        if self.enabled:
+            self.line("")
+
+
+def run_stoppable(work: Callable[[], Awaitable[Any]], on_again: Callable[[], None]) -> Any:
+    """asyncio.run(work()) where SIGINT, SIGTERM and SIGHUP cancel the work once (an ssh
+    drop or `kill` stops like Ctrl-C, so the run is recorded KILLED, not lost). Later
+    signals only call ``on_again``: a dropped session sends two SIGHUPs and an impatient
+    user a second Ctrl-C, and neither may cut the lane restore short."""
+    import asyncio
+    import signal
+
+    async def go():
+        loop, me = asyncio.get_running_loop(), asyncio.current_task()
+        stopping: list[int] = []
+
+        def stop(sig: int) -> None:
+            if not stopping:
+                stopping.append(sig)
+                me.cancel()
+            elif sig != signal.SIGHUP:
+                on_again()
+
+        # SIGINT too: asyncio.run's own handler raises KeyboardInterrupt on a second Ctrl-C
+        for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
+            loop.add_signal_handler(sig, stop, sig)
+        return await work()
+
+    return asyncio.run(go())
+
+
+def recover(spool) -> list[str]:
+    """Close runs whose sparkctl died mid-run (KILLED, with what finished), as messages."""
+    try:
+        from sparkctl.tracking.spool import recover_orphans
+    except ImportError:
+        return []
+    try:
+        records = recover_orphans(spool)
+    except OSError as exc:
+        return [f"could not read the spool {spool.path}: {exc}"]
+    return [f"recovered an interrupted {r.tags.get('sparkctl.kind', 'bench')} run of "
+            f"{r.params.get('model', '?')} as KILLED ({r.tags.get('guard.recovery', 'its process died')})"
+            for r in records]
+
+
+def lanes_failed(runner_box: list) -> bool:
+    """Whether a lane model could not be put back (the runner already said so, loudly)."""
+    restore = runner_box[0].lane_restore if runner_box else None
+    return restore is not None and not restore.ok

@@ -1,0 +1,526 @@
+"""The quality run: a suite's sampled items sent to each model, scored as they finish.
+
+It keeps the bench's rules where they matter for a result that must compare months later:
+the per-engine lock (an eval and a bench on one engine would disturb each other), the fit
+and memory checks before anything loads, placement checked before and after, lane models
+put back as they were, a journal of the run so far in the spool (a crash loses at most
+the last few seconds of items), and KILLED on an interruption. The guards and their
+checks are the bench runner's own (composed, not copied).
+
+Per item: temperature 0 and a fixed seed; the answer is scored on the final content,
+never the thinking text; an item past the ceiling is cancelled and scored DNF.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import secrets
+import time
+from dataclasses import dataclass, field, replace
+from typing import Any, Callable
+
+from sparkctl import __version__
+from sparkctl.config import Config
+from sparkctl.core.keepalive import parse_keep_alive
+from sparkctl.core.names import model_key
+from sparkctl.core.redact import redact_text, redact_uri
+from sparkctl.core.suites.sample import sample_ids
+from sparkctl.core.suites.tally import Tally
+from sparkctl.engines.base import DoneEvent, EngineError, EngineUnreachable, ShowInfo, TokenEvent
+from sparkctl.services.bench import (
+    BenchLock,
+    BenchRunner,
+    BenchSettings,
+    GpuSampler,
+    LaneRestore,
+    ModelRun,
+    Notice,
+    Phase,
+    note_lanes,
+    restore_lanes,
+)
+from sparkctl.services.evals.scoring import chances, passed, score_item
+from sparkctl.services.evals.suites import Suite, SuiteItem
+
+UI_BATCH_S = 0.1
+JOURNAL_EVERY_S = 10.0  # journal the run so far at most this often (and at its end)
+JOURNAL_RESPONSE_CHARS = 4000  # the journal keeps answers this long; the final record keeps all
+
+
+@dataclass(frozen=True)
+class EvalSettings:
+    suite: str
+    n: int | None  # None: every item
+    seed: int
+    timeout_s: float
+    concurrency: int
+    num_predict: int
+    think: bool
+    num_ctx: int
+    keep_alive: str | int | float
+    ctx_explicit: bool = False
+    allow_cpu: bool = False
+    wait: bool = True
+    temperature: float = 0.0
+
+    @classmethod
+    def from_config(cls, cfg: Config, suite: str, **overrides: Any) -> "EvalSettings":
+        e = cfg.eval
+        base = cls(suite=suite, n=e.n, seed=e.seed, timeout_s=e.timeout_s, concurrency=e.concurrency,
+                   num_predict=e.num_predict, think=e.think, num_ctx=cfg.bench.num_ctx,
+                   keep_alive=cfg.bench.keep_alive)
+        if overrides.get("num_ctx") is not None:
+            overrides.setdefault("ctx_explicit", True)
+        if overrides.get("n") == "all":
+            overrides["n"] = None
+            return replace(base, **{k: v for k, v in overrides.items() if v is not None or k == "n"})
+        return replace(base, **{k: v for k, v in overrides.items() if v is not None})
+
+    def bench_settings(self, cfg: Config) -> BenchSettings:
+        """The bench's settings that the shared guards read (context, keep-alive, placement)."""
+        return BenchSettings.from_config(
+            cfg.bench, num_predict=self.num_predict, temperature=self.temperature, seed=cfg.bench.seed,
+            timeout_s=self.timeout_s, mode="beside", keep_alive=str(self.keep_alive), think=self.think,
+            allow_cpu=self.allow_cpu, wait=self.wait, num_ctx=self.num_ctx if self.ctx_explicit else None,
+        )
+
+
+# ---- events (the CLI prints them, the TUI turns them into messages) ------------------------------
+
+
+@dataclass(frozen=True)
+class EvalStarted:
+    model: str
+    suite: str
+    item_ids: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class ItemStarted:
+    model: str
+    item_id: str
+    position: int  # 0-based in the sample
+
+
+@dataclass(frozen=True)
+class ItemLive:
+    """Streamed text since the last batch, and the item's token count so far."""
+
+    model: str
+    item_id: str
+    answer: str
+    thinking: str
+    tokens: int
+    elapsed_s: float
+
+
+@dataclass
+class ItemResult:
+    item_id: str
+    position: int
+    prompt_sha256: str
+    response: str = ""
+    thinking: str = ""
+    verdict: dict[str, Any] | None = None  # None: not scored (DNF or error)
+    passed: bool = False
+    dnf: bool = False
+    error: str | None = None
+    eval_count: int | None = None  # the engine's token count (thinking included)
+    thinking_tokens: int = 0  # streamed thinking chunks (a lower bound where chunks hold several)
+    client_tokens: int = 0
+    seconds: float = 0.0
+    done_reason: str | None = None
+
+    def row(self, limit: int | None = None) -> dict[str, Any]:
+        resp = self.response if limit is None else self.response[:limit]
+        out = {"item_id": self.item_id, "prompt_sha256": self.prompt_sha256, "response": resp,
+               "verdict": self.verdict, "passed": self.passed, "dnf": self.dnf, "error": self.error,
+               "tokens": self.eval_count if self.eval_count is not None else self.client_tokens,
+               "thinking_tokens": self.thinking_tokens, "seconds": round(self.seconds, 3),
+               "done_reason": self.done_reason}
+        if limit is None:
+            out["thinking"] = self.thinking
+        return out
+
+
+@dataclass(frozen=True)
+class ItemDone:
+    model: str
+    result: ItemResult
+    tally: Tally
+    eta_s: float | None
+
+
+@dataclass
+class ModelEval:
+    model: str
+    suite: str
+    item_ids: tuple[str, ...]
+    guard: ModelRun  # placement, flags and invalid reasons, as a bench run has them
+    items: dict[str, ItemResult] = field(default_factory=dict)
+    tally: Tally | None = None
+    status: str = "FINISHED"
+    start_ms: int = 0
+    end_ms: int = 0
+    thinking: bool | None = None  # None: the model cannot think
+    record_id: str = field(default_factory=lambda: secrets.token_hex(16))
+    run_id: str | None = None
+    sync_message: str = ""
+    completed: bool = False
+
+    @property
+    def summary(self) -> dict[str, float]:
+        return self.tally.summary() if self.tally else {}
+
+
+@dataclass(frozen=True)
+class EvalModelDone:
+    run: ModelEval
+
+
+@dataclass(frozen=True)
+class EvalFinished:
+    runs: list[ModelEval]
+
+
+class EvalRunner:
+    def __init__(self, cfg: Config, engine: Any, probes: Any, settings: EvalSettings, suite: Suite,
+                 sink: Callable[[Any], None] | None = None, recorder: Callable[[Any], Any] | None = None,
+                 journal: Callable[[Any], Any] | None = None) -> None:
+        if suite.name != settings.suite:
+            raise ValueError(f"settings are for {settings.suite}, the suite is {suite.name}")
+        self.cfg = cfg
+        self.engine = engine
+        self.s = settings
+        self.suite = suite
+        self._sink = sink or (lambda ev: None)
+        self.recorder = recorder
+        self.journal = journal
+        self.item_ids = tuple(sample_ids([it.id for it in suite.items], settings.n, settings.seed))
+        self._items = suite.by_id()
+        # the bench runner's guards: engine identity, memory, fit, placement, GPU
+        self.guard = BenchRunner(cfg, engine, probes, settings.bench_settings(cfg), sink=self.sink)
+        self.lane_restore: LaneRestore | None = None
+        self._sampler: GpuSampler | None = None
+        self._last_journal = 0.0
+        self._journal_failed = False
+        self._touched: set[str] = set()
+
+    def sink(self, ev: Any) -> None:
+        try:
+            self._sink(ev)
+        except Exception:  # a dead terminal must never change what is measured or recorded
+            self._sink = lambda ev: None
+
+    @property
+    def engine_version(self) -> str:
+        return self.guard.engine_version
+
+    # ---- the whole run ---------------------------------------------------------------------
+
+    async def run(self, models: list[str]) -> list[ModelEval]:
+        models = list(dict.fromkeys(models))
+        lock = BenchLock(self.engine.host, models)
+        await lock.acquire(self.s.wait, lambda text: self.sink(Notice(text)))
+        try:
+            return await self._run_locked(models)
+        finally:
+            lock.release()
+
+    async def _run_locked(self, models: list[str]) -> list[ModelEval]:
+        start_ms = int(time.time() * 1000)
+        shows = await self.guard.preflight(models)
+        runs = {m: self._new_run(m, shows[m], start_ms) for m in models}
+        lanes_before = await note_lanes(self.engine, self.cfg)
+        outcome = "FINISHED"
+        try:
+            self._sampler = GpuSampler(self.guard.gpu_reader()).start()
+            self.guard._sampler = self._sampler
+            for m in models:
+                await self._eval_model(runs[m])
+        except (asyncio.CancelledError, KeyboardInterrupt):
+            outcome = "KILLED"
+            raise
+        except BaseException:
+            outcome = "FAILED"
+            raise
+        finally:
+            # like the bench: lanes back and runs recorded even on a second Ctrl-C
+            wrap_up = asyncio.ensure_future(self._wrap_up(models, runs, lanes_before, outcome))
+            while not wrap_up.done():
+                try:
+                    await asyncio.shield(wrap_up)
+                except asyncio.CancelledError:
+                    if not wrap_up.done():
+                        self.sink(Notice("stopping: putting lane models back and recording the runs first"))
+        self.sink(EvalFinished(list(runs.values())))
+        return list(runs.values())
+
+    def _new_run(self, model: str, show: ShowInfo, start_ms: int) -> ModelEval:
+        guard = ModelRun(model, show=show, num_ctx=self.guard.num_ctx(model),
+                         ctx_note=self.guard._ctx_note.get(model, ""))
+        return ModelEval(model, self.s.suite, self.item_ids, guard, tally=Tally(self.s.suite, len(self.item_ids)),
+                         start_ms=start_ms, thinking=self.guard.think_for(model))
+
+    async def _eval_model(self, run: ModelEval) -> None:
+        m = run.model
+        self._touched.add(model_key(m))
+        self.sink(Phase(f"loading {m}"))
+        await self.guard.check_placement(run.guard, m, before=True)
+        self.sink(EvalStarted(m, self.s.suite, self.item_ids))
+        queue: asyncio.Queue[tuple[int, str]] = asyncio.Queue()
+        for pos, iid in enumerate(self.item_ids):
+            queue.put_nowait((pos, iid))
+        t0 = time.perf_counter()
+
+        async def worker() -> None:
+            while True:
+                try:
+                    pos, iid = queue.get_nowait()
+                except asyncio.QueueEmpty:
+                    return
+                res = await self._run_item(m, self._items[iid], pos)
+                run.items[iid] = res
+                self._tally(run, res)
+                done = run.tally.done
+                left = len(self.item_ids) - done
+                eta = (time.perf_counter() - t0) / done * left if done else None
+                self.sink(ItemDone(m, res, run.tally, eta))
+                await self._journal(run)
+
+        workers = [asyncio.ensure_future(worker()) for _ in range(max(1, self.s.concurrency))]
+        try:
+            await asyncio.gather(*workers)
+        except BaseException:
+            for w in workers:
+                w.cancel()
+            await asyncio.gather(*workers, return_exceptions=True)
+            raise
+        await self.guard.check_placement(run.guard, m, before=False)
+        run.completed = True
+        await self._journal(run, force=True)
+
+    def _tally(self, run: ModelEval, res: ItemResult) -> None:
+        item = self._items[res.item_id]
+        if res.verdict is not None:
+            from sparkctl.core.suites.tally import item_counts
+
+            run.tally.add_answer(item_counts(self.s.suite, res.verdict))
+        else:
+            run.tally.add_unanswered(chances(self.s.suite, item), dnf=res.dnf)
+
+    # ---- one item --------------------------------------------------------------------------
+
+    async def _run_item(self, model: str, item: SuiteItem, pos: int) -> ItemResult:
+        res = ItemResult(item.id, pos, item.prompt_sha256)
+        self.sink(ItemStarted(model, item.id, pos))
+        opts = {"num_ctx": self.guard.num_ctx(model), "num_predict": self.s.num_predict,
+                "temperature": self.s.temperature, "seed": self.s.seed}
+        stream = self.engine.generate(model, item.prompt, options=opts,
+                                      keep_alive=parse_keep_alive(self.s.keep_alive).wire,
+                                      think=self.guard.think_for(model))
+        t_send = time.perf_counter()
+        first: list[float] = []
+        answer: list[str] = []
+        thinking: list[str] = []
+        pend_a: list[str] = []
+        pend_t: list[str] = []
+        last_flush = [t_send]
+        done: list[DoneEvent] = []
+
+        def flush(now: float) -> None:
+            last_flush[0] = now
+            self.sink(ItemLive(model, item.id, "".join(pend_a), "".join(pend_t), res.client_tokens, now - t_send))
+            pend_a.clear()
+            pend_t.clear()
+
+        async def consume() -> None:
+            async for ev in stream:
+                now = time.perf_counter()
+                if isinstance(ev, TokenEvent):
+                    if not ev.text:
+                        continue
+                    if not first:
+                        first.append(now)
+                    res.client_tokens += 1
+                    if ev.thinking:
+                        res.thinking_tokens += 1
+                        thinking.append(ev.text)
+                        pend_t.append(ev.text)
+                    else:
+                        answer.append(ev.text)
+                        pend_a.append(ev.text)
+                    if now - last_flush[0] >= UI_BATCH_S:
+                        flush(now)
+                elif isinstance(ev, DoneEvent):
+                    done.append(ev)
+
+        async def ceiling() -> None:
+            # With several items in flight, an engine that serves one at a time queues the
+            # rest: the ceiling counts from the item's first token, so waiting in the queue
+            # does not make a DNF (waiting is capped at the ceiling times the items in flight).
+            consumer = asyncio.ensure_future(consume())
+            try:
+                if self.s.concurrency > 1:
+                    wait_cap = self.s.timeout_s * self.s.concurrency
+                    while not consumer.done() and not first:
+                        if time.perf_counter() - t_send > wait_cap:
+                            raise asyncio.TimeoutError
+                        await asyncio.wait({consumer}, timeout=0.05)
+                    started = first[0] if first else t_send
+                else:
+                    started = t_send
+                remaining = self.s.timeout_s - (time.perf_counter() - started)
+                await asyncio.wait_for(asyncio.shield(consumer), timeout=max(0.0, remaining))
+            finally:
+                if not consumer.done():
+                    consumer.cancel()
+                    await asyncio.gather(consumer, return_exceptions=True)
+            consumer.result()
+
+        try:
+            await ceiling()
+        except asyncio.TimeoutError:
+            res.dnf = True
+            res.done_reason = "dnf"
+        except EngineError as exc:
+            res.error = redact_text(exc.message)
+            res.done_reason = "error"
+            if isinstance(exc, EngineUnreachable):
+                raise
+        finally:
+            aclose = getattr(stream, "aclose", None)
+            if aclose is not None:
+                try:
+                    await aclose()  # closing the connection makes the engine stop generating
+                except Exception:
+                    pass
+        end = time.perf_counter()
+        flush(end)
+        res.seconds = end - t_send
+        res.response = "".join(answer)
+        res.thinking = "".join(thinking)
+        if done:
+            res.done_reason = done[0].done_reason
+            res.eval_count = done[0].eval_count or None
+        elif res.dnf:
+            res.eval_count = res.client_tokens
+        if not res.dnf and res.error is None:
+            res.verdict = score_item(self.s.suite, item, res.response)
+            res.passed = passed(self.s.suite, res.verdict)
+        return res
+
+    # ---- wrap-up, journal, record ------------------------------------------------------------
+
+    async def _wrap_up(self, models: list[str], runs: dict[str, ModelEval], lanes_before, outcome: str) -> None:
+        if self._sampler is not None:
+            self._sampler.stop()
+        end_ms = int(time.time() * 1000)
+        try:
+            self.lane_restore = await restore_lanes(self.engine, lanes_before, lambda t: self.sink(Phase(t)),
+                                                    touched=self._touched)
+        except Exception as exc:
+            self.lane_restore = LaneRestore(failed=[f"lane restore not possible: {exc}"])
+        for failure in self.lane_restore.failed:
+            self.sink(Notice(f"ERROR: lane model not restored: {failure}"))
+        for run in runs.values():
+            run.end_ms = end_ms
+            if outcome != "FINISHED" and not run.completed:
+                run.status = outcome
+            self._finish(run)
+            self.sink(EvalModelDone(run))
+        if self.recorder is not None:
+            for run in runs.values():
+                if run.items or run.status != "FINISHED":
+                    result = await asyncio.to_thread(self.recorder, self.to_record(run))
+                    if result is not None:
+                        run.sync_message = result.message
+                        run.run_id = result.run_id
+
+    def _finish(self, run: ModelEval) -> None:
+        g = run.guard
+        if run.status == "FINISHED" and run.items and all(r.error for r in run.items.values()):
+            run.status = "FAILED"  # the engine answered nothing: not a score
+        if run.tally.dnf:
+            g.flags.append(f"{run.tally.dnf} item(s) did not finish within {self.s.timeout_s:g} s (DNF)")
+        if run.tally.errors:
+            first = next(r.error for r in run.items.values() if r.error)
+            g.flags.append(f"{run.tally.errors} item(s) failed: {first}")
+        if self.suite.modified:
+            g.flags.append(f"suite file differs from the published one (sha256 {self.suite.sha256[:12]}…)")
+        if self.lane_restore is not None:
+            g.lane_restore = self.lane_restore.tag()
+            if self.lane_restore.failed:
+                g.flags.append("lane restore failed: " + "; ".join(self.lane_restore.failed))
+
+    async def _journal(self, run: ModelEval, force: bool = False) -> None:
+        if self.journal is None or self._journal_failed:
+            return
+        now = time.monotonic()
+        if not force and now - self._last_journal < JOURNAL_EVERY_S:
+            return
+        self._last_journal = now
+        try:
+            record = self.to_record(run, status="KILLED", limit=JOURNAL_RESPONSE_CHARS,
+                                    end_ms=int(time.time() * 1000))
+            await asyncio.to_thread(self.journal, record)
+        except Exception as exc:
+            self._journal_failed = True
+            self.sink(Phase(f"journal not written ({exc}); a crash would lose this run"))
+
+    def to_record(self, run: ModelEval, status: str | None = None, limit: int | None = None,
+                  end_ms: int | None = None):
+        from sparkctl.tracking.record import RunRecord
+
+        s, g = self.s, run.guard
+        details = g.show.details if g.show else {}
+        ids_text = "\n".join(run.item_ids)
+        params = {
+            "model": run.model, "suite": s.suite, "n": "all" if s.n is None else s.n, "seed": s.seed,
+            "sample_size": len(run.item_ids), "sample_sha256": hashlib.sha256(ids_text.encode()).hexdigest(),
+            "suite_sha256": self.suite.sha256, "timeout_s": s.timeout_s, "concurrency": s.concurrency,
+            "num_predict": s.num_predict, "temperature": s.temperature, "num_ctx": self.guard.num_ctx(run.model),
+            "keep_alive": parse_keep_alive(s.keep_alive).wire, "think": s.think,
+        }
+        invalid = list(g.invalid)
+        tags = {
+            "sparkctl.version": __version__, "sparkctl.kind": "eval", "eval.suite": s.suite,
+            "engine.kind": self.engine.kind, "engine.version": self.engine_version,
+            "engine.host": redact_uri(self.engine.host),
+            "model.name": run.model, "model.key": model_key(run.model),
+            "model.digest": self.guard._digests.get(run.model, ""),
+            "model.quantization": details.get("quantization_level", ""),
+            "model.parameter_size": details.get("parameter_size", ""),
+            "model.family": details.get("family", ""),
+            "model.thinking": "n/a" if run.thinking is None else ("on" if run.thinking else "off"),
+            "eval.suite_file": str(self.suite.path), "eval.suite_modified": str(self.suite.modified).lower(),
+            "guard.placement_before": g.placement_before, "guard.placement_after": g.placement_after,
+            "guard.valid": str(not invalid).lower(), "guard.invalid_reasons": "; ".join(invalid),
+            "guard.flags": "; ".join(g.flags),
+            **self.guard.host_facts,
+        }
+        if g.lane_restore:
+            tags["guard.lane_restore"] = g.lane_restore
+        identity = getattr(self.engine, "identity", None)
+        if callable(identity):
+            tags.update({k: str(v) for k, v in identity().items()})
+        if self._sampler is not None:
+            gs = self._sampler.summary(None)
+            tags["gpu.throttle_reasons"] = ",".join(gs["throttle_reasons"]) or "none"
+        results = [run.items[i] for i in run.item_ids if i in run.items]
+        summary = dict(run.summary)
+        summary["tokens_total"] = float(sum((r.eval_count or r.client_tokens) for r in results))
+        summary["thinking_tokens_total"] = float(sum(r.thinking_tokens for r in results))
+        summary["seconds_total"] = float(sum(r.seconds for r in results))
+        artifacts = {
+            "items.jsonl": "".join(json.dumps(r.row(limit), ensure_ascii=False) + "\n" for r in results),
+            "sample_ids.json": list(run.item_ids),
+        }
+        return RunRecord(
+            experiment=self.cfg.tracking.experiment,
+            run_name=f"{run.model} {s.suite} @ {self.engine.kind} {self.engine_version}",
+            status=status or run.status, start_ms=run.start_ms, end_ms=end_ms or run.end_ms,
+            params=params, tags=tags, summary_metrics=summary, artifacts=artifacts, record_id=run.record_id,
+        )
