@@ -54,6 +54,7 @@ _COLUMNS = (
     ("CV%", True, lambda r: _num(r.decode_tps_cv_pct, ".1f")),
     ("TTFT s", True, lambda r: _num(r.ttft_s_median, ".2f")),
     ("PREFILL tok/s", True, lambda r: _num(r.prefill_tps_median, ".0f")),
+    ("SCORE%", False, lambda r: "-" if r.score is None else f"{r.suite} {r.score * 100:.1f}"),
     ("J/tok", True, lambda r: _num(r.joules_per_token, ".2f")),
     ("ROOF%", True, lambda r: _num(r.roofline_pct, ".0f")),
     ("FLAGS", False, lambda r: ",".join(r.flags) or "-"),

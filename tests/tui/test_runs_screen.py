@@ -92,7 +92,7 @@ async def test_lists_filters_sorts_and_opens_a_run(history):
         assert shown(app) == [(B, "ollama 0.13.0"), (A, "ollama 0.13.0"), (B, "ollama 0.12.6"), (A, "ollama 0.12.6")]
         table = screen.query_one("#runs", DataTable)
         row0 = [str(c) for c in table.get_row_at(0)]
-        assert row0[3] == "spark-01" and row0[11] == "FINISHED" and len(row0[12]) == 8
+        assert row0[3] == "spark-01" and row0[10] == "-" and row0[12] == "FINISHED" and len(row0[13]) == 8
         assert float(row0[4]) > 0 and "loading" not in str(screen.query_one("#runs-status", Label).content)
 
         # filter by model name, typed into the Input

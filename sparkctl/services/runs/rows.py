@@ -19,7 +19,7 @@ TAG_MODEL = "model.name"
 TAG_ENGINE_KIND = "engine.kind"
 TAG_ENGINE_VERSION = "engine.version"
 TAG_HOST = "host.name"
-# Set by the eval (not yet); a run without it is a bench.
+# Set by the eval (services/evals); a run without it is a bench.
 TAG_KIND = "sparkctl.kind"
 KIND_BENCH = "bench"
 KIND_EVAL = "eval"
@@ -70,6 +70,17 @@ class RunRow:
     num_ctx: str
     num_predict: str
     cache_policy: str
+    # quality runs (kind eval): the suite and its accuracies over all items (DNF = not passed)
+    suite: str = ""
+    gsm8k_strict: float | None = None
+    gsm8k_flexible: float | None = None
+    ifeval_prompt_strict: float | None = None
+    ifeval_inst_loose: float | None = None
+
+    @property
+    def score(self) -> float | None:
+        """The suite's headline accuracy (GSM8K strict, IFEval prompt-level strict)."""
+        return self.gsm8k_strict if self.suite == "gsm8k" else self.ifeval_prompt_strict if self.suite == "ifeval" else None
 
     @property
     def model_key(self) -> str:
@@ -187,4 +198,9 @@ def row_from_run(run: dict[str, Any]) -> RunRow:
         num_ctx=params.get("num_ctx", ""),
         num_predict=params.get("num_predict", ""),
         cache_policy=params.get("cache_policy") or tags.get("guard.cache_policy", ""),
+        suite=tags.get("eval.suite", ""),
+        gsm8k_strict=_metric(metrics, "gsm8k_strict"),
+        gsm8k_flexible=_metric(metrics, "gsm8k_flexible"),
+        ifeval_prompt_strict=_metric(metrics, "ifeval_prompt_strict"),
+        ifeval_inst_loose=_metric(metrics, "ifeval_inst_loose"),
     )
