@@ -183,3 +183,58 @@ def test_bench_cli_end_to_end(llama_server, mlflow_template_db, tmp_path, monkey
         assert 0 < ttft[i] < wall[i]
     outputs = json.loads(Path(client.download_artifacts(landed["run_id"], "outputs.json", str(tmp_path))).read_text())
     assert all(len(o["output"]) > 50 for o in outputs)  # SmolLM2 wrote text
+
+
+def _eval_cli(llama_server, data: Path, conf: Path, capsys, *args) -> tuple[int, list, str]:
+    rc = main(["--config", str(conf), "eval", "--engine-kind", "openai", "--engine-url", llama_server,
+               ALIAS, "--json", *args])
+    captured = capsys.readouterr()
+    return rc, (json.loads(captured.out) if captured.out.strip() else []), captured.err
+
+
+def test_eval_cli_end_to_end(llama_server, mlflow_template_db, tmp_path, monkeypatch, capsys):  # noqa: F811
+    """SmolLM2 on 10 GSM8K and 10 IFEval items of the real suites: scored, in MLflow with the
+    engine's build; and with a one-second ceiling, items that cannot finish are DNF."""
+    from sparkctl.config import load_config
+    from sparkctl.services.evals import load_suite
+    from tests.suites_data import shared_suites
+
+    data = tmp_path / "data"
+    data.mkdir()
+    shutil.copy2(mlflow_template_db, data / DB_FILE_NAME)
+    monkeypatch.setenv("SPARKCTL_DATA_DIR", str(data))
+    conf = tmp_path / "sparkctl.toml"
+    # 512 tokens of context on the server: room for a prompt and a 160-token answer
+    conf.write_text("[budget]\nreserve_gib = 0.25\nwarn_gib = 0.5\n"
+                    f'[eval]\nsuites_dir = "{shared_suites()}"\nnum_predict = 160\n')
+    store = MlflowStore(default_tracking_uri(data), None, "sparkctl-bench")
+    props = httpx.get(llama_server + "/props", timeout=5).json()
+
+    for suite, metric in (("gsm8k", "gsm8k_strict"), ("ifeval", "ifeval_prompt_strict")):
+        rc, out, err = _eval_cli(llama_server, data, conf, capsys, "--suite", suite, "--n", "10", "--seed", "1")
+        assert rc == 0, err
+        (run,) = out
+        assert run["status"] == "FINISHED" and run["summary"]["items"] == 10 and run["summary"]["dnf_count"] == 0
+        assert 0.0 <= run["summary"][metric] <= 1.0
+        assert all(it["tokens"] > 0 and it["verdict"] is not None for it in run["items"])
+        landed = [r for r in store.search_runs() if r["run_id"] == run["mlflow_run_id"]][0]
+        assert landed["tags"]["sparkctl.kind"] == "eval" and landed["tags"]["eval.suite"] == suite
+        assert landed["tags"]["engine.build"] == props["build_info"]
+        assert landed["metrics"][metric] == pytest.approx(run["summary"][metric])
+        # the live verdicts are the ones `eval score` gives for the same saved responses
+        by_id = load_suite(load_config(str(conf)), suite).by_id()
+        saved = tmp_path / f"{suite}.jsonl"
+        saved.write_text("".join(json.dumps({"prompt": by_id[it["item_id"]].text, "response": it["response"]}) + "\n"
+                                 for it in run["items"]))
+        assert main(["--config", str(conf), "eval", "score", "--suite", suite, str(saved), "--json"]) == 0
+        rescored = json.loads(capsys.readouterr().out)
+        assert rescored["summary"][metric] == pytest.approx(run["summary"][metric])
+
+    # a one-second ceiling: SmolLM2 (about 30 tok/s on one core) cannot write 160 tokens
+    rc, out, err = _eval_cli(llama_server, data, conf, capsys, "--suite", "ifeval", "--n", "2", "--timeout", "1")
+    assert rc == 0, err
+    (run,) = out
+    assert run["summary"]["dnf_count"] >= 1
+    dnf = [it for it in run["items"] if it["dnf"]]
+    assert all(it["verdict"] is None and 0.9 < it["seconds"] < 5 for it in dnf)
+    assert any("did not finish" in f for f in run["flags"])
