@@ -14,6 +14,7 @@ from typing import Any
 
 from sparkctl.core import compare
 from sparkctl.core.names import model_key
+from sparkctl.services.runs.quality import QualityDiff, latest_evals, quality_diff
 from sparkctl.services.runs.query import list_runs
 from sparkctl.services.runs.rows import RunRow
 
@@ -42,6 +43,7 @@ class ModelSide:
     run: RunRow | None
     values: dict[str, list[float]] = field(default_factory=dict)
     note: str = ""
+    quality: dict[str, RunRow] = field(default_factory=dict)  # suite -> its newest usable eval run
 
     def to_dict(self) -> dict[str, Any]:
         r = self.run
@@ -56,6 +58,12 @@ class ModelSide:
             "joules_per_token": r.joules_per_token, "roofline_pct": r.roofline_pct,
             "flags": list(r.flags),
         })
+        for suite, q in self.quality.items():
+            out[f"{suite}_run_id"] = q.run_id
+            out[f"{suite}_items"] = q.eval_items
+            for key in (("gsm8k_strict", "gsm8k_flexible") if suite == "gsm8k"
+                        else ("ifeval_prompt_strict", "ifeval_inst_loose")):
+                out[key] = getattr(q, key)
         return out
 
 
@@ -79,10 +87,12 @@ class Comparison:
     sides: list[ModelSide]
     differences: list[Difference]
     notes: list[str]
+    quality: list[QualityDiff] = field(default_factory=list)  # accuracies, in percentage points
 
     def to_dict(self) -> dict[str, Any]:
         return {"engine": self.engine, "models": [s.to_dict() for s in self.sides],
-                "differences": [d.to_dict() for d in self.differences], "notes": self.notes}
+                "differences": [d.to_dict() for d in self.differences] + [q.to_dict() for q in self.quality],
+                "notes": self.notes}
 
 
 class NothingToCompare(Exception):
@@ -142,9 +152,31 @@ def compare_models(store, models: list[str], *, any_engine: bool = False, lanes:
                 continue
             ci = compare.diff_ci(a, b, method="welch")
             diffs.append(Difference(name, base.model, other.model, ci, compare.verdict(ci, higher)))
+    quality = _quality(store, sides, None if any_engine else (first.engine_kind, first.engine_version),
+                       notes, experiment)
     return Comparison(engine if not any_engine else {"kind": "mixed" if len(
         {(s.run.engine_kind, s.run.engine_version) for s in sides}) > 1 else first.engine_kind,
-        "version": first.engine_version}, sides, diffs, notes)
+        "version": first.engine_version}, sides, diffs, notes, quality)
+
+
+def _quality(store, sides: list[ModelSide], engine: tuple[str, str] | None, notes: list[str],
+             experiment: str | None) -> list[QualityDiff]:
+    """Each side's newest usable GSM8K and IFEval runs (same engine unless any), and each
+    later model's accuracy against the first's where both have the suite."""
+    for side in sides:
+        side.quality = latest_evals(store, side.model, engine, experiment)
+    out = []
+    base = sides[0]
+    for other in sides[1:]:
+        for suite, qa in base.quality.items():
+            qb = other.quality.get(suite)
+            if qb is None:
+                continue
+            try:
+                out.append(quality_diff(store, qa, qb))
+            except ValueError as exc:
+                notes.append(f"{suite}: {other.model} vs {base.model} not compared ({exc})")
+    return out
 
 
 @dataclass

@@ -76,6 +76,8 @@ class RunRow:
     gsm8k_flexible: float | None = None
     ifeval_prompt_strict: float | None = None
     ifeval_inst_loose: float | None = None
+    eval_passed: int | None = None  # items passing the suite's headline metric
+    eval_items: int | None = None  # items run (answered, wrong, DNF and failed alike)
 
     @property
     def score(self) -> float | None:
@@ -203,4 +205,11 @@ def row_from_run(run: dict[str, Any]) -> RunRow:
         gsm8k_flexible=_metric(metrics, "gsm8k_flexible"),
         ifeval_prompt_strict=_metric(metrics, "ifeval_prompt_strict"),
         ifeval_inst_loose=_metric(metrics, "ifeval_inst_loose"),
+        eval_passed=_int_metric(metrics, "passed"),
+        eval_items=_int_metric(metrics, "items"),
     )
+
+
+def _int_metric(metrics: dict[str, Any], key: str) -> int | None:
+    value = _metric(metrics, key)
+    return None if value is None else int(value)
