@@ -121,3 +121,23 @@ def test_until_resolved_needs_two_models(tmp_path, capsys):
     config.write_text("")
     assert cli.main(["--config", str(config), "bench", "--until-resolved", "llama3.2:3b"]) == 2
     assert "exactly two models" in capsys.readouterr().err
+
+
+async def test_lanes_benched_on_an_older_engine_are_stale_and_rebench_repeats_their_settings(history):
+    from sparkctl.services.runs.drift import rebench_overrides, stale_lanes
+
+    state, bench, store = history
+    await bench(A, B)
+    lanes = {"production": A, "fast": B, "new": "qwen3:32b"}
+    assert [s.lane for s in stale_lanes(store, lanes, "ollama", "0.12.6")] == ["new"]  # never benched
+    state.version = "0.13.0"
+    stale = {s.lane: s for s in stale_lanes(store, lanes, "ollama", "0.13.0")}
+    assert set(stale) == {"production", "fast", "new"}
+    assert stale["production"].message == "engine 0.13.0 since last bench of production (0.12.6): re-bench"
+    overrides, notes = rebench_overrides(store, stale["production"].run)
+    assert (overrides["reps"], overrides["warmup"], overrides["num_predict"]) == (5, 1, 24)
+    assert overrides["cache"] == "cold" and overrides["prompt"].strip() and notes == []
+    s = replace(BenchSettings.from_config(Config().bench), **overrides)  # the same settings as the last run
+    assert s.reps == 5 and str(s.num_ctx) == stale["production"].run.num_ctx
+    await bench(A)
+    assert "production" not in {s.lane for s in stale_lanes(store, lanes, "ollama", "0.13.0")}

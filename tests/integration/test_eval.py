@@ -270,3 +270,28 @@ def test_cli_eval_bad_flags_are_one_line_exit_2(answering, data_dir, tmp_path, c
     assert cli.main(["--config", str(cfg), "eval", A, "--suite", "gsm8k", *argv]) == 2
     err = capsys.readouterr().err.strip()
     assert message in err and "\n" not in err and "Traceback" not in err
+
+
+async def test_compare_pairs_the_same_items_and_reports_the_accuracy_difference(answering, mlflow_store, tmp_path):  # noqa: F811
+    """Bench and eval both models, then compare: the quality difference is paired on the
+    items both answered (same seed and suite file), with the discordant counts the fake's
+    answers imply."""
+    from sparkctl.services.runs.decide import compare_models
+    from tests.integration.tracking_fixtures import recording_bench
+
+    _state, server = answering
+    cfg = config(write_gsm8k(tmp_path / "suites"))
+    bench = recording_bench(server.url, mlflow_store, tmp_path / "spool.jsonl", warmup=0, reps=3, num_predict=8)
+    await bench(A, B)
+    _r, (a, b), _ = await run_eval(server.url, cfg, mlflow_store, tmp_path / "spool.jsonl", [A, B], n="all",
+                                   think=False)
+    cmp = compare_models(mlflow_store, [A, B], lanes={"production": A})
+    (q,) = cmp.quality
+    assert q.suite == "gsm8k" and q.a == A and q.b == B and q.paired
+    odd = sum(int(i) % 2 == 0 for i in a.item_ids)  # item i has i+1 apples: B misses the odd ones
+    assert (q.ci.n, q.ci.only_a, q.ci.only_b) == (20, odd, 0)
+    assert q.ci.diff_pp == pytest.approx(-100 * odd / 20)
+    assert q.verdict == "worse" and q.ci.p_value < 0.01
+    sides = cmp.to_dict()["models"]
+    assert sides[0]["gsm8k_strict"] == 1.0 and sides[1]["gsm8k_strict"] == pytest.approx(0.5)
+    assert any(d["metric"] == "gsm8k_strict" and d["verdict"] == "worse" for d in cmp.to_dict()["differences"])
