@@ -134,6 +134,9 @@ async def test_lists_filters_sorts_and_opens_a_run(history):
         assert detail.query_one("#reps", DataTable).row_count == REPS
         guard = str(detail.query_one("#detail-guard").render())
         assert "flags:" in guard and "invalid:" in guard
+        extra = str(detail.query_one("#detail-extra").render())
+        assert "GPU samples:" in extra and "throttle" in extra  # from the run's gpu_samples.json
+        assert "output (rep 1):" in extra and "sky" in extra  # the fake's answer text
         await pilot.press("escape")
         await until(pilot, lambda: app.screen is screen)
 

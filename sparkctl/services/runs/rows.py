@@ -78,6 +78,8 @@ class RunRow:
     ifeval_inst_loose: float | None = None
     eval_passed: int | None = None  # items passing the suite's headline metric
     eval_items: int | None = None  # items run (answered, wrong, DNF and failed alike)
+    decode_tps_min: float | None = None  # the range of the repetitions, for charts
+    decode_tps_max: float | None = None
 
     @property
     def score(self) -> float | None:
@@ -207,6 +209,8 @@ def row_from_run(run: dict[str, Any]) -> RunRow:
         ifeval_inst_loose=_metric(metrics, "ifeval_inst_loose"),
         eval_passed=_int_metric(metrics, "passed"),
         eval_items=_int_metric(metrics, "items"),
+        decode_tps_min=_metric(metrics, "decode_tps_min"),
+        decode_tps_max=_metric(metrics, "decode_tps_max"),
     )
 
 

@@ -24,6 +24,7 @@ from textual.widgets import DataTable, Footer, Header, Input, Label, Static
 from textual.worker import get_current_worker
 
 from sparkctl.services.runs import RunRow, list_runs
+from sparkctl.tui.screens.run_extra import run_extra
 
 PAGE = 100  # the first page of runs; newest first
 
@@ -132,11 +133,12 @@ class RunsFailed(Message):
 
 
 class RunDetailLoaded(Message):
-    def __init__(self, decode: list[float], ttft: list[float], tags: dict[str, str]) -> None:
+    def __init__(self, decode: list[float], ttft: list[float], tags: dict[str, str], extra: Text | None = None) -> None:
         super().__init__()
         self.decode = decode
         self.ttft = ttft
         self.tags = tags
+        self.extra = extra  # GPU samples and output (a bench), items (an eval)
 
 
 class RunDetailFailed(Message):
@@ -168,6 +170,7 @@ class RunDetailScreen(ModalScreen[None]):
     RunDetailScreen #detail-head { height: auto; }
     RunDetailScreen #reps { height: auto; max-height: 20; }
     RunDetailScreen #detail-guard { height: auto; }
+    RunDetailScreen #detail-extra { height: auto; max-height: 16; }
     RunDetailScreen #detail-status { height: 1; color: $text-muted; }
     """
     BINDINGS = [Binding("escape", "close", "Close")]
@@ -192,6 +195,7 @@ class RunDetailScreen(ModalScreen[None]):
             yield Static(head, id="detail-head")
             yield DataTable(id="reps", cursor_type="none", zebra_stripes=True)
             yield Static("", id="detail-guard")
+            yield Static("", id="detail-extra")
             yield Label("loading repetitions…", id="detail-status")
 
     def on_mount(self) -> None:
@@ -214,8 +218,9 @@ class RunDetailScreen(ModalScreen[None]):
                 self.post_message(RunDetailFailed(_error_line(exc)))
             return
         tags = (found[0].get("tags") or {}) if found else {}
+        extra = run_extra(self.store, self.row)
         if not get_current_worker().is_cancelled:
-            self.post_message(RunDetailLoaded(decode, ttft, tags))
+            self.post_message(RunDetailLoaded(decode, ttft, tags, extra))
 
     def on_run_detail_loaded(self, message: RunDetailLoaded) -> None:
         self.decode, self.ttft, self.tags = message.decode, message.ttft, message.tags
@@ -240,7 +245,10 @@ class RunDetailScreen(ModalScreen[None]):
         guard.append("\ninvalid: ", style="bold")
         guard.append(reasons or "no", style="bold red" if reasons else "")
         self.query_one("#detail-guard", Static).update(guard)
-        self.query_one("#detail-status", Label).update(f"{n} repetition(s) · Esc closes")
+        if message.extra is not None:
+            self.query_one("#detail-extra", Static).update(message.extra)
+        what = f"{n} repetition(s)" if self.row.kind != "eval" else f"{self.row.eval_items or 0} item(s)"
+        self.query_one("#detail-status", Label).update(f"{what} · Esc closes")
 
     def on_run_detail_failed(self, message: RunDetailFailed) -> None:
         label = self.query_one("#detail-status", Label)
