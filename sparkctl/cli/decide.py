@@ -24,63 +24,6 @@ def register(sub) -> None:
     r.set_defaults(handler=cmd_regressions)
 
 
-def _pct(x) -> str:
-    return "-" if x is None else f"{x:+.1f}%"
-
-
-def _num(x, spec=".1f") -> str:
-    return "-" if x is None else format(x, spec)
-
-
-def render_comparison(cmp) -> str:
-    lines = [f"engine: {cmp.engine.get('kind')} {cmp.engine.get('version')}"]
-    names = [s.model + (f" ({s.note})" if s.note else "") for s in cmp.sides]
-    w = max([len("MODEL")] + [len(n) for n in names])
-    head = (f"{'MODEL':<{w}} {'REPS':>4} {'DECODE tok/s':>12} {'CV%':>5} {'TTFT s':>7} {'PREFILL':>8} {'J/tok':>6} "
-            f"{'GSM8K%':>7} {'IFEval%':>8}  RUN")
-    lines.append(head)
-    for s, name in zip(cmp.sides, names):
-        r = s.run
-        g, i = s.quality.get("gsm8k"), s.quality.get("ifeval")
-        lines.append(f"{name:<{w}} {len(s.values.get('decode_tps', [])):>4} {_num(r.decode_tps_median):>12} "
-                     f"{_num(r.decode_tps_cv_pct):>5} {_num(r.ttft_s_median, '.2f'):>7} "
-                     f"{_num(r.prefill_tps_median, '.0f'):>8} {_num(r.joules_per_token, '.2f'):>6} "
-                     f"{_num(g.score * 100 if g else None):>7} {_num(i.score * 100 if i else None):>8}  {r.run_id[:8]}")
-    if cmp.differences:
-        lines.append("")
-        lines.append(f"{'B vs A':<40} {'METRIC':<12} {'DIFF':>8} {'95% CI (Welch)':>20}  VERDICT")
-        for d in cmp.differences:
-            ci = "-" if d.ci.ci_low_pct is None else f"{_pct(d.ci.ci_low_pct)} .. {_pct(d.ci.ci_high_pct)}"
-            pair = f"{d.b} vs {d.a} ({d.ci.n_b}/{d.ci.n_a} reps)"
-            lines.append(f"{pair:<40} {d.metric:<12} {_pct(d.ci.diff_pct):>8} {ci:>20}  {d.verdict}")
-    if cmp.quality:
-        lines.append("")
-        lines.append(f"{'B vs A':<40} {'SUITE':<12} {'DIFF pp':>8} {'95% CI':>20}  VERDICT")
-        for q in cmp.quality:
-            c = q.ci
-            how = f"paired on {c.n} items, McNemar p={c.p_value:.3f}" if q.paired else f"{c.n_b}/{c.n_a} items"
-            pair = f"{q.b} vs {q.a}"
-            lines.append(f"{pair:<40} {q.metric:<12} {c.diff_pp:>+8.1f} "
-                         f"{f'{c.ci_low_pp:+.1f} .. {c.ci_high_pp:+.1f}':>20}  {q.verdict} ({how})")
-    for note in cmp.notes:
-        lines.append(f"  ! {note}")
-    return "\n".join(lines)
-
-
-def render_regressions(rows) -> str:
-    if not rows:
-        return "no model has runs on two engine versions with the same settings"
-    lines = [f"{'MODEL':<28} {'BEFORE':>16} {'AFTER':>16} {'CHANGE':>8} {'LIMIT':>6}  VERDICT"]
-    for row in rows:
-        r = row.result
-        before = f"{_num(r.median_before)} @{row.before.engine_version}"
-        after = f"{_num(r.median_after)} @{row.after.engine_version}"
-        verdict = "REGRESSION" if r.flagged else "ok"
-        lines.append(f"{row.model:<28} {before:>16} {after:>16} {_pct(r.change_pct):>8} "
-                     f"{r.threshold_pct:>5.1f}%  {verdict} ({r.reason})")
-    return "\n".join(lines)
-
-
 def _store(cfg):
     from sparkctl.services.factory import make_spool_and_store
 
@@ -111,6 +54,8 @@ def cmd_compare(args, cfg) -> int:
     if args.json:
         print(json.dumps(cmp.to_dict(), indent=2))
     else:
+        from sparkctl.textreport import render_comparison  # shared with the TUI's head to head
+
         print(render_comparison(cmp))
     return EXIT_OK
 
@@ -128,6 +73,8 @@ def cmd_regressions(args, cfg) -> int:
     if args.json:
         print(json.dumps([r.to_dict() for r in rows], indent=2))
     else:
+        from sparkctl.textreport import render_regressions
+
         print(render_regressions(rows))
     sys.stdout.flush()
     return EXIT_REFUSED if any(r.result.flagged for r in rows) else EXIT_OK

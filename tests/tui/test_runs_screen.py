@@ -189,3 +189,59 @@ def test_runs_screen_snapshot(snap_compare, history):
         await pilot.pause(0.1)
 
     assert snap_compare(app, terminal_size=(120, 40), run_before=run)
+
+
+async def test_chart_and_head_to_head_from_the_table_at_80_columns(history):
+    """c charts the selected model's runs across engine versions; space marks models and v
+    compares them: bars and the same verdict table as `sparkctl compare`. At 80 columns no
+    chart line is wider than the screen."""
+    server, store = history
+    app = build(server, store)
+    async with app.run_test(size=(80, 24)) as pilot:
+        screen = await open_runs(app, pilot)
+        table = screen.query_one("#runs", DataTable)
+        table.move_cursor(row=0)  # B on 0.13.0
+        await pilot.press("c")
+        await until(pilot, lambda: type(app.screen).__name__ == "HistoryChartScreen" and app.screen.data is not None)
+        text = str(app.screen.query_one("#chart").render())
+        lines = text.splitlines()
+        assert "engine ollama 0.13.0" in text and sum("●" in line for line in lines) == 2  # two runs of B
+        assert all(len(line) <= 80 for line in lines)
+        await pilot.press("escape")
+        await until(pilot, lambda: app.screen is screen)
+
+        await pilot.press("space")  # mark B
+        table.move_cursor(row=1)
+        await pilot.press("space")  # mark A
+        assert screen.marked == [B, A]
+        await pilot.press("v")
+        await until(pilot, lambda: type(app.screen).__name__ == "HeadToHeadScreen" and app.screen.data is not None)
+        text = str(app.screen.query_one("#chart").render())
+        assert "decode tok/s (median)" in text and "█" in text
+        assert "engine: ollama 0.13.0" in text and "worse" in text  # A (100) vs B (150) on the same engine
+        assert all(len(line) <= 80 for line in text.splitlines() if "█" in line)
+
+
+async def test_B_rebenches_lanes_benched_on_an_older_engine_with_their_last_settings(history):
+    """The engine moves to 0.14.0: B on the Runs screen opens the Bench screen running the
+    lane model with the settings of its last run (reps, num_predict, prompt)."""
+    server, store = history
+    app = build(server, store)
+    app.config = dataclasses.replace(app.config, lanes={"production": A})
+    server.state.version = "0.14.0"
+    try:
+        async with app.run_test(size=(120, 40)) as pilot:
+            await open_runs(app, pilot)
+            await until(pilot, lambda: app.report is not None and app.report.engine.version == "0.14.0")
+            await pilot.press("B")
+            await until(pilot, lambda: app.current_mode == "bench")
+            bench = app.screen
+            assert bench.query_one("#models").value == A
+            assert bench.query_one("#reps").value == str(REPS)
+            said = [n.message for n in app._notifications]
+            assert any("engine 0.14.0 since last bench of production (0.13.0): re-bench" in m for m in said)
+            await until(pilot, lambda: not any(w.group == "bench" and not w.is_finished for w in bench.workers),
+                        timeout=30)
+            assert bench.query_one("#summary").row_count == 1
+    finally:
+        server.state.version = "0.13.0"

@@ -126,6 +126,9 @@ class BenchScreen(Screen):
             self.app.config.bench, reps=reps,
             mode="solo" if self.query_one("#solo", Switch).value else "beside",
         )
+        self._launch(models, settings)
+
+    def _launch(self, models: list[str], settings: BenchSettings) -> None:
         self._total_steps = len(models) * (settings.reps + settings.warmup)
         self._done_steps = 0
         self.query_one("#progress", ProgressBar).update(total=self._total_steps, progress=0)
@@ -135,6 +138,20 @@ class BenchScreen(Screen):
         # collector's view, so full collections stay short while tokens stream in.
         gc.freeze()
         self.run_bench(models, settings)
+
+    def start_with(self, models: list[str], overrides: dict, why: str = "") -> None:
+        """Start a bench of `models` with settings other than the form's (a re-bench that
+        repeats an earlier run's settings); the phase line says why."""
+        if any(w.group == "bench" and not w.is_finished for w in self.workers):
+            self.notify("a bench is running; escape stops it", severity="warning")
+            return
+        settings = BenchSettings.from_config(self.app.config.bench, **overrides)
+        self.query_one("#models", Input).value = " ".join(models)
+        self.query_one("#reps", Input).value = str(settings.reps)
+        if why:
+            self.query_one("#phase", Label).update(why)
+            self.notify(why, timeout=10)
+        self._launch(models, settings)
 
     def action_stop(self) -> None:
         cancelled = self.workers.cancel_group(self, "bench")

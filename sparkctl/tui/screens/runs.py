@@ -126,6 +126,12 @@ class RunsLoaded(Message):
         self.rows = rows
 
 
+class RebenchPlanned(Message):
+    def __init__(self, plans: list) -> None:
+        super().__init__()
+        self.plans = plans  # (StaleLane, overrides, notes) per lane model to re-bench
+
+
 class RunsFailed(Message):
     def __init__(self, error: str) -> None:
         super().__init__()
@@ -280,6 +286,11 @@ class RunsScreen(Screen):
         Binding("slash", "focus_filter", "Filter"),
         Binding("s", "next_sort", "Sort"),
         Binding("S", "flip_sort", "Reverse", show=False),
+        Binding("space", "mark", "Mark"),
+        Binding("v", "compare", "Compare"),
+        Binding("c", "chart", "Chart"),
+        Binding("n", "more", "More", show=False),
+        Binding("B", "rebench", "Re-bench lanes", show=False),
     ]
 
     def __init__(self, *args, **kwargs) -> None:
@@ -292,6 +303,8 @@ class RunsScreen(Screen):
         self.sort_reverse = False
         self.error: str | None = None
         self.loading = False
+        self.limit = PAGE  # n loads the next page
+        self.marked: list[str] = []  # models marked for a head to head, in marking order
 
     def compose(self) -> ComposeResult:
         yield Header(show_clock=False)
@@ -324,7 +337,7 @@ class RunsScreen(Screen):
 
                 _, store = make_spool_and_store(self.app.config)
                 self.app.store = store
-            rows = list_runs(store, limit=PAGE)
+            rows = list_runs(store, limit=self.limit)
         except Exception as exc:  # TrackingError (unreachable, bad URI) or a setup error: one line
             if not get_current_worker().is_cancelled:
                 self.post_message(RunsFailed(_error_line(exc)))
@@ -367,12 +380,14 @@ class RunsScreen(Screen):
         if self.error is not None:
             return
         text = f"{len(self.shown)} of {len(self.rows)} run(s)"
-        if len(self.rows) >= PAGE:
-            text += f" (the newest {PAGE})"
+        if len(self.rows) >= self.limit:
+            text += f" (the newest {self.limit}; n: {PAGE} more)"
+        if self.marked:
+            text += " · marked " + ", ".join(self.marked) + " (v compares)"
         if self.sort_column is not None:
             label = dict((k, lab) for lab, k in COLUMNS)[self.sort_column]
             text += f" · sorted by {label} {'↓' if self.sort_reverse else '↑'}"
-        text += " · Enter details · / filter · s sort · r reload"
+        text += " · Enter details · space mark · c chart · / filter · s sort"
         self.query_one("#runs-status", Label).update(text)
 
     @on(Input.Changed, "#runs-filter")
@@ -421,6 +436,82 @@ class RunsScreen(Screen):
         except Exception:
             return None
         return self.by_id.get(key)
+
+    # -- marks, charts, head to head, more, re-bench ------------------------------------------
+    def action_mark(self) -> None:
+        row = self.selected()
+        if row is None or not row.model:
+            return
+        if row.model in self.marked:
+            self.marked.remove(row.model)
+        else:
+            self.marked.append(row.model)
+        self._status()
+
+    def action_compare(self) -> None:
+        store = getattr(self.app, "store", None)
+        models = list(self.marked)
+        if len(models) < 2:
+            self.notify("mark two or more models with space, then v compares them", severity="warning")
+            return
+        if store is not None:
+            from sparkctl.tui.screens.run_charts import HeadToHeadScreen
+
+            self.app.push_screen(HeadToHeadScreen(store, models, lanes=self.app.config.lanes))
+
+    def action_chart(self) -> None:
+        row, store = self.selected(), getattr(self.app, "store", None)
+        if row is not None and store is not None and row.model:
+            from sparkctl.tui.screens.run_charts import HistoryChartScreen
+
+            self.app.push_screen(HistoryChartScreen(store, row.model))
+
+    def action_more(self) -> None:
+        if len(self.rows) >= self.limit and not self.loading:
+            self.limit += PAGE
+            self.action_reload()
+
+    def action_rebench(self) -> None:
+        """Re-bench the lane models whose last valid bench ran on another engine version,
+        with the settings of that run (the Bench screen shows it running)."""
+        report = getattr(self.app, "report", None)
+        version = report.engine.version if report is not None and report.engine.reachable else None
+        if not version:
+            self.notify("the engine's version is not known yet (is it reachable?)", severity="warning")
+            return
+        if not self.app.config.lanes:
+            self.notify("no [lanes] in the config: nothing to re-bench", severity="warning")
+            return
+        self.find_rebench(report.engine.kind, version)
+
+    @work(thread=True, group="rebench", exclusive=True, exit_on_error=False)
+    def find_rebench(self, kind: str, version: str) -> None:
+        from sparkctl.services.runs.drift import rebench_overrides, stale_lanes
+
+        try:
+            store = self.app.store
+            stale = [s for s in stale_lanes(store, self.app.config.lanes, kind, version) if s.run is not None]
+            plans = [(s, *rebench_overrides(store, s.run)) for s in stale]
+        except Exception as exc:
+            self.post_message(RunsFailed(_error_line(exc)))
+            return
+        self.post_message(RebenchPlanned(plans))
+
+    async def on_rebench_planned(self, message: "RebenchPlanned") -> None:
+        if not message.plans:
+            self.notify("every lane model has a valid bench on this engine version", timeout=6)
+            return
+        # one bench per distinct set of settings would be exact; lanes benched together share
+        # the first one's settings, and the Bench screen says which
+        _stale, overrides, notes = message.plans[0]
+        models = [s.model for s, _o, _n in message.plans]
+        for note in notes:
+            self.notify(note, severity="warning", timeout=8)
+        await self.app.switch_mode("bench")  # mounted (its form exists) once awaited
+        start = getattr(self.app.screen, "start_with", None)
+        if callable(start):
+            start(models, overrides, why="re-bench after an engine change: " +
+                  "; ".join(s.message for s, _o, _n in message.plans))
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
         event.stop()

@@ -1,0 +1,201 @@
+"""Charts over recorded runs, as modal screens opened from the Runs screen.
+
+- ``HistoryChartScreen``: one model's decode tok/s run by run (oldest at the top), each
+  run's min..max with its median, labelled with engine version and date; a change of
+  engine version is marked.
+- ``HeadToHeadScreen``: two or more models compared (``services.runs.decide``): the table
+  with intervals and verdicts, and bars of decode tok/s and accuracies.
+
+The rows come from sparkctl.core.charts and are re-laid out on resize, so an 80-column
+terminal shows the same rows with shorter bars. Data is read in a thread worker.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.text import Text
+from textual import work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import VerticalScroll
+from textual.message import Message
+from textual.screen import ModalScreen
+from textual.widgets import Label, Static
+from textual.worker import get_current_worker
+
+from sparkctl.core.charts import MEDIAN, RangeItem, bar_rows, range_rows
+
+HISTORY_RUNS = 60
+
+CHART_CSS = """
+{name} {{ align: center middle; }}
+{name} #chart-box {{
+    width: 96%; max-width: 140; height: auto; max-height: 90%;
+    border: round $primary; border-title-style: bold; background: $surface; padding: 0 1;
+}}
+{name} #chart {{ height: auto; }}
+{name} #chart-status {{ height: 1; color: $text-muted; }}
+"""
+
+
+class ChartLoaded(Message):
+    def __init__(self, data: Any) -> None:
+        super().__init__()
+        self.data = data
+
+
+class ChartFailed(Message):
+    def __init__(self, error: str) -> None:
+        super().__init__()
+        self.error = error
+
+
+def _error_line(exc: BaseException) -> str:
+    from sparkctl.core.redact import redact_text
+
+    return redact_text(getattr(exc, "message", None) or str(exc) or type(exc).__name__).splitlines()[0]
+
+
+class _ChartScreen(ModalScreen[None]):
+    BINDINGS = [Binding("escape", "close", "Close")]
+    TITLE_TEXT = ""
+
+    def __init__(self, store: Any) -> None:
+        super().__init__()
+        self.store = store
+        self.data: Any = None
+
+    def compose(self) -> ComposeResult:
+        with VerticalScroll(id="chart-box") as box:
+            box.border_title = self.TITLE_TEXT
+            yield Static("", id="chart")
+            yield Label("loading…", id="chart-status")
+
+    def on_mount(self) -> None:
+        self.load()
+
+    @work(thread=True, group="chart", exclusive=True, exit_on_error=False)
+    def load(self) -> None:
+        try:
+            data = self.read()
+        except Exception as exc:  # a line, never a crash
+            if not get_current_worker().is_cancelled:
+                self.post_message(ChartFailed(_error_line(exc)))
+            return
+        if not get_current_worker().is_cancelled:
+            self.post_message(ChartLoaded(data))
+
+    def read(self) -> Any:  # blocking, in the worker
+        raise NotImplementedError
+
+    def render_chart(self, width: int) -> Text:
+        raise NotImplementedError
+
+    def on_chart_loaded(self, message: ChartLoaded) -> None:
+        self.data = message.data
+        self._draw()
+        self.query_one("#chart-status", Label).update("Esc closes")
+
+    def on_chart_failed(self, message: ChartFailed) -> None:
+        self.query_one("#chart-status", Label).update(Text(f"✘ {message.error}", style="bold red"))
+
+    def on_resize(self) -> None:
+        if self.data is not None:
+            self._draw()
+
+    def _draw(self) -> None:
+        chart = self.query_one("#chart", Static)
+        width = max(30, (chart.size.width or self.app.size.width - 6))
+        chart.update(self.render_chart(width))
+
+    def action_close(self) -> None:
+        self.dismiss(None)
+
+
+class HistoryChartScreen(_ChartScreen):
+    DEFAULT_CSS = CHART_CSS.format(name="HistoryChartScreen")
+
+    def __init__(self, store: Any, model: str) -> None:
+        super().__init__(store)
+        self.model = model
+        self.TITLE_TEXT = f"{model}: decode tok/s per run (min-max, ● median)"
+
+    def read(self) -> list:
+        from sparkctl.services.runs import list_runs
+
+        rows = [r for r in list_runs(self.store, model=self.model, kind="bench", limit=HISTORY_RUNS)
+                if r.decode_tps_median is not None]
+        return list(reversed(rows))  # oldest first: time runs down the screen
+
+    def render_chart(self, width: int) -> Text:
+        from sparkctl.tui.screens.runs import date_label
+
+        rows = self.data or []
+        if not rows:
+            return Text(f"no bench runs of {self.model} with a decode figure", style="dim")
+        items = [RangeItem(f"{r.engine_version or '?'} {date_label(r.start_ms)[2:]}", r.decode_tps_min,
+                           r.decode_tps_median, r.decode_tps_max) for r in rows]
+        out = Text()
+        previous = None
+        for r, (label, bar, value) in zip(rows, range_rows(items, width)):
+            version = (r.engine_kind, r.engine_version)
+            if previous is not None and version != previous:
+                out.append(f"── engine {r.engine_kind} {r.engine_version} ──\n", style="bold yellow")
+            previous = version
+            style = "red" if r.valid is False or r.status != "FINISHED" else ""
+            out.append(label + " ", style=style or "")
+            head, _, tail = bar.partition(MEDIAN)
+            out.append(head, style="cyan")
+            if _:
+                out.append(MEDIAN, style="bold")
+            out.append(tail, style="cyan")
+            out.append(" " + value + "\n", style=style)
+        out.append("red: invalid or not finished", style="dim")
+        return out
+
+
+class HeadToHeadScreen(_ChartScreen):
+    DEFAULT_CSS = CHART_CSS.format(name="HeadToHeadScreen")
+
+    def __init__(self, store: Any, models: list[str], lanes: dict[str, str] | None = None,
+                 any_engine: bool = False) -> None:
+        super().__init__(store)
+        self.models = models
+        self.lanes = lanes or {}
+        self.any_engine = any_engine
+        self.TITLE_TEXT = "Head to head: " + " vs ".join(models)
+
+    def read(self) -> Any:
+        from sparkctl.services.runs.decide import NothingToCompare, compare_models
+
+        try:
+            return compare_models(self.store, self.models, any_engine=self.any_engine, lanes=self.lanes)
+        except NothingToCompare as exc:
+            return str(exc)
+
+    def render_chart(self, width: int) -> Text:
+        from sparkctl.textreport import render_comparison
+
+        if isinstance(self.data, str):
+            return Text(self.data, style="yellow")
+        cmp = self.data
+        out = Text()
+        names = [s.model + (f" ({s.note})" if s.note else "") for s in cmp.sides]
+        out.append("decode tok/s (median)\n", style="bold")
+        for label, bar, value in bar_rows([(n, s.run.decode_tps_median) for n, s in zip(names, cmp.sides)], width):
+            out.append(f"{label} ")
+            out.append(bar, style="cyan")
+            out.append(f" {value}\n")
+        for suite, title in (("gsm8k", "GSM8K strict %"), ("ifeval", "IFEval prompt strict %")):
+            if any(suite in s.quality for s in cmp.sides):
+                out.append(f"{title}\n", style="bold")
+                values = [(n, s.quality[suite].score * 100 if suite in s.quality else None)
+                          for n, s in zip(names, cmp.sides)]
+                for label, bar, value in bar_rows(values, width):
+                    out.append(f"{label} ")
+                    out.append(bar, style="green")
+                    out.append(f" {value}\n")
+        out.append("\n")
+        out.append(render_comparison(cmp))  # the same table and verdicts as `sparkctl compare`
+        return out
