@@ -30,6 +30,7 @@ from sparkctl.tui.themes import load_themes
 
 FALLBACK_THEME = "sparkctl-dark"
 VERSION_EVERY_S = 10.0  # /api/ps every refresh; /api/version this often or after a failure
+DRIFT_DELAY_S = 3.0  # after the engine's version is first seen: the lane re-bench check
 ENGINES_REFRESH_S = 5.0  # the extra [engines.NAME] servers: a few seconds is fresh enough
 
 
@@ -53,6 +54,8 @@ class SparkApp(App):
     # a var, not a reactive: setting it must not repaint the whole screen twice a second
     report: var[StatusReport | None] = var(None, always_update=True)
     engines_status: var[tuple] = var((), always_update=True)
+    # lanes whose last valid bench ran on another engine version: (lane, message) pairs
+    stale_lanes: var[tuple] = var(())
 
     def __init__(
         self,
@@ -88,6 +91,7 @@ class SparkApp(App):
         self.history_available: deque[float] = deque(maxlen=n)
         self.history_gpu: deque[float] = deque(maxlen=n)
         self._stopping = False
+        self._drift_checked: tuple[str, str] | None = None
 
     # ---- start-up ------------------------------------------------------------------------
 
@@ -202,11 +206,29 @@ class SparkApp(App):
                 self.notify(f"engine unreachable: {status.error}", severity="error", timeout=6)
         changed = status != self._engine_status
         self._engine_status = status
+        if status.reachable and status.version and (status.kind, status.version) != self._drift_checked:
+            self._drift_checked = (status.kind, status.version)
+            # MLflow is imported by this check: after the first frames, never in their way
+            self.set_timer(DRIFT_DELAY_S, lambda: self.check_drift(status.kind, status.version))
         if changed:  # the host sample rebuilds every refresh anyway; don't paint twice
             self._rebuild()
 
     def on_named_engines_sampled(self, message: NamedEnginesSampled) -> None:
         self.engines_status = message.statuses
+
+    @work(thread=True, group="drift", exclusive=True, exit_on_error=False)
+    def check_drift(self, kind: str, version: str) -> None:
+        """Which lane models were last benched on another engine version (the dashboard
+        says so; the Runs screen's B re-benches them)."""
+        if not self.config.lanes or self.store is None:
+            return
+        from sparkctl.services.runs.drift import stale_lanes
+
+        try:
+            stale = stale_lanes(self.store, self.config.lanes, kind, version)
+        except Exception:  # no store yet, a server away: the note is a nicety, not a failure
+            return
+        self.call_from_thread(setattr, self, "stale_lanes", tuple((s.lane, s.message) for s in stale))
 
     def _rebuild(self) -> None:
         if self._host is None:

@@ -245,3 +245,27 @@ async def test_B_rebenches_lanes_benched_on_an_older_engine_with_their_last_sett
             assert bench.query_one("#summary").row_count == 1
     finally:
         server.state.version = "0.13.0"
+
+
+async def test_dashboard_says_which_lanes_were_benched_on_another_engine_version(history, monkeypatch):
+    server, store = history
+    import sparkctl.tui.app as app_module
+
+    monkeypatch.setattr(app_module, "DRIFT_DELAY_S", 0.05)
+    app = build(server, store)
+    app.config = dataclasses.replace(app.config, lanes={"production": A, "fast": B})
+    server.state.version = "0.14.0"
+    try:
+        async with app.run_test(size=(120, 40)) as pilot:
+            await until(pilot, lambda: len(app.stale_lanes) == 2)
+            drift = str(app.screen.query_one("#drift").render())
+            assert "engine 0.14.0 since last bench of production (0.13.0): re-bench" in drift
+            assert "engine 0.14.0 since last bench of fast (0.13.0): re-bench" in drift
+    finally:
+        server.state.version = "0.13.0"
+    app = build(server, store)  # on the version both were last benched on: nothing to say
+    app.config = dataclasses.replace(app.config, lanes={"production": A})
+    async with app.run_test(size=(120, 40)) as pilot:
+        await until(pilot, lambda: app._drift_checked is not None)
+        await pilot.pause(0.5)
+        assert app.stale_lanes == () and not app.screen.query_one("#drift").display

@@ -51,6 +51,7 @@ class DashboardScreen(Screen):
             v.border_title = "Resident models"
             yield DataTable(id="resident", cursor_type="row", zebra_stripes=True)
             yield Label("", id="attribution")
+            yield Label("", id="drift")
         with Horizontal(id="panels"):
             yield Panel("connecting…", id="engine")
             yield Panel("reading…", id="gpu")
@@ -75,11 +76,22 @@ class DashboardScreen(Screen):
         self.query_one("#gpu", Panel).border_title = "GPU"
         self.query_one("#pressure", Panel).border_title = "Memory pressure"
         self.watch(self.app, "report", self._show_report, init=True)
+        self.watch(self.app, "stale_lanes", self._show_drift, init=True)
         if self.app.config.engines:
             self.query_one("#engines", Panel).border_title = "Bench engines"
             self.watch(self.app, "engines_status", self._show_engines, init=True)
 
     # ---- rendering a report --------------------------------------------------------------
+
+    def _show_drift(self, stale: tuple) -> None:
+        label = self.query_one("#drift", Label)
+        label.display = bool(stale)
+        if stale:
+            text = Text()
+            for _lane, message in stale:
+                text.append(f"⚠ {message}\n", style="bold yellow")
+            text.append("h then B re-benches them with the settings of their last run", style="dim")
+            label.update(text)
 
     def _show_report(self, report: StatusReport | None) -> None:
         if report is None:
