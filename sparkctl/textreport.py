@@ -106,7 +106,7 @@ def render_comparison(cmp) -> str:
     names = [s.model + (f" ({s.note})" if s.note else "") for s in cmp.sides]
     w = max([len("MODEL")] + [len(n) for n in names])
     head = (f"{'MODEL':<{w}} {'REPS':>4} {'DECODE tok/s':>12} {'CV%':>5} {'TTFT s':>7} {'PREFILL':>8} {'J/tok':>6} "
-            f"{'GSM8K%':>7} {'IFEval%':>8}  RUN")
+            f"{'MEM GiB':>7} {'GSM8K%':>7} {'IFEval%':>8}  RUN")
     lines.append(head)
     for s, name in zip(cmp.sides, names):
         r = s.run
@@ -114,7 +114,7 @@ def render_comparison(cmp) -> str:
         lines.append(f"{name:<{w}} {len(s.values.get('decode_tps', [])):>4} {_num(r.decode_tps_median):>12} "
                      f"{_num(r.decode_tps_cv_pct):>5} {_num(r.ttft_s_median, '.2f'):>7} "
                      f"{_num(r.prefill_tps_median, '.0f'):>8} {_num(r.joules_per_token, '.2f'):>6} "
-                     f"{_num(g.score * 100 if g else None):>7} {_num(i.score * 100 if i else None):>8}  {r.run_id[:8]}")
+                     f"{_num(r.resident_gib):>7} {_num(g.score * 100 if g else None):>7} {_num(i.score * 100 if i else None):>8}  {r.run_id[:8]}")
     if cmp.differences:
         lines.append("")
         lines.append(f"{'B vs A':<40} {'METRIC':<12} {'DIFF':>8} {'95% CI (Welch)':>20}  VERDICT")

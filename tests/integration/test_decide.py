@@ -51,6 +51,9 @@ async def test_compare_on_one_engine_with_intervals_and_verdicts(history):
     assert d.ci.diff_pct == pytest.approx(-20.0, abs=3.0)  # paced 80 vs 100 tok/s
     assert d.ci.ci_low_pct < d.ci.diff_pct < d.ci.ci_high_pct < 0
     assert d.verdict == "worse"
+    # memory: the resident size the engine reported for each model, in the table and JSON
+    models = cmp.to_dict()["models"]
+    assert all(m["resident_gib"] and m["resident_gib"] > 0.5 for m in models)
 
 
 async def test_an_engine_upgrade_that_costs_14_percent_is_flagged_and_exits_4(history, tmp_path, monkeypatch, capsys):

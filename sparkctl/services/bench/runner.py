@@ -199,6 +199,7 @@ class ModelRun:
     record_id: str = field(default_factory=lambda: secrets.token_hex(16))
     lane_restore: str = ""
     completed: bool = False  # all its repetitions ran and placement was checked after
+    resident_bytes: int | None = None  # the engine's size of the loaded model (/api/ps), weights + KV + graph
 
 
 @dataclass(frozen=True)
@@ -729,6 +730,8 @@ class BenchRunner:
             run.placement_before = label
         else:
             run.placement_after = label
+        if rm is not None and rm.size:
+            run.resident_bytes = rm.size
         if rm is None or label != "100% GPU":
             msg = f"{model} placement {'before' if before else 'after'} the run: {label}"
             if before and not self.s.allow_cpu:
@@ -879,6 +882,8 @@ class BenchRunner:
         summ["dnf_count"] = float(sum(r.dnf for r in reps))
         summ["prefill_cached_count"] = float(sum(bool(r.prefill_cached) for r in reps))
         summ["foreign_load_count"] = float(len(foreign))
+        if run.resident_bytes:
+            summ["resident_gib"] = run.resident_bytes / 2**30
         cv = summ.get("decode_tps_cv_pct")
         run.stable = bool(cv is not None and is_stable(cv))
         if sampler is not None:

@@ -56,6 +56,7 @@ class ModelSide:
             "decode_tps_median": r.decode_tps_median, "decode_tps_cv_pct": r.decode_tps_cv_pct,
             "ttft_s_median": r.ttft_s_median, "prefill_tps_median": r.prefill_tps_median,
             "joules_per_token": r.joules_per_token, "roofline_pct": r.roofline_pct,
+            "resident_gib": r.resident_gib,
             "flags": list(r.flags),
         })
         for suite, q in self.quality.items():

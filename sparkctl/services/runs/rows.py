@@ -80,6 +80,7 @@ class RunRow:
     eval_items: int | None = None  # items run (answered, wrong, DNF and failed alike)
     decode_tps_min: float | None = None  # the range of the repetitions, for charts
     decode_tps_max: float | None = None
+    resident_gib: float | None = None  # the loaded model's size as the engine reported it
 
     @property
     def score(self) -> float | None:
@@ -211,6 +212,7 @@ def row_from_run(run: dict[str, Any]) -> RunRow:
         eval_items=_int_metric(metrics, "items"),
         decode_tps_min=_metric(metrics, "decode_tps_min"),
         decode_tps_max=_metric(metrics, "decode_tps_max"),
+        resident_gib=_metric(metrics, "resident_gib"),
     )
 
 
