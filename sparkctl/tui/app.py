@@ -49,6 +49,7 @@ class SparkApp(App):
         ("q", "quit", "Quit"),
         # after Quit: where the footer is too narrow for every key, Runs is the one cut
         Binding("h", "switch_mode('runs')", "Runs"),
+        Binding("question_mark", "help", "Help", show=False),
     ]
 
     # a var, not a reactive: setting it must not repaint the whole screen twice a second
@@ -215,6 +216,12 @@ class SparkApp(App):
 
     def on_named_engines_sampled(self, message: NamedEnginesSampled) -> None:
         self.engines_status = message.statuses
+
+    def action_help(self) -> None:
+        from sparkctl.tui.screens.help import HelpScreen
+
+        if not isinstance(self.screen, HelpScreen):
+            self.push_screen(HelpScreen(self.screen))
 
     @work(thread=True, group="drift", exclusive=True, exit_on_error=False)
     def check_drift(self, kind: str, version: str) -> None:

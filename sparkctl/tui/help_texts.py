@@ -1,0 +1,79 @@
+"""What each screen shows, for the help screen (`?`): its columns and where the data comes
+from. The keys are not written here: the help screen reads them from the bindings that are
+active, so they cannot drift from what the keys do. Keyed by screen class name."""
+
+from __future__ import annotations
+
+HELP: dict[str, str] = {
+    "DashboardScreen": """\
+**The dashboard**: the memory budget, what is loaded, the engine, the GPU and memory pressure,
+sampled every `[ui] refresh_s` in worker threads.
+
+- **Memory budget**: unified memory (on a GB10) or VRAM split into lane models (their lane's
+  colour), other resident models, other use, reclaimable page cache, and the headroom left
+  above `[budget] reserve_gib`. From /proc/meminfo (MemTotal, MemAvailable + SwapFree) and
+  the engine's `/api/ps`.
+- **Resident models** (`/api/ps`): *Lane* the role from `[lanes]`; *Size* what the engine
+  reports loaded (weights + KV cache + compute graph); *Processor* GPU/CPU split from
+  size_vram vs size; *Context* num_ctx it was loaded with; *Until* when its keep-alive ends.
+- **Engine**: reachable or not, its version, and how the host was chosen.
+- **GPU** (NVML): utilisation, temperature, power, SM clock, throttle reasons. On a GB10
+  NVML has no memory figures; the budget comes from /proc/meminfo.
+- **Memory pressure** (PSI, /proc/pressure/memory): stall share over 10 s and 60 s.
+- A yellow line under the resident models names lanes last benched on another engine
+  version: `h` then `B` re-benches them with the settings of their last run.
+""",
+    "ModelsScreen": """\
+**Models**: the engine's local models (`/api/tags`, `/api/show`).
+
+- *Size* on disk; *Family*, *Params*, *Quant* from the model's metadata; *Context* its
+  trained context; *Can* capabilities (tools, thinking, vision); *Lane* its role from
+  `[lanes]`; *Loaded* whether `/api/ps` lists it.
+- Fit (`f`) estimates the resident size (weights + KV cache + overhead, from `/api/show`
+  model_info) and judges it against the budget with the lanes still loaded; a load that
+  would evict a lane model or plan below the reserve is refused unless forced (`L`).
+- Load (`l`) side-loads beside what is resident and verifies placement from `/api/ps` and
+  NVML.
+""",
+    "BenchScreen": """\
+**Bench**: a fixed prompt at temperature 0 and a fixed seed, a warm-up, then interleaved
+repetitions; each run lands in MLflow (spooled first) with the engine version, placement
+and GPU state.
+
+- *decode tok/s*: the engine's eval_count / eval_duration, median over repetitions, with
+  min, max and CV; *client*: the same measured by sparkctl from the stream.
+- *prefill*: prompt tokens per second, from cold requests only (every request starts
+  differently, so no prompt-cache hit inflates it); *TTFT*: first token, client clock.
+- *load s*: load_duration; a reload after the warm-up is flagged.
+- *DNF*: repetitions past the ceiling (`[bench] timeout_s`).
+- *verdict*: stable (CV < 5%), unstable, or INVALID (not 100% GPU, cached prefill,
+  foreign load, throttled...).
+""",
+    "RunsScreen": """\
+**Runs**: past runs from MLflow (`[tracking] uri`), newest first, 100 at a time (`n` for
+more), read in a worker thread.
+
+- *tok/s*, *CV%*, *TTFT s*, *prefill*: the bench's medians; *J/tok* energy per token from
+  NVML power; *roof%* decode against the memory-bandwidth ceiling; *score%* an eval's
+  headline accuracy (GSM8K strict, IFEval prompt-level strict).
+- *Flags*: invalid, placement, dnf=N, throttled, reload, prefill-cached, foreign-load,
+  truncated, cache=warm, lane-restore-failed, recovered.
+- Enter opens a run (repetitions, guards, GPU samples, output or items); `c` charts the
+  selected model across engine versions; `space` marks models and `v` compares them with
+  95% intervals; `B` re-benches lane models last benched on another engine version.
+""",
+    "EvalScreen": """\
+**Eval**: GSM8K or IFEval on one or more models, the same sampled items for each, scored by
+the references' rules (lm-evaluation-harness for GSM8K, Google's instruction_following_eval
+for IFEval) on the final answer, never the thinking.
+
+- The grid: one cell per item: pass, wrong, DNF (past `[eval] timeout_s`, counted apart
+  from wrong answers), engine error.
+- Accuracy over all items (DNF = not passed) with its 95% Wilson interval; the same over
+  answered items only is in the results table and MLflow.
+""",
+}
+
+
+def help_for(screen_name: str) -> str:
+    return HELP.get(screen_name, "")
