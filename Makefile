@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 
-.PHONY: run test venv bench clean llama
+.PHONY: run test venv bench clean llama browser
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -25,7 +25,19 @@ llama: $(STAMP)
 	  if [ "$$CI" = "true" ]; then echo "llama.cpp server build failed" >&2; exit 1; \
 	  else echo "warning: llama.cpp server not built; its tests will skip" >&2; fi; }
 
-test: $(STAMP) llama
+# Debian's chromium, for the browser test of `sparkctl serve` (installed where this user may
+# install packages; in CI a missing browser fails that test rather than skipping it).
+browser:
+	@command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    echo "installing Debian's chromium for the browser test" >&2; \
+	    DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium >/dev/null 2>&1 || \
+	    { DEBIAN_FRONTEND=noninteractive apt-get update -q >/dev/null 2>&1 && \
+	      DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium >/dev/null 2>&1; } || \
+	    echo "warning: chromium could not be installed" >&2; \
+	  else echo "warning: chromium is not installed (apt-get install chromium); the browser test needs it" >&2; fi; }
+
+test: $(STAMP) llama browser
 	$(PY) -m pytest -q $(PYTEST_ARGS)
 
 bench: $(STAMP)
