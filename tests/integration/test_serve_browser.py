@@ -170,3 +170,23 @@ async def _drive(cdp_port: int, url: str, folder: Path) -> tuple[list[str], Path
             shot = folder / "serve-dashboard.png"
             shot.write_bytes(base64.b64decode(png["data"]))
             return frames, shot
+
+
+def test_any_host_but_loopback_is_spelled_out_and_warned_about(tmp_path):
+    config = tmp_path / "sparkctl.toml"
+    config.write_text("")
+    port = _free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "sparkctl.cli", "--config", str(config), "serve",
+                             "--host", "0.0.0.0", "--port", str(port)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        first = proc.stderr.readline()
+        second = proc.stderr.readline()
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=10)
+    assert first.startswith("sparkctl: WARNING: serving on 0.0.0.0") and "controls the models" in first
+    assert "serving the TUI at http://0.0.0.0:" in second
+    bad = subprocess.run([sys.executable, "-m", "sparkctl.cli", "--config", str(config), "serve", "--port", "0"],
+                         capture_output=True, text=True, timeout=30)
+    assert bad.returncode == 2 and bad.stderr.strip() == "sparkctl: --port must be 1-65535, not 0"
