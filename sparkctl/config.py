@@ -122,6 +122,14 @@ class Config:
     eval: EvalConfig = EvalConfig()
     engines: dict[str, NamedEngineConfig] = field(default_factory=dict)
     source: str = "built-in defaults"
+    # [lanes] on_change: a shell command run after a promotion or rollback ("" = none).
+    # A reserved key of [lanes], so no lane can be named "on_change".
+    lanes_on_change: str = ""
+    # "section.key" -> the file it came from, for every key a file set (absent: built-in
+    # default). Lanes and the theme may come from the owned state file (statefile.py).
+    sources: dict[str, str] = field(default_factory=dict)
+    state_file: str = ""  # the owned file layered over `source` ("" when none was read)
+    notes: tuple[str, ...] = ()  # layering notes: an owned value the user's file overrides
 
     def lane_of(self, model: str) -> str | None:
         """The lane a model serves, matching by Ollama's name rules (implicit ':latest')."""
@@ -255,6 +263,10 @@ NAMED_ENGINE_KEYS: dict[str, Check] = {
 }
 
 
+# Keys of [lanes] that are settings, not lane names.
+LANES_RESERVED = ("on_change",)
+
+
 def _line_of(text: str, section: str, key: str | None) -> int | None:
     """Best-effort line number of `key` inside `[section]` (tomllib reports none for values)."""
     lines = text.splitlines()
@@ -333,7 +345,12 @@ def parse_config(text: str, origin: str = "<config>", env: dict[str, str] | None
         built[name] = cls(**values)
 
     lanes: dict[str, str] = {}
+    on_change = raw.get("lanes", {}).get("on_change", "")
+    if not isinstance(on_change, str):
+        raise _fail(origin, text, "lanes", "on_change", f"expected a shell command (a string), got {_describe(on_change)}")
     for lane, model in raw.get("lanes", {}).items():
+        if lane in LANES_RESERVED:
+            continue
         if not re.fullmatch(r"[A-Za-z0-9_\-]+", lane):
             raise _fail(origin, text, "lanes", lane, "expected a lane name of letters, digits, '-' or '_'")
         if not isinstance(model, str) or not model.strip():
@@ -362,7 +379,11 @@ def parse_config(text: str, origin: str = "<config>", env: dict[str, str] | None
             raise _fail(origin, text, section, None, "missing key url (the server's base URL)")
         engines[ename] = NamedEngineConfig(name=ename, **table)
 
-    cfg = Config(**built, lanes=lanes, engines=engines, source=origin)
+    sources = {f"{name}.{key}": origin for name in SECTIONS for key in raw.get(name, {})}
+    sources.update({f"lanes.{key}": origin for key in raw.get("lanes", {})})
+    sources.update({f"engines.{e}.{key}": origin for e, t in raw.get("engines", {}).items() for key in t})
+    cfg = Config(**built, lanes=lanes, engines=engines, source=origin, lanes_on_change=on_change.strip(),
+                 sources=sources)
 
     if cfg.budget.warn_gib < cfg.budget.reserve_gib:
         raise _fail(
@@ -391,7 +412,81 @@ def find_config_file(explicit: str | None, env: dict[str, str] | None = None, cw
     return None
 
 
-def load_config(explicit: str | None = None, env: dict[str, str] | None = None, cwd: Path | None = None) -> Config:
+_STATE_DEFAULT: Any = object()
+
+
+def load_config(explicit: str | None = None, env: dict[str, str] | None = None, cwd: Path | None = None,
+                state: Path | None = _STATE_DEFAULT) -> Config:
+    """The user's config (or built-in defaults) with sparkctl's owned state file layered
+    over it (`state`: that file, None for none; default paths.state_file())."""
+    cfg = _load_user_config(explicit, env, cwd)
+    if state is _STATE_DEFAULT:
+        state = paths.state_file(env)
+    if state is None:
+        return cfg
+    from sparkctl.statefile import StateError, read_state
+
+    try:
+        owned = read_state(state)
+    except StateError as exc:
+        raise ConfigError(str(exc)) from None
+    return layer_state(cfg, owned)
+
+
+def layer_state(cfg: Config, owned: Any) -> Config:
+    """`cfg` with the owned state's lanes and theme over it (statefile.OwnedState).
+
+    An owned value applies while the user's file still says what it said when sparkctl
+    wrote it (`owned.base`); once the user has edited that key, their edit wins and a
+    note says which owned value was set aside."""
+    where = str(owned.path)
+    if not owned.lanes and not owned.theme:
+        return replace(cfg, state_file=where)
+    lanes, sources, notes = dict(cfg.lanes), dict(cfg.sources), list(cfg.notes)
+    ui = cfg.ui
+
+    def user_value(key: str) -> str:
+        section, _, name = key.partition(".")
+        if key not in cfg.sources:
+            return ""
+        return cfg.lanes.get(name, "") if section == "lanes" else cfg.ui.theme
+
+    def applies(key: str, value: str) -> bool:
+        base, now = owned.base.get(key, ""), user_value(key)
+        if now == base:
+            return True
+        section, _, name = key.partition(".")
+        notes.append(f"[{section}] {name}: {cfg.source} now says {now or '(nothing)'!r} (it said "
+                     f"{base or '(nothing)'!r} when sparkctl set {value!r} in {where}): your file wins")
+        return False
+
+    for lane, model in owned.lanes.items():
+        if applies(f"lanes.{lane}", model):
+            lanes[lane] = model
+            sources[f"lanes.{lane}"] = where
+    if owned.theme and applies("ui.theme", owned.theme):
+        ui = replace(cfg.ui, theme=owned.theme)
+        sources["ui.theme"] = where
+    return replace(cfg, lanes=lanes, ui=ui, sources=sources, state_file=where, notes=tuple(notes))
+
+
+def user_file_value(cfg: Config, key: str) -> str:
+    """What the user's own file says for an owned key ("lanes.NAME", "ui.theme"); ""
+    when it says nothing. The owned file records it as the base of what it overrides."""
+    src = cfg.sources.get(key)
+    if src is None or (cfg.state_file and src == cfg.state_file):
+        # set by the owned file (or not at all): the user's value is what the owned file
+        # recorded as its base
+        if src is None:
+            return ""
+        from sparkctl.statefile import read_state
+
+        return read_state(Path(cfg.state_file)).base.get(key, "")
+    section, _, name = key.partition(".")
+    return cfg.lanes.get(name, "") if section == "lanes" else cfg.ui.theme
+
+
+def _load_user_config(explicit: str | None, env: dict[str, str] | None, cwd: Path | None) -> Config:
     path = find_config_file(explicit, env, cwd)
     if path is None:
         return parse_config("", "built-in defaults", env)
@@ -414,6 +509,8 @@ def to_toml_dict(cfg: Config) -> dict[str, Any]:
         section = getattr(cfg, name)
         out[name] = {f.name: getattr(section, f.name) for f in fields(cls)}
     out["lanes"] = dict(cfg.lanes)
+    if cfg.lanes_on_change:
+        out["lanes"]["on_change"] = cfg.lanes_on_change
     if cfg.engines:
         out["engines"] = {
             n: {k: v for k, v in vars(e).items() if k != "name"} for n, e in cfg.engines.items()
@@ -428,8 +525,9 @@ def save_config(cfg: Config, path: Path) -> None:
     paths.atomic_write_text(path, tomli_w.dumps(to_toml_dict(cfg)))
 
 
-def save_ui_theme(path: Path, theme: str) -> None:
-    """Persist a theme choice without disturbing the rest of the user's file."""
-    text = path.read_text(encoding="utf-8") if path.is_file() else ""
-    cfg = parse_config(text, str(path), env={})
-    save_config(replace(cfg, ui=replace(cfg.ui, theme=theme)), path)
+def save_ui_theme(cfg: Config, theme: str, state: Path | None = None) -> None:
+    """Persist a theme choice in sparkctl's owned state file (never the user's file, whose
+    comments are theirs); `load_config` layers it back at the next start."""
+    from sparkctl.statefile import save_theme
+
+    save_theme(theme, user_file_value(cfg, "ui.theme"), state or (Path(cfg.state_file) if cfg.state_file else None))

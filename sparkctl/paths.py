@@ -27,6 +27,14 @@ def user_config_file() -> Path:
     return config_dir() / "sparkctl.toml"
 
 
+def state_file(env: "dict[str, str] | None" = None) -> Path:
+    """The file sparkctl owns (lanes after promotion, the theme): see sparkctl.statefile."""
+    override = (os.environ if env is None else env).get("SPARKCTL_STATE_FILE")
+    if override:
+        return Path(override).expanduser()
+    return config_dir() / "state.toml"
+
+
 def user_theme_dir() -> Path:
     return config_dir() / "themes"
 
