@@ -83,6 +83,17 @@ class ModelsConfig:
 
 
 @dataclass(frozen=True)
+class BenchProfile:
+    """A workload profile from [bench.profiles.NAME]: its own prompt and token ceiling, and
+    for structured output a format ("json", or a JSON schema as JSON text)."""
+
+    name: str
+    prompt: str
+    num_predict: int | None = None  # None: [bench] num_predict
+    format: str | None = None
+
+
+@dataclass(frozen=True)
 class BenchConfig:
     prompt: str = DEFAULT_PROMPT
     num_predict: int = 512
@@ -97,6 +108,7 @@ class BenchConfig:
     bandwidth_gbps: float = 273.0
     reload_threshold_s: float = 1.0
     think: bool = True
+    profiles: tuple[BenchProfile, ...] = ()  # [bench.profiles.NAME], beside the built-in ones
 
 
 @dataclass(frozen=True)
@@ -306,6 +318,55 @@ def _describe(v: Any) -> str:
     return repr(v)
 
 
+PROFILE_KEYS = ("prompt", "num_predict", "format")
+
+
+def _bench_profiles(table: Any, origin: str, text: str) -> tuple[BenchProfile, ...]:
+    """[bench.profiles.NAME] tables: prompt (required), num_predict, format ("json" or a
+    JSON schema, as a table or as JSON text)."""
+    if table is None:
+        return ()
+    if not isinstance(table, dict):
+        raise _fail(origin, text, "bench", "profiles", f"expected [bench.profiles.NAME] tables, got {_describe(table)}")
+    out = []
+    for pname, body in table.items():
+        section = f"bench.profiles.{pname}"
+        if not re.fullmatch(r"[A-Za-z0-9_\-]+", pname):
+            raise _fail(origin, text, section, None, "expected a profile name of letters, digits, '-' or '_'")
+        if not isinstance(body, dict):
+            raise _fail(origin, text, "bench.profiles", pname, f"expected a table, got {_describe(body)}")
+        for key, value in body.items():
+            if key not in PROFILE_KEYS:
+                raise _fail(origin, text, section, key, "unknown key; expected one of " + ", ".join(PROFILE_KEYS))
+        prompt = body.get("prompt")
+        if not isinstance(prompt, str) or not prompt.strip():
+            raise _fail(origin, text, section, "prompt" if "prompt" in body else None,
+                        "expected a non-empty prompt" + (f", got {_describe(prompt)}" if "prompt" in body else
+                                                         " (missing key prompt)"))
+        num_predict = body.get("num_predict")
+        if num_predict is not None and (expected := _number(1, integer=True)(num_predict)):
+            raise _fail(origin, text, section, "num_predict", f"expected {expected}, got {_describe(num_predict)}")
+        fmt = body.get("format")
+        if isinstance(fmt, dict):
+            import json
+
+            fmt = json.dumps(fmt, sort_keys=True)
+        elif fmt is not None:
+            ok = isinstance(fmt, str) and (fmt == "json" or fmt.lstrip().startswith("{"))
+            if ok and fmt != "json":
+                import json
+
+                try:
+                    ok = isinstance(json.loads(fmt), dict)
+                except ValueError:
+                    ok = False
+            if not ok:
+                raise _fail(origin, text, section, "format",
+                            f"expected \"json\" or a JSON schema (a table or JSON text), got {_describe(fmt)}")
+        out.append(BenchProfile(name=pname, prompt=prompt, num_predict=num_predict, format=fmt))
+    return tuple(out)
+
+
 def parse_config(text: str, origin: str = "<config>", env: dict[str, str] | None = None) -> Config:
     """Validate TOML text into a Config; raise ConfigError with a one-line message."""
     env = os.environ if env is None else env
@@ -332,6 +393,8 @@ def parse_config(text: str, origin: str = "<config>", env: dict[str, str] | None
     built: dict[str, Any] = {}
     for name, (cls, checks) in SECTIONS.items():
         table = raw.get(name, {})
+        if name == "bench":  # [bench.profiles.NAME] tables are checked by _bench_profiles
+            table = {k: v for k, v in table.items() if k != "profiles"}
         values = {}
         for key, value in table.items():
             if key not in checks:
@@ -343,6 +406,7 @@ def parse_config(text: str, origin: str = "<config>", env: dict[str, str] | None
                 raise _fail(origin, text, name, key, f"expected {expected}, got {_describe(value)}")
             values[key] = float(value) if isinstance(getattr(cls(), key), float) else value
         built[name] = cls(**values)
+    built["bench"] = replace(built["bench"], profiles=_bench_profiles(raw.get("bench", {}).get("profiles"), origin, text))
 
     lanes: dict[str, str] = {}
     on_change = raw.get("lanes", {}).get("on_change", "")

@@ -6,6 +6,7 @@ import math
 import sys
 
 from sparkctl.cli.engine_args import engine_choice, validate_models
+from sparkctl.cli.sweep import add_sweep_args, cmd_sweep, sweep_requested
 from sparkctl.cli.running import STOPPING, ProgressLine, emit, lanes_failed, recover, run_stoppable
 from sparkctl.cli.exitcodes import CliError, EXIT_BAD_INPUT, EXIT_ENGINE_ERROR, EXIT_INTERRUPTED, EXIT_OK, EXIT_REFUSED, EXIT_UNREACHABLE
 
@@ -38,6 +39,7 @@ def register(sub) -> None:
     b.add_argument("--engine-kind", choices=("ollama", "openai"),
                    help="bench an engine given by URL: openai = llama.cpp's llama-server, vLLM, SGLang")
     b.add_argument("--engine-url", metavar="URL", help="that engine's base URL, e.g. http://127.0.0.1:8080")
+    add_sweep_args(b)
     b.set_defaults(handler=cmd_bench)
 
     s = sub.add_parser("sync", help="write runs kept in the local spool to MLflow")
@@ -175,6 +177,8 @@ def cmd_bench(args, cfg) -> int:
         until_resolved=args.max_reps if args.until_resolved else None,
     )
     progress = _Progress(sys.stderr.isatty() and not args.json)
+    if sweep_requested(args):  # --profile/--depth/--concurrency/--slo/--csv/--markdown
+        return cmd_sweep(args, cfg, engine, settings, progress)
     spool, _store = make_spool_and_store(cfg)
     recovered = recover(spool)
     for text in recovered:

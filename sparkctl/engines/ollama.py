@@ -285,12 +285,16 @@ class OllamaEngine:
         think: bool | str | None = None,
         system: str | None = None,
         raw: bool | None = None,
+        format: str | dict | None = None,
     ) -> AsyncIterator[StreamEvent]:
-        """Stream a completion: TokenEvents (thinking=True for reasoning text), then one DoneEvent."""
+        """Stream a completion: TokenEvents (thinking=True for reasoning text), then one DoneEvent.
+        `format`: "json" or a JSON schema (structured output), sent only when given."""
         await self._ensure()
+        extra = {"format": format} if format is not None else {}
         start = self._slow.generate(
             model=model, prompt=prompt, system=system, raw=raw,
             options=dict(options) if options else None, keep_alive=keep_alive, think=think, stream=True,
+            **extra,
         )
         async for event in self._events(start, "generate", model, lambda part: (part.thinking, part.response)):
             yield event

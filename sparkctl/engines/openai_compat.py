@@ -380,12 +380,18 @@ class OpenAICompatEngine:
         options: Mapping[str, Any] | None = None,
         keep_alive: Any = None,
         think: bool | None = None,
+        format: str | dict | None = None,
     ) -> AsyncIterator[StreamEvent]:
         """Stream a chat completion: TokenEvents (reasoning text with thinking=True), then one
-        DoneEvent from the usage chunk and, where the server sends them, its timings."""
+        DoneEvent from the usage chunk and, where the server sends them, its timings.
+        `format`: "json" (response_format json_object) or a JSON schema (json_schema)."""
         if self._ident is None:
             await self._identify()
         body = self.request_body(model, prompt, options, think)
+        if format == "json":
+            body["response_format"] = {"type": "json_object"}
+        elif isinstance(format, dict):
+            body["response_format"] = {"type": "json_schema", "json_schema": {"name": "profile", "schema": format}}
         finish: str | None = None
         usage: dict[str, Any] | None = None
         timings: dict[str, Any] | None = None

@@ -75,6 +75,8 @@ from decimal import Decimal
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Callable, Iterable
 
+from tests.fakes.serving import RequestTiming, SharedDecode, now as _now
+
 GIB = 1024**3
 MAX_DURATION_NS = 2**63 - 1  # Go's math.MaxInt64: what a negative keep_alive becomes
 
@@ -453,6 +455,7 @@ class FakeResident:
     # runner's seqsSem); a test may raise it on a resident.
     num_parallel: int = 1
     slots: threading.Semaphore = field(init=False, repr=False)
+    decoding: SharedDecode = field(default_factory=SharedDecode, repr=False)  # see serving.py
 
     def __post_init__(self) -> None:
         self.slots = threading.Semaphore(max(1, self.num_parallel))
@@ -580,6 +583,13 @@ class FakeState:
     # "response"/message.content both set): the thinking parser splits one runner
     # response at the closing tag and returns both halves at once.
     thinking_and_content_in_one_chunk: bool = False
+    # -- concurrency (tests/fakes/serving.py) ---------------------------------------------
+    # OLLAMA_NUM_PARALLEL for runners loaded from now on; sequences decoding at once share
+    # the runner: aggregate = single rate x k ** batch_scaling. Every generate/chat request
+    # is logged in `request_log` (RequestTiming) for tests to compare against.
+    num_parallel: int = 1
+    batch_scaling: float = 0.6
+    request_log: list[RequestTiming] = field(default_factory=list)
     # On a natural stop the Go runner samples an end-of-sequence token: one more decode
     # step, counted in eval_count (numPredicted) and inside eval_duration, text never sent.
     # Off by default: eval_count then equals the tokens streamed.
@@ -1389,10 +1399,16 @@ class _Handler(BaseHTTPRequestHandler):
             # One sequence at a time per runner (OLLAMA_NUM_PARALLEL=1): a second request waits
             # for the slot inside the runner's completion call, so the wait shows in
             # total_duration but in none of load, prompt_eval or eval duration.
+            timing = RequestTiming(model.name, received=_now() - (time.monotonic_ns() - checkpoint_start) / 1e9,
+                                   prompt_text=prompt_text)
+            with state.lock:
+                state.request_log.append(timing)
             with resident.slots:
+                timing.slot_acquired = _now()
                 self._produce(
                     body, fault, model, resident, chat=chat, requested=requested, prompt_text=prompt_text,
                     thinking_on=thinking_on, options=options, checkpoint_start=checkpoint_start, load_ns=load_ns,
+                    timing=timing,
                 )
         finally:
             self._release(resident)
@@ -1457,6 +1473,7 @@ class _Handler(BaseHTTPRequestHandler):
             busy=1,
             session_ns=session_ns,
             num_ctx_auto=auto,
+            num_parallel=state.num_parallel,
         )
         with state.lock:
             state.resident[model.name] = resident
@@ -1527,6 +1544,7 @@ class _Handler(BaseHTTPRequestHandler):
     def _produce(
         self, body: dict, fault: Fault | None, model: FakeModel, resident: FakeResident, *, chat: bool,
         requested: str, prompt_text: str, thinking_on: bool, options: dict, checkpoint_start: int, load_ns: int,
+        timing: RequestTiming | None = None,
     ) -> None:
         state = self.state
         streaming = body.get("stream", True) is not False
@@ -1561,6 +1579,10 @@ class _Handler(BaseHTTPRequestHandler):
         def emit(content: str, thinking: str) -> None:
             nonlocal chunks
             chunks += 1
+            if timing is not None and (content or thinking):
+                timing.chunks.append(_now())
+                if timing.first_chunk is None:
+                    timing.first_chunk = timing.chunks[-1]
             if stream is not None:
                 stream.line(self._chunk(requested, chat, content, thinking))
             elif chunks % 64 == 0 and self._client_gone():
@@ -1579,13 +1601,15 @@ class _Handler(BaseHTTPRequestHandler):
             if first_ns is None:
                 deadline = now
             elif step_s:
-                deadline += int(step_s * state.jitter() * 1e9)
+                # sequences decoding at once share the runner (serving.SharedDecode)
+                deadline += int(resident.decoding.step_s(step_s, state.batch_scaling) * state.jitter() * 1e9)
                 _sleep_until(deadline)
                 now = time.monotonic_ns()
             if first_ns is None:
                 first_ns = now
             last_ns = now
 
+        resident.decoding.enter()
         try:
             for (text, is_thinking), upcoming in plan:
                 if limit is not None and produced >= limit:
@@ -1627,6 +1651,7 @@ class _Handler(BaseHTTPRequestHandler):
                         produced += 1
             flush()  # what was still held back goes out before the final chunk
         finally:
+            resident.decoding.leave()
             # What the slot holds now: the prompt + every generated token that was fed back.
             # The last sampled token is not (nothing asked for its successor), except on a
             # natural stop, where feeding it produced the end-of-sequence token.
@@ -1636,6 +1661,8 @@ class _Handler(BaseHTTPRequestHandler):
                     resident.cache_tokens = prompt_ids + fed
 
         eval_ns = (last_ns - first_ns) if first_ns is not None else 0
+        if timing is not None:
+            timing.eval_count, timing.prompt_eval_count, timing.done = produced, prompt_eval_count, _now()
         context = list(range(1, len(prompt_ids) + produced + 1)) if state.include_context and not chat else None
         final = self._final_shape(
             requested, chat, done_reason=done_reason,

@@ -1,0 +1,161 @@
+"""`sparkctl bench` as a workload sweep: --profile, --depth, --concurrency, --slo, and the
+exports (--json cells, --csv, --markdown). Without any of those flags `bench` is the single
+fixed-prompt bench, unchanged (cli/bench.py)."""
+
+from __future__ import annotations
+
+import sys
+
+from sparkctl.cli.exitcodes import (CliError, EXIT_BAD_INPUT, EXIT_ENGINE_ERROR, EXIT_INTERRUPTED, EXIT_OK,
+                                    EXIT_REFUSED)
+from sparkctl.cli.running import STOPPING, emit, recover, run_stoppable
+
+SWEEP_FLAGS = ("profile", "depth", "concurrency", "slo", "csv", "markdown")
+
+
+def add_sweep_args(b) -> None:
+    g = b.add_argument_group("workload sweep (any of these runs model x profile x depth x concurrency, "
+                             "one MLflow run per cell)")
+    g.add_argument("--profile", metavar="NAMES",
+                   help="prose|json|code|tool-call|all or [bench.profiles.NAME], comma-separated (default prose)")
+    g.add_argument("--depth", metavar="TOKENS",
+                   help="context depth(s) before the measured prompt, e.g. 0,4k,16k,32k (default 0)")
+    g.add_argument("--concurrency", metavar="K",
+                   help="requests at once, e.g. 1,2,4,8 (default 1); each of --reps rounds sends K at once")
+    g.add_argument("--slo", metavar="TARGETS",
+                   help="latency targets for goodput, e.g. ttft=2s,itl=100ms[,e2e=30s][,pct=90]")
+    g.add_argument("--csv", action="store_true", help="print the cells as CSV (the --json cell keys)")
+    g.add_argument("--markdown", action="store_true",
+                   help="print llama.cpp's Spark-table form: pp/tg per depth, median ± std")
+
+
+def sweep_requested(args) -> bool:
+    return any(getattr(args, f, None) not in (None, False) for f in SWEEP_FLAGS)
+
+
+def _plan_args(args, cfg):
+    from sparkctl.core.latency import parse_slo
+    from sparkctl.core.sweep import parse_int_list
+    from sparkctl.services.bench.profiles import DEFAULT_PROFILE, resolve
+
+    try:
+        profiles = resolve(args.profile or DEFAULT_PROFILE, cfg.bench, args.num_predict, args.prompt)
+        depths = parse_int_list(args.depth or "0", "--depth", 0)
+        conc = parse_int_list(args.concurrency or "1", "--concurrency", 1)
+        slo = parse_slo(args.slo) if args.slo else None
+    except ValueError as exc:
+        msg = str(exc)
+        raise CliError(msg if msg.startswith("--") else f"--slo: {msg}", EXIT_BAD_INPUT) from None
+    if max(conc) > 64:
+        raise CliError(f"--concurrency: {max(conc)} is above 64", EXIT_BAD_INPUT)
+    if args.until_resolved:
+        raise CliError("--until-resolved compares two single benches; it does not combine with a sweep", EXIT_BAD_INPUT)
+    if sum(bool(x) for x in (args.json, args.csv, args.markdown)) > 1:
+        raise CliError("choose one of --json, --csv, --markdown", EXIT_BAD_INPUT)
+    return profiles, depths, conc, slo
+
+
+def cmd_sweep(args, cfg, engine, settings, progress) -> int:
+    import asyncio
+    import json
+
+    from sparkctl.core import sweep as core_sweep
+    from sparkctl.services.bench import BenchBusy, BenchRefused, Notice
+    from sparkctl.services.bench.lock import LockUnavailable
+    from sparkctl.services.bench.sweep import SweepRunner
+    from sparkctl.services.factory import make_probes, make_recorder, make_spool_and_store
+
+    try:
+        profiles, depths, conc, slo = _plan_args(args, cfg)
+    except CliError:
+        asyncio.run(engine.close())
+        raise
+    spool, _store = make_spool_and_store(cfg)
+    for text in recover(spool):
+        emit(f"sparkctl: {text}", sys.stderr)
+    box: list = []
+
+    async def work():
+        try:
+            runner = SweepRunner(cfg, engine, make_probes(), settings, profiles, depths, conc, slo,
+                                 sink=progress, recorder=make_recorder(cfg), journal=getattr(spool, "journal", None),
+                                 ctx_explicit=args.ctx is not None)
+            box.append(runner)
+            return await runner.run(args.models)
+        finally:
+            await engine.close()
+
+    def lanes_bad() -> bool:
+        return bool(box and box[0].result.lane_restore is not None and box[0].result.lane_restore.failed)
+
+    try:
+        result = run_stoppable(work, lambda: progress(Notice(STOPPING)))
+    except BenchRefused as exc:
+        raise CliError(f"refused: {exc}", EXIT_REFUSED) from None
+    except BenchBusy as exc:
+        raise CliError(f"refused: {exc} (without --no-wait the bench waits for it)", EXIT_REFUSED) from None
+    except LockUnavailable as exc:
+        raise CliError(str(exc), EXIT_BAD_INPUT) from None
+    except (asyncio.CancelledError, KeyboardInterrupt):
+        progress.enabled = False
+        emit("sparkctl: stopped; the cells were recorded (the one in flight as KILLED)", sys.stderr)
+        return EXIT_REFUSED if lanes_bad() else EXIT_INTERRUPTED
+    finally:
+        progress.done()
+    results = result.results
+    if args.json:
+        emit(json.dumps({"cells": [core_sweep.export_row(r, slo is not None) for r in results]}, indent=2), sys.stdout)
+    elif args.csv:
+        emit(core_sweep.to_csv(results, slo is not None).rstrip("\n"), sys.stdout)
+    elif args.markdown:
+        emit(core_sweep.markdown_table(results, backend=getattr(engine, "kind", "")), sys.stdout)
+    else:
+        emit(render_sweep(result), sys.stdout)
+    if lanes_bad():
+        return EXIT_REFUSED
+    return EXIT_ENGINE_ERROR if any(c.run.status == "FAILED" for c in result.cells) else EXIT_OK
+
+
+def render_sweep(result) -> str:
+    from sparkctl.core.latency import highest_meeting
+    from sparkctl.core.sweep import falloff, matrix_text
+
+    results = result.results
+    lines = [matrix_text(results, result.slo), ""]
+    hdr = (f"{'MODEL':<24} {'PROFILE':<9} {'DEPTH':>6} {'C':>2} {'REQ':>4} {'DEC/req':>8} {'AGG':>8} "
+           f"{'TTFT p50':>8} {'p90':>7} {'p99':>7} {'ITL p50':>8} {'p99':>7} {'ROOF%':>6}"
+           + (f" {'GOOD%':>6}" if result.slo else "") + f" {'DNF':>4}")
+    lines.append(hdr)
+    for r in results:
+        s = r.stats
+        lines.append(
+            f"{r.cell.model:<24} {r.cell.profile:<9} {r.cell.depth:>6} {r.cell.concurrency:>2} {s.requests:>4} "
+            f"{_f(s.decode_tps_per_request_median):>8} {_f(s.throughput_tps):>8} {_f(s.ttft_s_p50, '.3f'):>8} "
+            f"{_f(s.ttft_s_p90, '.3f'):>7} {_f(s.ttft_s_p99, '.3f'):>7} {_f(s.itl_ms_p50, '.1f'):>8} "
+            f"{_f(s.itl_ms_p99, '.1f'):>7} {_f(r.roofline_pct, '.0f'):>6}"
+            + (f" {_f(s.goodput_pct, '.0f'):>6}" if result.slo else "") + f" {s.dnf:>4}")
+    for (m, p), ratio in sorted(falloff(results).items()):
+        deepest = max(r.cell.depth for r in results if r.cell.model == m and r.cell.profile == p)
+        lines.append(f"  {m} {p}: decode at depth {deepest} is {ratio:.2f}x depth 0 "
+                     "(llama.cpp's Spark table, gpt-oss-20b: 59.9/84.1 = 0.71x at 32k)")
+    if result.slo is not None:
+        by: dict[tuple[str, str, int], dict[int, float | None]] = {}
+        for r in results:
+            by.setdefault((r.cell.model, r.cell.profile, r.cell.depth), {})[r.cell.concurrency] = r.stats.goodput_pct
+        for (m, p, d), g in by.items():
+            best = highest_meeting(g, result.slo.share_pct)
+            what = (f"serves {best} concurrent request(s)" if best else "meets the targets at no concurrency tried")
+            lines.append(f"  {m} {p} depth {d}: {what} at {result.slo.text()} "
+                         f"(>= {result.slo.share_pct:g}% of requests within every target)")
+    if result.num_parallel:
+        lines.append(f"  engine parallelism: {result.num_parallel}")
+    for c in result.cells:
+        for msg in c.run.invalid + c.run.flags:
+            lines.append(f"  ! {c.cell.model} {c.cell.key}: {msg}")
+        if c.run.sync_message and c is result.cells[-1]:
+            lines.append(f"  {c.run.sync_message} (sweep {result.sweep_id}: tags.sweep.id in MLflow)")
+    return "\n".join(lines)
+
+
+def _f(x, spec=".1f") -> str:
+    return "-" if x is None else format(x, spec)
