@@ -79,8 +79,9 @@ async def test_streams_thinking_apart_and_shows_a_stable_summary(serve, mlflow_s
         assert gauges["rep"] == "qwen3:8b 2/2" and int(gauges["tokens"]) > 0
         table = app.screen.query_one("#summary", DataTable)
         row = [str(c) for c in table.get_row_at(0)]
-        assert row[0] == "qwen3:8b" and row[10] == "stable"
-        assert row[11] != "-"  # an MLflow run id
+        assert row[0] == "qwen3:8b" and row[13] == "stable"
+        assert row[11] == "100% GPU" and row[9] != "-"  # placement and roofline %, as the CLI prints
+        assert row[14] != "-"  # an MLflow run id
     (landed,) = mlflow_store.search_runs(experiment="sparkctl-bench")
     assert landed["status"] == "FINISHED" and landed["tags"]["model.name"] == "qwen3:8b"
 
@@ -128,6 +129,12 @@ async def test_stop_kills_the_run_and_keeps_it(serve):
                 break
         await pilot.press("escape")
         await finish(app, pilot)
+        # the screen shows the stop and what was recorded, with no stale live figures
+        phase = str(app.screen.query_one("#phase", Label).render())
+        assert phase.startswith("bench stopped (KILLED)")
+        row = [str(c) for c in app.screen.query_one("#summary", DataTable).get_row_at(0)]
+        assert row[0] == "llama3.2:3b" and row[13].startswith("KILLED")
+        assert app.screen.query_one(Gauges).values["tps"] == "-"
     assert [r.status for r in records] == ["KILLED"]
 
 
@@ -157,7 +164,8 @@ def test_bench_screen_snapshot(snap_compare):
         from sparkctl.tui.screens.bench import SUMMARY_COLUMNS
 
         table.add_columns(*SUMMARY_COLUMNS)
-        table.add_row("llama3.2:3b", "(t)", "(t)", "(t)", "-", "(t)", "(t)", "(t)", "(t)", "0", "- (1 rep)", "-")
+        table.add_row("llama3.2:3b", "(t)", "(t)", "(t)", "-", "(t)", "(t)", "(t)", "(t)", "(t)", "-", "100% GPU", "0",
+                      "- (1 rep)", "-")
         await pilot.pause(0.1)
 
     try:
@@ -187,3 +195,57 @@ async def test_quitting_mid_bench_still_restores_lanes_and_records_the_run(serve
     assert records[0].tags["guard.lane_restore"].startswith("restored")
     r = state.resident.get("qwen3:8b")
     assert r is not None and r.context_length == 32768
+
+
+async def test_engine_picker_benches_an_openai_server_with_the_settings_panel(serve):
+    """Pick [engines.llama] (a FAKE llama-server) in the engine picker: its configured model
+    fills in, the settings panel's num_predict reaches the requests, and the recorded run
+    carries the engine's kind and build."""
+    from tests.fakes.openai_server import FakeOpenAI, OpenAIState
+
+    ollama = serve(bench_scenario())
+    llama = FakeOpenAI(OpenAIState(tokens_per_s=None)).start()
+    try:
+        records = []
+        base = config(warmup=0, reps=2)
+        from sparkctl.config import NamedEngineConfig
+
+        cfg = dataclasses.replace(base, engines={"llama": NamedEngineConfig(name="llama", url=llama.url,
+                                                                             model="smollm2-135m")})
+        app = build(ollama, cfg, recorder=records.append)
+        async with app.run_test(size=(120, 40)) as pilot:
+            await pilot.press("b")
+            await pilot.pause(0.2)
+            screen = app.screen
+            from textual.widgets import Select
+
+            await pilot.pause(0.5)  # the engines' reachability arrives from the app's sampler
+            screen.query_one("#engine", Select).value = "llama"
+            await pilot.pause(0.1)
+            assert screen.query_one("#models", Input).value == "smollm2-135m"
+            await pilot.press("ctrl+s")  # open the settings
+            screen.query_one("#num_predict", Input).value = "7"
+            await pilot.click("#run")
+            await finish(app, pilot)
+            assert app.focused is screen.query_one("#summary", DataTable)  # keys work after a start
+        (rec,) = records
+        assert rec.tags["engine.kind"] == "llama.cpp" and rec.tags["engine.build"] == "b6500-3f4b3c2a"
+        assert rec.params["num_predict"] == "7"
+        chats = [r for r in llama.state.requests if r.get("path", "").endswith("/chat/completions")]
+        assert chats and all(c["body"]["max_tokens"] == 7 for c in chats)
+    finally:
+        llama.stop()
+
+
+async def test_escape_leaves_the_model_field_so_the_footer_keys_work(serve):
+    server = serve(bench_scenario())
+    app = build(server, config())
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.press("b")
+        await pilot.pause(0.2)
+        app.screen.query_one("#models", Input).focus()
+        await pilot.press("q")  # typed: the field has the focus
+        assert app.screen.query_one("#models", Input).value == "q"
+        await pilot.press("escape", "d")
+        await pilot.pause(0.2)
+        assert app.current_mode == "dashboard"

@@ -557,7 +557,10 @@ class BenchRunner:
                 except asyncio.CancelledError:
                     if not wrap_up.done():
                         self.sink(Notice("stopping: putting lane models back and recording the runs first"))
-        self.sink(BenchFinished(list(runs.values())))
+            # every ending (finished, stopped, failed) shows the runs as recorded: a stopped
+            # bench's finished repetitions belong on the screen, not only in MLflow
+            if outcome != "FAILED" and not wrap_up.cancelled() and wrap_up.exception() is None:
+                self.sink(BenchFinished(list(runs.values())))
         return list(runs.values())
 
     async def _wrap_up(self, models: list[str], runs: dict[str, "ModelRun"], lanes_before, outcome: str) -> None:

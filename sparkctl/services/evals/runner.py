@@ -255,7 +255,8 @@ class EvalRunner:
                 except asyncio.CancelledError:
                     if not wrap_up.done():
                         self.sink(Notice("stopping: putting lane models back and recording the runs first"))
-        self.sink(EvalFinished(list(runs.values())))
+            if outcome != "FAILED" and not wrap_up.cancelled() and wrap_up.exception() is None:
+                self.sink(EvalFinished(list(runs.values())))  # stopped runs too, with their items
         return list(runs.values())
 
     def _new_run(self, model: str, show: ShowInfo, start_ms: int) -> ModelEval:

@@ -14,7 +14,8 @@ from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
 from textual.message import Message
 from textual.screen import Screen
-from textual.widgets import Button, DataTable, Footer, Header, Input, Label, ProgressBar, Switch
+from textual.binding import Binding
+from textual.widgets import Button, Collapsible, DataTable, Footer, Header, Input, Label, ProgressBar, Select, Switch
 
 from sparkctl.tui.widgets.gauges import Gauges
 from sparkctl.tui.widgets.stream_tail import StreamTail
@@ -32,7 +33,8 @@ from sparkctl.services.bench import (
 
 LOG_LINES = 5000
 SUMMARY_COLUMNS = ("Model", "decode tok/s", "min", "max", "CV %", "client", "prefill", "TTFT s", "load s",
-                   "DNF", "verdict", "MLflow")
+                   "roof %", "J/tok", "placement", "DNF", "verdict", "MLflow")
+OLLAMA = "ollama"  # the engine picker's value for the dashboard's engine
 
 
 class BenchEvent(Message):
@@ -41,35 +43,88 @@ class BenchEvent(Message):
         self.event = event
 
 
+# A one-line explanation of each flag word the runner writes, shown for the selected row.
+FLAG_HELP = (
+    ("placement", "not 100% on the GPU: part of the model ran on the CPU, so the speed is not the GPU's"),
+    ("prefill cached", "the engine reused its prompt cache: prefill and TTFT left out of the medians"),
+    ("prompt truncated", "the prompt did not fit num_ctx: the engine evaluated fewer tokens than sent"),
+    ("foreign load", "another client used the engine or GPU during the bench: speeds are shared"),
+    ("engine busy", "another client was served just before the repetitions"),
+    ("reload", "the model was reloaded after the warm-up (a changed option or eviction)"),
+    ("throttled", "the GPU slowed its clocks (power, thermal): the numbers are below what it can do"),
+    ("did not finish", "repetitions past the ceiling ([bench] timeout_s) are DNF, left out of the medians"),
+    ("failed", "repetitions the engine answered with an error"),
+    ("roofline", "faster than memory bandwidth allows: the model's size or [bench] bandwidth_gbps is wrong"),
+    ("lane restore", "a lane model could not be put back as it was"),
+    ("placement not verified", "this engine does not report where the weights are"),
+)
+
+
+def explain(flag: str) -> str:
+    low = flag.lower()
+    for word, text in FLAG_HELP:
+        if word in low:
+            return text
+    return ""
+
+
 class BenchScreen(Screen):
     BINDINGS = [
-        ("ctrl+r", "start", "Run bench"),
-        ("escape", "stop", "Stop bench"),
+        Binding("ctrl+r", "start", "Run bench"),
+        Binding("escape", "stop", "Stop / leave field"),
+        Binding("ctrl+s", "toggle_settings", "Settings"),
     ]
     DEFAULT_CSS = """
     #bench-form { height: auto; padding: 0 1; }
     #bench-form Input { width: 1fr; }
-    #bench-form #reps { width: 12; }
+    #bench-form #reps { width: 8; }
+    #bench-form #engine { width: 26; }
     #bench-form Label { padding: 1 1 0 1; }
+    #settings { height: auto; padding: 0 1; }
+    #settings Horizontal { height: auto; }
+    #settings Input { width: 1fr; }
+    #settings #cache { width: 16; }
+    #settings Label { padding: 1 1 0 1; }
     #progress { padding: 0 1; height: 1; }
-    #streams { height: 1fr; }
+    #streams { height: 1fr; min-height: 5; }
     #streams > Vertical { border: round $panel-lighten-2; }
     #thinking-box { width: 2fr; }
     #answer-box { width: 3fr; }
     #thinking { color: $text-muted; text-style: italic; }
-    #summary { height: auto; max-height: 10; }
+    #summary { height: auto; max-height: 8; }
+    #why { height: auto; max-height: 4; padding: 0 1; color: $warning; }
     #phase { padding: 0 1; height: 1; color: $text-muted; }
     """
 
     def compose(self) -> ComposeResult:
+        b = self.app.config.bench
         yield Header()
         with Horizontal(id="bench-form"):
             yield Input(placeholder="models to bench, e.g. qwen3:32b qwen3:8b", id="models")
+            yield Select(self._engine_options(), value=OLLAMA, allow_blank=False, id="engine")
             yield Label("reps")
-            yield Input(value=str(self.app.config.bench.reps), id="reps", type="integer")
-            yield Label("solo")
-            yield Switch(value=self.app.config.bench.mode == "solo", id="solo")
+            yield Input(value=str(b.reps), id="reps", type="integer")
+            yield Label("solo" if b.mode == "solo" else "beside", id="mode-label")
+            yield Switch(value=b.mode == "solo", id="solo", tooltip="solo: unload every other model first")
             yield Button("Run", id="run", variant="primary")
+        with Collapsible(title="settings (ctrl+s)", collapsed=True, id="settings"):
+            with Horizontal():
+                yield Label("warm-up")
+                yield Input(value=str(b.warmup), id="warmup", type="integer")
+                yield Label("num_ctx")
+                yield Input(value=str(b.num_ctx), id="num_ctx", type="integer")
+                yield Label("num_predict")
+                yield Input(value=str(b.num_predict), id="num_predict", type="integer")
+                yield Label("ceiling s")
+                yield Input(value=f"{b.timeout_s:g}", id="timeout", type="number")
+            with Horizontal():
+                yield Label("cache")
+                yield Select([("cold", "cold"), ("warm", "warm")], value="cold", allow_blank=False, id="cache")
+                yield Label("think")
+                yield Switch(value=b.think, id="think")
+                yield Label("allow CPU")
+                yield Switch(value=False, id="allow_cpu")
+                yield Input(placeholder="prompt (empty: the configured one)", id="prompt")
         yield Label("", id="phase")
         yield Gauges(id="gauges")
         yield ProgressBar(id="progress", show_eta=False)
@@ -80,7 +135,8 @@ class BenchScreen(Screen):
             with Vertical(id="answer-box") as v:
                 v.border_title = "answer"
                 yield StreamTail(id="answer", max_lines=LOG_LINES)
-        yield DataTable(id="summary", zebra_stripes=True)
+        yield DataTable(id="summary", zebra_stripes=True, cursor_type="row")
+        yield Label("", id="why")
         yield Footer()
 
     def on_mount(self) -> None:
@@ -93,74 +149,162 @@ class BenchScreen(Screen):
         )
         self._total_steps = 0
         self._done_steps = 0
+        self.runs: list = []
+        self.watch(self.app, "engines_status", self._engine_reachability, init=True)
+
+    # ---- engine picker ---------------------------------------------------------------------
+
+    def _engine_options(self, statuses: tuple = ()) -> list[tuple[str, str]]:
+        seen = {st.name: st for st in statuses}
+        opts = [("ollama", OLLAMA)]  # the dashboard's engine (its host is in the header)
+        for name, e in self.app.config.engines.items():
+            st = seen.get(name)
+            mark = "" if st is None else (" ●" if st.reachable else " ○ unreachable")
+            opts.append((f"{name} ({e.kind}){mark}", name))
+        return opts
+
+    def _engine_reachability(self, statuses: tuple) -> None:
+        if not self.app.config.engines:
+            return
+        select = self.query_one("#engine", Select)
+        value = select.value
+        select.set_options(self._engine_options(statuses))
+        select.value = value
+
+    @on(Select.Changed, "#engine")
+    def _engine_changed(self, event: Select.Changed) -> None:
+        name = event.value
+        models = self.query_one("#models", Input)
+        if name != OLLAMA and name in self.app.config.engines:
+            configured = self.app.config.engines[name].model
+            if configured and not models.value.strip():
+                models.value = configured
+            self.query_one("#solo", Switch).value = False  # one fixed model per server: nothing to unload
+
+    @on(Switch.Changed, "#solo")
+    def _mode_changed(self, event: Switch.Changed) -> None:
+        self.query_one("#mode-label", Label).update("solo" if event.value else "beside")
+
+    def action_toggle_settings(self) -> None:
+        c = self.query_one("#settings", Collapsible)
+        c.collapsed = not c.collapsed
 
     # ---- starting and stopping -------------------------------------------------------------
+
+    def _bench_running(self) -> bool:
+        return any(w.group == "bench" and not w.is_finished for w in self.workers)
+
+    def _form_settings(self) -> tuple[list[str], str, BenchSettings] | None:
+        """Models, engine name and settings from the form; None after telling what is wrong."""
+        from sparkctl.core.names import InvalidModelName, validate_model_name
+
+        models = self.query_one("#models", Input).value.split()
+        if not models:
+            self.notify("name at least one model to bench", severity="warning")
+            return None
+        engine = str(self.query_one("#engine", Select).value)
+        if engine == OLLAMA:
+            for m in models:
+                try:
+                    validate_model_name(m)
+                except InvalidModelName as exc:
+                    self.notify(str(exc), severity="error")
+                    return None
+
+        def number(field: str, kind, low: float, what: str):
+            raw = self.query_one(f"#{field}", Input).value.strip()
+            try:
+                value = kind(raw)
+                if value < low or (kind is float and not value > 0):
+                    raise ValueError
+            except ValueError:
+                self.notify(f"{what} must be a {'whole ' if kind is int else ''}number >= {low:g}, not {raw!r}",
+                            severity="error")
+                raise
+            return value
+
+        try:
+            reps = number("reps", int, 1, "reps")
+            warmup = number("warmup", int, 0, "warm-up")
+            num_ctx = number("num_ctx", int, 256, "num_ctx")
+            num_predict = number("num_predict", int, 1, "num_predict")
+            timeout = number("timeout", float, 0.001, "the ceiling")
+        except ValueError:
+            return None
+        solo = self.query_one("#solo", Switch).value
+        if solo and engine != OLLAMA:
+            self.notify("solo needs Ollama: an OpenAI-compatible server serves one fixed model", severity="error")
+            return None
+        b = self.app.config.bench
+        prompt = self.query_one("#prompt", Input).value.strip() or None
+        settings = BenchSettings.from_config(
+            b, reps=reps, warmup=warmup, num_predict=num_predict, timeout_s=timeout,
+            num_ctx=num_ctx if num_ctx != b.num_ctx else None, prompt=prompt,
+            mode="solo" if solo else "beside", cache=str(self.query_one("#cache", Select).value),
+            think=self.query_one("#think", Switch).value, allow_cpu=self.query_one("#allow_cpu", Switch).value,
+        )
+        return models, engine, settings
 
     @on(Button.Pressed, "#run")
     @on(Input.Submitted)
     def action_start(self) -> None:
-        if any(w.group == "bench" and not w.is_finished for w in self.workers):
+        if self._bench_running():
             # exclusive workers would cancel the running bench: never by a stray Enter
             self.notify("a bench is running; escape stops it", severity="warning")
             return
-        models = self.query_one("#models", Input).value.split()
-        if not models:
-            self.notify("name at least one model to bench", severity="warning")
+        got = self._form_settings()
+        if got is None:
             return
-        from sparkctl.core.names import InvalidModelName, validate_model_name
+        models, engine, settings = got
+        self._launch(models, settings, engine)
 
-        for m in models:
-            try:
-                validate_model_name(m)
-            except InvalidModelName as exc:
-                self.notify(str(exc), severity="error")
-                return
-        try:
-            reps = int(self.query_one("#reps", Input).value)
-            if reps < 1:
-                raise ValueError
-        except ValueError:
-            self.notify("reps must be a whole number >= 1", severity="error")
-            return
-        settings = BenchSettings.from_config(
-            self.app.config.bench, reps=reps,
-            mode="solo" if self.query_one("#solo", Switch).value else "beside",
-        )
-        self._launch(models, settings)
-
-    def _launch(self, models: list[str], settings: BenchSettings) -> None:
+    def _launch(self, models: list[str], settings: BenchSettings, engine: str = OLLAMA) -> None:
         self._total_steps = len(models) * (settings.reps + settings.warmup)
         self._done_steps = 0
+        self.runs = []
         self.query_one("#progress", ProgressBar).update(total=self._total_steps, progress=0)
         self.query_one("#summary", DataTable).clear()
+        self.query_one("#why", Label).update("")
         self.query_one("#run", Button).disabled = True
+        # keys must do what the footer says: nothing left typing into the model field
+        self.query_one("#summary", DataTable).focus()
         # Long-lived objects made since start-up (this screen, render caches) leave the
         # collector's view, so full collections stay short while tokens stream in.
         gc.freeze()
-        self.run_bench(models, settings)
+        self.run_bench(models, settings, engine)
 
     def start_with(self, models: list[str], overrides: dict, why: str = "") -> None:
         """Start a bench of `models` with settings other than the form's (a re-bench that
         repeats an earlier run's settings); the phase line says why."""
-        if any(w.group == "bench" and not w.is_finished for w in self.workers):
+        if self._bench_running():
             self.notify("a bench is running; escape stops it", severity="warning")
             return
         settings = BenchSettings.from_config(self.app.config.bench, **overrides)
         self.query_one("#models", Input).value = " ".join(models)
         self.query_one("#reps", Input).value = str(settings.reps)
+        self.query_one("#engine", Select).value = OLLAMA
         if why:
             self.query_one("#phase", Label).update(why)
             self.notify(why, timeout=10)
         self._launch(models, settings)
 
     def action_stop(self) -> None:
+        if not self._bench_running():
+            self.set_focus(None)  # Esc leaves a text field, so the footer's keys work again
+            return
         cancelled = self.workers.cancel_group(self, "bench")
         if cancelled:
+            self.query_one("#phase", Label).update("stopping: recording the run as KILLED and putting lanes back…")
             self.notify("bench stopped: the run is recorded KILLED with its repetitions (the interrupted one marked)")
 
     @work(group="bench", exclusive=True, exit_on_error=False)
-    async def run_bench(self, models: list[str], settings: BenchSettings) -> None:
-        runner = BenchRunner(self.app.config, self.app.engine, self.app.probes, settings,
+    async def run_bench(self, models: list[str], settings: BenchSettings, engine_name: str = OLLAMA) -> None:
+        engine = self.app.engine if engine_name == OLLAMA else self.app.named_engines.get(engine_name)
+        if engine is None:
+            self.post_message(BenchEvent(Phase(f"engine {engine_name!r} could not be built from the config")))
+            self.post_message(BenchEvent(None))
+            return
+        runner = BenchRunner(self.app.config, engine, self.app.probes, settings,
                              sink=lambda ev: self.post_message(BenchEvent(ev)),
                              recorder=self.app.recorder, journal=getattr(self.app, "journal", None))
         try:
@@ -179,8 +323,13 @@ class BenchScreen(Screen):
 
     def on_bench_event(self, message: BenchEvent) -> None:
         ev = message.event
-        if ev is None:
+        if ev is None:  # the worker ended, however it ended
             self.query_one("#run", Button).disabled = False
+            self.query_one(Gauges).set(tps="-", elapsed="-")  # no live figure outlives its stream
+            phase = self.query_one("#phase", Label)
+            if str(phase.render()).startswith(("streaming", "stopping", "loading")):
+                phase.update("bench stopped" if any(r.status == "KILLED" for r in self.runs) or not self.runs
+                             else "bench finished")
         elif isinstance(ev, Phase):
             self.query_one("#phase", Label).update(ev.text)
         elif isinstance(ev, Notice):
@@ -218,6 +367,7 @@ class BenchScreen(Screen):
         self.query_one(view_id, StreamTail).append(text)
 
     def _show_summary(self, runs) -> None:
+        self.runs = list(runs)
         table = self.query_one("#summary", DataTable)
         table.clear()
 
@@ -226,7 +376,9 @@ class BenchScreen(Screen):
 
         for run in runs:
             s = run.summary
-            if run.invalid:
+            if run.status != "FINISHED":
+                verdict = Text(f"{run.status} ({len(run.reps)} rep)", style="bold yellow")
+            elif run.invalid:
                 verdict = Text("INVALID", style="bold red")
             elif run.stable:
                 verdict = Text("stable", style="bold green")
@@ -234,11 +386,15 @@ class BenchScreen(Screen):
                 verdict = Text("unstable", style="bold yellow")
             else:
                 verdict = Text("- (1 rep)", style="dim")
+            placement = run.placement_before if run.placement_before == run.placement_after else (
+                f"{run.placement_before} → {run.placement_after}")
             table.add_row(
                 run.model, f(s.get("decode_tps_median")), f(s.get("decode_tps_min")), f(s.get("decode_tps_max")),
                 f(s.get("decode_tps_cv_pct")), f(s.get("client_decode_tps_median")),
                 f(s.get("prefill_tps_median"), ".0f"), f(s.get("ttft_s_median"), ".2f"),
-                f(s.get("load_s_median"), ".2f"), str(int(s.get("dnf_count", 0))), verdict,
+                f(s.get("load_s_median"), ".2f"), f(s.get("roofline_pct"), ".0f"), f(s.get("joules_per_token"), ".2f"),
+                Text(placement, style="" if placement == "100% GPU" else "yellow"),
+                str(int(s.get("dnf_count", 0))), verdict,
                 run.run_id[:8] if run.run_id else "spooled" if run.sync_message else "-",
             )
         notes = []
@@ -246,4 +402,25 @@ class BenchScreen(Screen):
             notes.extend(f"{run.model}: {m}" for m in run.invalid + run.flags)
             if run.sync_message and not run.run_id:
                 notes.append(f"{run.model}: {run.sync_message}")
-        self.query_one("#phase", Label).update("; ".join(notes) if notes else "bench finished")
+        stopped = any(r.status == "KILLED" for r in runs)
+        head = "bench stopped (KILLED): the finished repetitions are recorded" if stopped else "bench finished"
+        self.query_one("#phase", Label).update(head + (f" · {len(notes)} note(s): select a row" if notes else ""))
+        if runs:
+            self._explain(0)
+
+    @on(DataTable.RowHighlighted, "#summary")
+    def _row_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        self._explain(event.cursor_row)
+
+    def _explain(self, index: int) -> None:
+        """The selected run's flags, each with what it means for the numbers."""
+        if not 0 <= index < len(self.runs):
+            return
+        run = self.runs[index]
+        lines = []
+        for flag in dict.fromkeys(run.invalid + run.flags):
+            why = explain(flag)
+            lines.append(f"! {flag}" + (f" — {why}" if why else ""))
+        if run.sync_message and not run.run_id:
+            lines.append(run.sync_message)
+        self.query_one("#why", Label).update("\n".join(lines) or f"{run.model}: no flags")
