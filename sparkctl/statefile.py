@@ -83,6 +83,7 @@ class HistoryEntry:
     digest: str = ""
     previous_digest: str = ""
     undoes: int = 0  # rollback: the seq of the change it undid
+    previous_ctx: int = 0  # the context `previous` ran at (a rollback loads it so again); 0 unknown
 
     def to_toml(self) -> dict[str, Any]:
         out: dict[str, Any] = {}
@@ -99,6 +100,7 @@ class HistoryEntry:
             "seq": int, "action": str, "lane": str, "model": str, "previous": str, "at": str,
             "user": str, "host": str, "engine": str, "forced": bool, "overridden": list,
             "evidence": list, "record_id": str, "digest": str, "previous_digest": str, "undoes": int,
+            "previous_ctx": int,
         }
         values: dict[str, Any] = {}
         for key, value in data.items():

@@ -31,7 +31,7 @@ __all__ = [
 ]
 
 # Command groups in the order `sparkctl --help` lists them. One module each under sparkctl/cli/.
-COMMAND_MODULES = ("status", "config", "models", "bench", "evals", "suites", "runs", "decide", "serve")
+COMMAND_MODULES = ("status", "config", "models", "bench", "evals", "suites", "runs", "decide", "serve", "lanes")
 
 
 class _Parser(argparse.ArgumentParser):

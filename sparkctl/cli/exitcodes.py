@@ -15,6 +15,7 @@ class ExitCode(IntEnum):
     UNREACHABLE = 3  # the engine (or tracking server) did not answer
     REFUSED = 4  # sparkctl declined: would evict a lane, spilled, unmet precondition
     ENGINE_ERROR = 5  # the engine answered with an error
+    HOOK_FAILED = 6  # the lane changed, but its [lanes] on_change hook failed
     INTERRUPTED = 130  # Ctrl-C, SIGTERM, SIGHUP (128 + SIGINT, like a shell)
 
 
@@ -23,6 +24,7 @@ EXIT_BAD_INPUT = ExitCode.BAD_INPUT
 EXIT_UNREACHABLE = ExitCode.UNREACHABLE
 EXIT_REFUSED = ExitCode.REFUSED
 EXIT_ENGINE_ERROR = ExitCode.ENGINE_ERROR
+EXIT_HOOK_FAILED = ExitCode.HOOK_FAILED
 EXIT_INTERRUPTED = ExitCode.INTERRUPTED
 
 

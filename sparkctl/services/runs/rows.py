@@ -23,7 +23,9 @@ TAG_HOST = "host.name"
 TAG_KIND = "sparkctl.kind"
 KIND_BENCH = "bench"
 KIND_EVAL = "eval"
-RUN_KINDS = (KIND_BENCH, KIND_EVAL)
+# A lane change (services/lanes): no measurements; its model.name is the new lane model.
+KIND_PROMOTION = "promotion"
+RUN_KINDS = (KIND_BENCH, KIND_EVAL, KIND_PROMOTION)
 
 # Flag words, in the order they are shown.
 FLAG_INVALID = "invalid"

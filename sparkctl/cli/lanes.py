@@ -1,0 +1,203 @@
+"""`sparkctl promote|lanes|rollback`: put a contender into a lane with its evidence, list
+the lanes, go back to a lane's previous model.
+
+Exit codes: 0 done; 2 bad input (unknown lane, a model that already serves it, a bad
+name); 3 engine unreachable; 4 refused (an unmet precondition without --force, nothing to
+roll back, a switch that failed verification or lost a race: the lane is unchanged);
+5 engine error (the load failed; the lane is unchanged); 6 the lane changed but the
+[lanes] on_change hook failed. Heavy imports live in the handlers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from sparkctl.cli.exitcodes import (
+    EXIT_BAD_INPUT,
+    EXIT_ENGINE_ERROR,
+    EXIT_HOOK_FAILED,
+    EXIT_OK,
+    EXIT_REFUSED,
+    EXIT_UNREACHABLE,
+    CliError,
+)
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number of tokens, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a context of at least 1 token, got {value}")
+    return value
+
+
+def _duration(text: str) -> str:
+    from sparkctl.core.keepalive import HINT, parse_keep_alive
+
+    try:
+        parse_keep_alive(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected {HINT}, got {text!r}") from None
+    return text.strip()
+
+
+def _switch_args(p) -> None:
+    p.add_argument("--swap", action="store_true",
+                   help="unload the lane's current model once the new one is verified (first, when both do not fit)")
+    p.add_argument("--ctx", type=_positive_int, metavar="N", help="num_ctx (default: the current lane model's context)")
+    p.add_argument("--keep-alive", type=_duration, metavar="D",
+                   help="keep-alive (default: forever when the current lane model is kept forever, else [models] keep_alive)")
+    p.add_argument("--force", action="store_true", help="go ahead past unmet preconditions (the override is recorded)")
+    p.add_argument("--json", action="store_true", help="one JSON object")
+
+
+def register(sub) -> None:
+    p = sub.add_parser("promote", help="make MODEL the model of a lane, after checking the evidence; verify, record")
+    p.add_argument("model", help="the contender, e.g. qwen3:30b-a3b")
+    p.add_argument("--lane", required=True, help="the lane to serve, e.g. production")
+    p.add_argument("--dry-run", action="store_true", help="show the preconditions and their evidence; change nothing")
+    _switch_args(p)
+    p.set_defaults(handler=cmd_promote)
+
+    p = sub.add_parser("lanes", help="each lane: its model, since when, the evidence, resident or not")
+    p.add_argument("--json", action="store_true", help="a JSON list")
+    p.set_defaults(handler=cmd_lanes)
+
+    p = sub.add_parser("rollback", help="put a lane back on the model its last promotion replaced; verify, record")
+    p.add_argument("lane")
+    _switch_args(p)
+    p.set_defaults(handler=cmd_rollback)
+
+
+def _json(obj: Any) -> None:
+    import json
+
+    print(json.dumps(obj, indent=2, default=str))
+
+
+def _err(line: str) -> None:
+    print(f"sparkctl: {line}", file=sys.stderr)
+
+
+def _run(cfg, go) -> Any:
+    import asyncio
+
+    from sparkctl.services.factory import make_engine
+
+    async def main():
+        engine = make_engine(cfg)
+        try:
+            return await go(engine)
+        finally:
+            await engine.close()
+
+    return asyncio.run(main())
+
+
+def _switch(args, cfg, plan_fn) -> int:
+    from sparkctl.core.names import InvalidModelName
+    from sparkctl.services.factory import make_probes, make_spool_and_store
+    from sparkctl.services.lanes import LaneError, PromotionRefused, execute
+    from sparkctl.tracking.sync import record_run
+
+    spool, store = make_spool_and_store(cfg)
+    probes = make_probes()
+    dry = getattr(args, "dry_run", False)
+
+    async def go(engine):
+        plan = await plan_fn(engine, probes, store)
+        if dry or (plan.unmet and not args.force):
+            return plan, None
+        return plan, await execute(cfg, engine, probes, plan, force=args.force,
+                                   recorder=lambda rec: record_run(rec, spool, store))
+
+    try:
+        plan, outcome = _run(cfg, go)
+    except LaneError as exc:
+        raise CliError(str(exc), EXIT_BAD_INPUT if exc.bad_input else EXIT_REFUSED) from None
+    except InvalidModelName as exc:
+        raise CliError(str(exc), EXIT_BAD_INPUT) from None
+    except PromotionRefused as exc:  # a plan's preconditions checked again in execute
+        plan, outcome = exc.plan, None
+    if outcome is None:
+        if args.json:
+            _json({**plan.to_dict(), "ok": False, "changed": False, "dry_run": dry})
+        else:
+            print("\n".join(plan.lines()))
+        if dry:
+            return EXIT_OK if not plan.unmet else EXIT_REFUSED
+        _err(f"refused: {plan.action} {plan.model} to lane {plan.lane}: "
+             + "; ".join(f"{c.name}: {c.summary}" for c in plan.unmet) + " (--force to go ahead anyway)")
+        return EXIT_REFUSED
+    if args.json:
+        _json(outcome.to_dict())
+    else:
+        print("\n".join(plan.lines()))
+        print("\n".join(outcome.lines()))
+    if outcome.error:
+        _err(outcome.error)
+        return EXIT_ENGINE_ERROR if outcome.engine_error else EXIT_REFUSED
+    if outcome.hook is not None and not outcome.hook.ok:
+        _err(f"lane {plan.lane} now serves {plan.model}, but the on_change hook failed: {outcome.hook.line()}")
+        return EXIT_HOOK_FAILED
+    return EXIT_OK
+
+
+def cmd_promote(args, cfg) -> int:
+    from sparkctl.core.names import InvalidModelName, validate_model_name
+    from sparkctl.services.lanes import plan_promotion
+
+    try:
+        model = validate_model_name(args.model)
+    except InvalidModelName as exc:
+        raise CliError(str(exc), EXIT_BAD_INPUT) from None
+    return _switch(args, cfg, lambda engine, probes, store: plan_promotion(
+        cfg, engine, probes, store, args.lane, model, swap=args.swap, num_ctx=args.ctx, keep_alive=args.keep_alive))
+
+
+def cmd_rollback(args, cfg) -> int:
+    from sparkctl.services.lanes import plan_rollback
+
+    return _switch(args, cfg, lambda engine, probes, store: plan_rollback(
+        cfg, engine, probes, args.lane, swap=args.swap, num_ctx=args.ctx, keep_alive=args.keep_alive))
+
+
+def cmd_lanes(args, cfg) -> int:
+    from sparkctl.engines.base import EngineError
+    from sparkctl.services.lanes import lane_rows
+
+    async def go(engine):
+        try:
+            return await engine.ps()
+        except EngineError:  # unreachable included: residency shows as unknown
+            return None
+
+    resident = _run(cfg, go)
+    rows = lane_rows(cfg, resident)
+    if args.json:
+        _json([r.to_dict() for r in rows])
+        return EXIT_OK
+    if not rows:
+        print(f"no lanes: add them to [lanes] in {cfg.source}")
+        return EXIT_OK
+    head = ("LANE", "MODEL", "RESIDENT", "SINCE", "EVIDENCE", "SET BY")
+    cells = []
+    for r in rows:
+        since = r.since.replace("T", " ").replace("+00:00", " UTC") if r.since else "-"
+        how = f"{r.action}{' (forced)' if r.forced else ''} over {r.previous}" if r.action else "your config"
+        cells.append((r.lane, r.model, r.residency, since, ",".join(e[:8] for e in r.evidence) or "-",
+                      f"{how}: {r.source}"))
+    widths = [max(len(str(c[i])) for c in (head, *cells)) for i in range(len(head))]
+    for row in (head, *cells):
+        print("  ".join(str(c).ljust(w) for c, w in zip(row, widths)).rstrip())
+    missing = [r.lane for r in rows if r.engine_known and r.resident is None]
+    if missing:
+        print(f"not resident: {', '.join(missing)} (the router's first request will load it cold)")
+    if resident is None:
+        _err("engine unreachable: residency unknown")
+        return EXIT_UNREACHABLE
+    return EXIT_OK

@@ -1,0 +1,506 @@
+"""Promotion and rollback: check the evidence, switch the lane's model, verify what loaded,
+write the lane change to sparkctl's own state file, run the on_change hook, record it all
+in MLflow as a run of kind ``promotion``.
+
+The switch never leaves a lane worse than it found it: the contender is loaded beside the
+incumbent (with the lane's context and keep-alive) and verified from /api/ps and NVML;
+only then is the lane changed, and only with ``swap`` is the incumbent unloaded (and
+checked gone). When the contender does not fit beside the incumbent, ``swap`` unloads the
+incumbent first; if the load then fails or spills, the contender is unloaded and the
+incumbent loaded back as it was. A failed switch changes nothing in the state file.
+
+Used by the CLI (``sparkctl promote|rollback``) and the TUI's Runs screen alike. MLflow
+reads and writes block: they go through ``asyncio.to_thread``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import getpass
+import json
+import socket
+import time
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Callable
+
+from sparkctl.config import Config, user_file_value
+from sparkctl.core import promotion as rules
+from sparkctl.core.keepalive import parse_keep_alive
+from sparkctl.core.lanestate import is_forever, restore_keep_alive, snapshot_lanes
+from sparkctl.core.names import same_model, validate_model_name
+from sparkctl.core.snapshots import ResidentModel
+from sparkctl.engines.base import EngineError, EngineUnreachable
+from sparkctl.services.lanes.history import NothingToRollBack, rollback_target
+from sparkctl.services.lanes.hook import HookResult, hook_env, run_hook
+from sparkctl.services.models import (
+    FitReport,
+    LoadFailed,
+    LoadReport,
+    fit_check,
+    refusal_reason,
+    side_load,
+    unload_model,
+)
+from sparkctl.statefile import HistoryEntry, OwnedState, StateConflict, read_state, set_owned, update_state
+from sparkctl.tracking.record import RunRecord, new_record_id
+
+KIND_PROMOTION = "promotion"
+BENCH_HISTORY = 50
+# verify_load problems that do not make a switch fail: the model is resident and on the
+# GPU, only sparkctl's estimate was optimistic (shown as a warning)
+_SOFT_PROBLEMS = ("ESTIMATE LOW",)
+
+
+class LaneError(Exception):
+    """A promotion or rollback that cannot start: `bad_input` (unknown lane, same model)
+    or refused (nothing to roll back)."""
+
+    def __init__(self, message: str, *, bad_input: bool = True) -> None:
+        super().__init__(message)
+        self.bad_input = bad_input
+
+
+@dataclass(frozen=True)
+class LaneSettings:
+    """What the lane's model is loaded with: the incumbent's context and keep-alive."""
+
+    keep_alive: str  # as parse_keep_alive reads it: "-1", "30m", ...
+    num_ctx: int | None  # None: the engine decides
+    why: str
+
+    def label(self) -> str:
+        ka = parse_keep_alive(self.keep_alive).label
+        return f"keep_alive {ka}, num_ctx {self.num_ctx or 'engine default'} ({self.why})"
+
+
+@dataclass(frozen=True)
+class PromotionPlan:
+    action: str  # "promote" | "rollback"
+    lane: str
+    model: str
+    incumbent: str  # "" when the lane had no model
+    engine_kind: str
+    engine_version: str
+    engine_host: str
+    checks: tuple[rules.Precondition, ...]
+    fit: FitReport | None
+    swap: bool
+    swap_first: bool
+    settings: LaneSettings
+    resident_before: tuple[ResidentModel, ...]
+    digests: dict[str, str] = field(default_factory=dict)  # model -> manifest digest
+    undoes: int = 0  # rollback: seq of the promotion undone
+
+    @property
+    def unmet(self) -> list[rules.Precondition]:
+        return rules.unmet(self.checks)
+
+    @property
+    def evidence(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(r for c in self.checks if c.state == rules.MET for r in c.runs))
+
+    def lines(self) -> list[str]:
+        now = f"now {self.incumbent}" if self.incumbent else "no model yet"
+        out = [f"{self.action} {self.model} to lane {self.lane} ({now}) on {self.engine_kind} {self.engine_version}"]
+        for c in self.checks:
+            out.append(f"  {c.name:<8} {c.state:<6} {c.summary}")
+            out.extend(f"           {d}" for d in c.details)
+        out.append(f"  loads    with {self.settings.label()}")
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"action": self.action, "lane": self.lane, "model": self.model, "incumbent": self.incumbent or None,
+                "engine": {"kind": self.engine_kind, "version": self.engine_version},
+                "preconditions": [c.to_dict() for c in self.checks], "unmet": [c.name for c in self.unmet],
+                "swap": self.swap, "swap_first": self.swap_first,
+                "keep_alive": self.settings.keep_alive, "num_ctx": self.settings.num_ctx,
+                "settings_why": self.settings.why, "digests": dict(self.digests), "evidence": list(self.evidence)}
+
+
+@dataclass
+class PromotionOutcome:
+    plan: PromotionPlan
+    forced: bool
+    changed: bool = False  # the lane now serves plan.model (state file written)
+    load: LoadReport | None = None
+    error: str = ""  # why the switch failed (engine error, failed verification, conflict)
+    engine_error: bool = False  # the engine refused or failed the load
+    problems: tuple[str, ...] = ()
+    restored: list[str] = field(default_factory=list)  # what was put back after a failure
+    unloaded: str = ""  # --swap: the incumbent's unload, in words
+    state_file: str = ""
+    entry: HistoryEntry | None = None
+    hook: HookResult | None = None
+    record: Any = None  # tracking.sync.SyncResult
+    record_id: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.changed and not self.error
+
+    def lines(self) -> list[str]:
+        p = self.plan
+        out: list[str] = []
+        if self.forced and p.unmet:
+            out.append("  forced past: " + "; ".join(f"{c.name}: {c.summary}" for c in p.unmet))
+        if self.load is not None:
+            out.extend(self.load.lines())
+        if self.error:
+            out.append(f"  !! {self.error}")
+        out.extend(f"  restored: {r}" for r in self.restored)
+        if self.unloaded:
+            out.append(f"  -  {self.unloaded}")
+        if self.changed:
+            out.append(f"lane {p.lane}: {p.incumbent or '(none)'} -> {p.model} (written to {self.state_file})")
+        elif not self.error:
+            out.append(f"lane {p.lane} unchanged")
+        if self.hook is not None:
+            out.append(self.hook.line())
+            out.extend(f"  | {line}" for line in self.hook.output.rstrip().splitlines()[-20:])
+        if self.record is not None:
+            out.append(f"{p.action} {self.record.message}")
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        r = self.record
+        return {**self.plan.to_dict(), "forced": self.forced, "ok": self.ok, "changed": self.changed,
+                "error": self.error or None, "problems": list(self.problems), "restored": list(self.restored),
+                "unloaded": self.unloaded or None, "state_file": self.state_file or None,
+                "load": self.load.to_dict() if self.load else None,
+                "hook": self.hook.to_dict() if self.hook else None,
+                "record": None if r is None else {"record_id": r.record_id, "synced": r.synced, "run_id": r.run_id,
+                                                  "spooled": r.spooled, "error": r.error}}
+
+
+# ---------------------------------------------------------------------------- planning
+
+
+def _lane_model(cfg: Config, lane: str) -> str:
+    if lane not in cfg.lanes:
+        known = ", ".join(sorted(cfg.lanes)) or "none"
+        raise LaneError(f"no lane {lane!r} in [lanes] of {cfg.source} ({known}); add it there first")
+    return cfg.lanes[lane]
+
+
+def lane_settings(cfg: Config, incumbent: ResidentModel | None, now: datetime, *,
+                  num_ctx: int | None = None, keep_alive: str | None = None) -> LaneSettings:
+    """The incumbent's context and keep-alive as /api/ps shows them (the lane's settings),
+    else [models] num_ctx / keep_alive; --ctx / --keep-alive override."""
+    why = []
+    if num_ctx:
+        ctx, cwhy = num_ctx, "--ctx"
+    elif incumbent is not None and incumbent.context_length:
+        ctx, cwhy = incumbent.context_length, "the incumbent's context"
+    elif cfg.models.num_ctx:
+        ctx, cwhy = cfg.models.num_ctx, "[models] num_ctx"
+    else:
+        ctx, cwhy = None, ""
+    if keep_alive is not None:
+        ka, kwhy = keep_alive, "--keep-alive"
+    elif incumbent is not None and is_forever(incumbent.expires_at, now):
+        ka, kwhy = "-1", "forever like the incumbent"
+    else:
+        ka, kwhy = str(cfg.models.keep_alive), "[models] keep_alive"
+    why = [w for w in (cwhy, kwhy) if w]
+    return LaneSettings(ka, ctx, ", ".join(why))
+
+
+def _bench_evidence(store, model: str) -> list[rules.BenchEvidence]:
+    from sparkctl.services.runs import list_runs
+
+    rows = list_runs(store, model=model, kind="bench", limit=BENCH_HISTORY)
+    return [rules.BenchEvidence(r.run_id, r.engine_kind, r.engine_version, r.status, r.valid, r.flags,
+                                r.decode_tps_median, r.start_ms, r.cache_policy) for r in rows]
+
+
+def _quality(store, incumbent: str, model: str, engine: tuple[str, str]) -> list[rules.SuiteComparison]:
+    from sparkctl.services.runs.quality import latest_evals, quality_diff
+
+    if not incumbent:
+        return []
+    mine = latest_evals(store, incumbent, engine)
+    if not mine:
+        return []
+    theirs = latest_evals(store, model, engine)
+    out = []
+    for suite, inc_row in mine.items():
+        con_row = theirs.get(suite)
+        if con_row is None:
+            out.append(rules.SuiteComparison(suite, inc_row.run_id, None))
+            continue
+        d = quality_diff(store, inc_row, con_row)  # contender minus incumbent
+        c = d.ci
+        text = (f"{inc_row.score * 100:.1f}% -> {con_row.score * 100:.1f}%, {c.diff_pp:+.1f} pp "
+                f"[{c.ci_low_pp:+.1f}, {c.ci_high_pp:+.1f}] ({c.method})")
+        out.append(rules.SuiteComparison(suite, inc_row.run_id, con_row.run_id, d.verdict, text))
+    return out
+
+
+def _evidence_checks(store, plan_model: str, incumbent: str, kind: str, version: str
+                     ) -> list[rules.Precondition]:
+    """Bench and quality preconditions from MLflow (blocking). A store that cannot be read
+    leaves them unmet: no evidence is no evidence."""
+    from sparkctl.tracking.store import TrackingError
+
+    engine = f"{kind} {version}"
+    try:
+        bench = rules.judge_bench(plan_model, _bench_evidence(store, plan_model), kind, version)
+    except TrackingError as exc:
+        bench = rules.Precondition("bench", rules.UNMET, f"cannot read the runs: {exc}")
+    try:
+        quality = rules.judge_quality(incumbent, plan_model, engine, _quality(store, incumbent, plan_model,
+                                                                             (kind, version)))
+    except (TrackingError, ValueError) as exc:
+        quality = rules.Precondition("quality", rules.UNMET, f"cannot compare quality: {exc}")
+    return [bench, quality]
+
+
+async def _engine_facts(engine) -> tuple[str, tuple[ResidentModel, ...], dict[str, str]]:
+    version, resident, local = await asyncio.gather(engine.version(), engine.ps(), engine.tags())
+    return version, tuple(resident), {m.name: m.digest for m in local}
+
+
+def _digest(digests: dict[str, str], name: str) -> str:
+    return next((d for n, d in digests.items() if same_model(n, name)), "")
+
+
+def _find(models, name: str):
+    return next((m for m in models if same_model(m.name, name)), None)
+
+
+async def _fit_check(cfg, engine, probes, model, incumbent, settings, swap):
+    fit = await fit_check(cfg, engine, probes, model, settings.num_ctx)
+    v = fit.verdict
+    check, swap_first = rules.judge_fit(
+        model, incumbent, fit.summary(), refusal_reason(fit),
+        v.evicts_lanes if v else (), bool(v and v.fits), swap, same_model)
+    return fit, check, swap_first
+
+
+async def plan_promotion(cfg: Config, engine, probes, store, lane: str, model: str, *, swap: bool = False,
+                         num_ctx: int | None = None, keep_alive: str | None = None,
+                         now: datetime | None = None) -> PromotionPlan:
+    """Check every precondition of putting `model` on `lane`; nothing is changed."""
+    model = validate_model_name(model)
+    incumbent = _lane_model(cfg, lane)
+    if same_model(incumbent, model):
+        raise LaneError(f"{model} already serves lane {lane}")
+    now = now or datetime.now(timezone.utc)
+    version, resident, digests = await _engine_facts(engine)
+    if _digest(digests, model) == "" and _find(resident, model) is None:
+        raise LaneError(f"model '{model}' not found in the engine (sparkctl pull {model})")
+    settings = lane_settings(cfg, _find(resident, incumbent), now, num_ctx=num_ctx, keep_alive=keep_alive)
+    kind = getattr(engine, "kind", "ollama")
+    evidence = asyncio.to_thread(_evidence_checks, store, model, incumbent, kind, version)
+    (fit, fit_check_, swap_first), (bench, quality) = await asyncio.gather(
+        _fit_check(cfg, engine, probes, model, incumbent, settings, swap), evidence)
+    return PromotionPlan("promote", lane, model, incumbent, kind, version, engine.host,
+                         (bench, quality, fit_check_), fit, swap, swap_first, settings, resident,
+                         {model: _digest(digests, model), incumbent: _digest(digests, incumbent)})
+
+
+async def plan_rollback(cfg: Config, engine, probes, lane: str, *, swap: bool = False,
+                        num_ctx: int | None = None, keep_alive: str | None = None,
+                        state: OwnedState | None = None, now: datetime | None = None) -> PromotionPlan:
+    """Back to the model the lane's last promotion replaced. Its evidence is the promotion
+    it undoes (that model served the lane before); only the fit is checked again."""
+    current = _lane_model(cfg, lane)
+    state = state if state is not None else read_state(Path(cfg.state_file) if cfg.state_file else None)
+    try:
+        entry = rollback_target(state, lane, current)
+    except NothingToRollBack as exc:
+        raise LaneError(str(exc), bad_input=False) from None
+    now = now or datetime.now(timezone.utc)
+    version, resident, digests = await _engine_facts(engine)
+    target = entry.previous
+    settings = lane_settings(cfg, _find(resident, current), now, num_ctx=num_ctx, keep_alive=keep_alive)
+    if not num_ctx and entry.previous_ctx:
+        settings = replace(settings, num_ctx=entry.previous_ctx,
+                           why=settings.why.replace("the incumbent's context", f"{target}'s context before"))
+    kind = getattr(engine, "kind", "ollama")
+    fit, fit_check_, swap_first = await _fit_check(cfg, engine, probes, target, current, settings, swap)
+    undo = rules.Precondition(
+        "undo", rules.MET, f"undoes the promotion of {entry.model} on {entry.at} "
+        f"({entry.previous} served the lane before it)", runs=entry.evidence)
+    return PromotionPlan("rollback", lane, target, current, kind, version, engine.host, (undo, fit_check_),
+                         fit, swap, swap_first, settings, resident,
+                         {target: _digest(digests, target), current: _digest(digests, current)}, undoes=entry.seq)
+
+
+# ---------------------------------------------------------------------------- the switch
+
+
+def _hard_problems(load: LoadReport) -> tuple[str, ...]:
+    return tuple(p for p in load.verification.problems if not p.startswith(_SOFT_PROBLEMS))
+
+
+async def _put_back(cfg, engine, plan: PromotionPlan, now: datetime) -> list[str]:
+    """After a failed switch: unload the contender if this switch loaded it, and load back
+    every lane model that was resident before and is gone now, as it was."""
+    out: list[str] = []
+    try:
+        after = tuple(await engine.ps())
+    except EngineError as exc:
+        return [f"could not read /api/ps to put things back: {exc.message}"]
+    if _find(plan.resident_before, plan.model) is None and _find(after, plan.model) is not None:
+        try:
+            await unload_model(engine, plan.model)
+            out.append(f"unloaded {plan.model} again")
+        except EngineError as exc:
+            out.append(f"could not unload {plan.model}: {exc.message}")
+    lanes = {**cfg.lanes, plan.lane: plan.incumbent} if plan.incumbent else cfg.lanes
+
+    def lane_of(name: str) -> str | None:
+        return next((ln for ln, m in lanes.items() if same_model(m, name)), None)
+
+    for before in snapshot_lanes(plan.resident_before, lane_of, now):
+        if _find(after, before.name) is not None:
+            continue
+        ka = restore_keep_alive(before, datetime.now(timezone.utc))
+        if ka is None:
+            continue
+        options = {"num_ctx": before.context_length} if before.context_length else None
+        try:
+            await engine.load(before.name, keep_alive=ka, options=options)
+            back = _find(await engine.ps(), before.name)
+            out.append(f"{before.name} (lane {before.lane}) loaded back ({before.describe()})"
+                       if back is not None else f"!! {before.name} (lane {before.lane}) NOT resident after reloading")
+        except EngineError as exc:
+            out.append(f"!! could not load {before.name} (lane {before.lane}) back: {exc.message}")
+    return out
+
+
+def _who() -> tuple[str, str]:
+    try:
+        user = getpass.getuser()
+    except Exception:  # no passwd entry in a container: the record says so
+        user = "unknown"
+    return user, socket.gethostname()
+
+
+async def execute(cfg: Config, engine, probes, plan: PromotionPlan, *, force: bool = False,
+                  recorder: Callable[[RunRecord], Any] | None = None, state_path: Path | None = None,
+                  run_hooks: bool = True, clock: Callable[[], float] = time.monotonic) -> PromotionOutcome:
+    """Switch the lane to `plan.model` (refuses unmet preconditions unless `force`)."""
+    out = PromotionOutcome(plan, forced=force and bool(plan.unmet))
+    if plan.unmet and not force:
+        raise PromotionRefused(plan)
+    state_path = state_path or (Path(cfg.state_file) if cfg.state_file else None)
+    now = datetime.now(timezone.utc)
+    out.record_id = new_record_id()
+    started_ms = int(time.time() * 1000)
+    try:
+        if plan.swap_first and plan.incumbent:
+            gone = await unload_model(engine, plan.incumbent)
+            out.unloaded = f"--swap: {gone.line()} before loading {plan.model}"
+        out.load = await side_load(cfg, engine, probes, plan.model, keep_alive=plan.settings.keep_alive,
+                                   num_ctx=plan.settings.num_ctx, force=True,
+                                   fit=None if plan.swap_first else plan.fit, clock=clock)
+        out.problems = _hard_problems(out.load)
+        if out.problems:
+            out.error = f"{plan.model} loaded but failed verification: " + "; ".join(out.problems)
+    except EngineUnreachable:
+        raise
+    except (LoadFailed, EngineError) as exc:
+        out.error, out.engine_error = f"engine error: {exc.message}", True
+    if out.error:
+        out.restored = await _put_back(cfg, engine, plan, now)
+        out.error += f"; lane {plan.lane} keeps {plan.incumbent or 'no model'}"
+    else:
+        user_value = user_file_value(cfg, f"lanes.{plan.lane}")
+        user, host = _who()
+        try:
+            written = await asyncio.to_thread(update_state, lambda s: _change_lane(s, plan, user_value, user, host,
+                                                                                   out), state_path)
+            out.changed, out.state_file = True, str(written.path)
+        except StateConflict as exc:
+            out.error = str(exc)
+        if out.changed and plan.swap and not plan.swap_first and plan.incumbent:
+            try:
+                gone = await unload_model(engine, plan.incumbent)
+                out.unloaded = f"--swap: {gone.line()}"
+            except EngineError as exc:
+                out.unloaded = f"!! --swap: {plan.incumbent} is still resident: {exc.message}"
+        if out.changed and run_hooks and cfg.lanes_on_change:
+            env = hook_env(plan.action, plan.lane, plan.model, plan.incumbent, plan.engine_host)
+            out.hook = await asyncio.to_thread(run_hook, cfg.lanes_on_change, env)
+    if recorder is not None and (out.changed or out.load is not None):
+        record = promotion_record(cfg, out, started_ms, int(time.time() * 1000))
+        out.record = await asyncio.to_thread(recorder, record)
+    return out
+
+
+class PromotionRefused(Exception):
+    def __init__(self, plan: PromotionPlan) -> None:
+        super().__init__("; ".join(f"{c.name}: {c.summary}" for c in plan.unmet))
+        self.plan = plan
+
+
+def effective_lane(state: OwnedState, lane: str, user_value: str) -> str:
+    """What the lane serves given the owned state and the user's own value."""
+    if lane in state.lanes and state.base.get(f"lanes.{lane}", "") == user_value:
+        return state.lanes[lane]
+    return user_value
+
+
+def _change_lane(state: OwnedState, plan: PromotionPlan, user_value: str, user: str, host: str,
+                 out: PromotionOutcome) -> OwnedState:
+    current = effective_lane(state, plan.lane, user_value)
+    if not same_model(current or "", plan.incumbent or ""):
+        raise StateConflict(f"lane {plan.lane} changed to {current or '(none)'} while this {plan.action} ran "
+                            f"(another sparkctl?); not written: {plan.model} stays loaded, the lane keeps {current}")
+    entry = HistoryEntry(
+        seq=state.next_seq, action=plan.action, lane=plan.lane, model=plan.model, previous=plan.incumbent,
+        at=datetime.now(timezone.utc).isoformat(timespec="seconds"), user=user, host=host,
+        engine=f"{plan.engine_kind} {plan.engine_version}", forced=out.forced,
+        overridden=tuple(f"{c.name}: {c.summary}" for c in plan.unmet) if out.forced else (),
+        evidence=plan.evidence, record_id=out.record_id, digest=plan.digests.get(plan.model, ""),
+        previous_digest=plan.digests.get(plan.incumbent, ""), undoes=plan.undoes,
+        previous_ctx=next((m.context_length or 0 for m in plan.resident_before
+                           if plan.incumbent and same_model(m.name, plan.incumbent)), 0))
+    out.entry = entry
+    new = set_owned(state, f"lanes.{plan.lane}", plan.model, user_value)
+    return replace(new, history=(*new.history, entry))
+
+
+# ---------------------------------------------------------------------------- MLflow
+
+
+def promotion_record(cfg: Config, out: PromotionOutcome, start_ms: int, end_ms: int) -> RunRecord:
+    """The MLflow run of a promotion or rollback: kind `promotion`, FINISHED when the lane
+    changed, FAILED when the switch did not happen (the attempt is on record too)."""
+    p = out.plan
+    user, host = _who()
+    tags = {
+        "sparkctl.kind": KIND_PROMOTION, "model.name": p.model, "engine.kind": p.engine_kind,
+        "engine.version": p.engine_version, "host.name": host, "lane.name": p.lane,
+        "lane.old_model": p.incumbent, "lane.new_model": p.model,
+        "model.digest": p.digests.get(p.model, ""), "lane.old_digest": p.digests.get(p.incumbent, ""),
+        "promotion.action": p.action, "promotion.forced": str(out.forced).lower(),
+        "promotion.user": user, "promotion.evidence_runs": ",".join(p.evidence),
+        "promotion.changed": str(out.changed).lower(),
+    }
+    if out.forced:
+        tags["promotion.overridden"] = "; ".join(f"{c.name}: {c.summary}" for c in p.unmet)[:4000]
+    if out.error:
+        tags["promotion.error"] = out.error[:4000]
+    if out.hook is not None:
+        tags["hook.exit_code"] = "none" if out.hook.exit_code is None else str(out.hook.exit_code)
+        tags["hook.ok"] = str(out.hook.ok).lower()
+    params = {"lane": p.lane, "old_model": p.incumbent, "new_model": p.model, "swap": p.swap,
+              "keep_alive": p.settings.keep_alive, "num_ctx": p.settings.num_ctx or "engine default"}
+    metrics: dict[str, float] = {"forced": float(out.forced), "changed": float(out.changed)}
+    if out.load is not None:
+        metrics["load_s"] = round(out.load.load_s, 3)
+        r = out.load.verification.resident
+        if r is not None:
+            metrics["resident_gib"] = round(r.size / 2**30, 3)
+            metrics["gpu_fraction"] = round(r.size_vram / r.size, 4) if r.size else 0.0
+    return RunRecord(
+        experiment=cfg.tracking.experiment,
+        run_name=f"{p.action} {p.lane}: {p.incumbent or '(none)'} -> {p.model}",
+        status="FINISHED" if out.changed else "FAILED", start_ms=start_ms, end_ms=end_ms,
+        params=params, tags=tags, summary_metrics=metrics,
+        artifacts={"promotion.json": json.loads(json.dumps(out.to_dict(), default=str))}, record_id=out.record_id)
