@@ -34,6 +34,20 @@ __all__ = [
 COMMAND_MODULES = ("status", "config", "models", "bench", "evals", "suites", "runs", "decide", "serve", "lanes")
 
 
+# Two-word commands: `sparkctl eval score FILE` is the parser `eval-score` (argparse cannot
+# have `eval MODEL...` and `eval score FILE` under one parser with options in between).
+TWO_WORD = {("eval", "score"): "eval-score"}
+
+
+def _join_two_word(argv: list[str]) -> list[str]:
+    i = 0
+    while i < len(argv) and argv[i].startswith("-"):
+        i += 2 if argv[i] == "--config" else 1  # global options before the command
+    if i + 1 < len(argv) and (argv[i], argv[i + 1]) in TWO_WORD:
+        return argv[:i] + [TWO_WORD[(argv[i], argv[i + 1])]] + argv[i + 2:]
+    return argv
+
+
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str):  # one line, exit 2, like every other bad input
         self.exit(EXIT_BAD_INPUT, f"{self.prog}: error: {message}\n")
@@ -72,7 +86,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"sparkctl {__version__}")
         return EXIT_OK
     parser = build_parser()
-    args = parser.parse_args(argv)  # --help ends here, before any import below
+    args = parser.parse_args(_join_two_word(argv))  # --help ends here, before any import below
     from sparkctl.core.redact import redact_text
     from sparkctl.engines.base import EngineError, EngineUnreachable
     from sparkctl.services.factory import SetupError

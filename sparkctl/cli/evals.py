@@ -39,7 +39,7 @@ def register(sub) -> None:
         description="Run a quality suite on each MODEL, the same sampled items for every model. "
                     "`sparkctl eval score --suite S FILE.jsonl` scores saved {prompt, response} lines instead "
                     "(a model literally named 'score' is `score:latest`).")
-    e.add_argument("models", nargs="+", metavar="MODEL", help="models to evaluate (or: score FILE)")
+    e.add_argument("models", nargs="+", metavar="MODEL", help="models to evaluate")
     e.add_argument("--suite", required=True, choices=SUITE_CHOICES, help="gsm8k or ifeval")
     e.add_argument("--n", metavar="N", help="items to sample (default [eval] n = 100; 'all' for the whole suite)")
     e.add_argument("--seed", type=int, help="picks the sample (default [eval] seed); the same for every model")
@@ -57,10 +57,19 @@ def register(sub) -> None:
     e.add_argument("--json", action="store_true", help="print the results as JSON (keys in README)")
     e.set_defaults(handler=cmd_eval)
 
+    sc = sub.add_parser("eval-score", help="score saved {prompt, response} lines (`sparkctl eval score --suite S FILE`)",
+                        description="Score saved responses without a model: FILE.jsonl has one "
+                                    '{"prompt": ..., "response": ...} per line; prompts are matched to suite '
+                                    "items by their exact text.")
+    sc.prog = sc.prog.replace("eval-score", "eval score")
+    sc.add_argument("file", metavar="FILE", help="JSONL of {prompt, response}")
+    sc.add_argument("--suite", required=True, choices=SUITE_CHOICES, help="gsm8k or ifeval")
+    sc.add_argument("--json", action="store_true",
+                    help='one object: {"suite", "summary", "samples"} (sample keys in README)')
+    sc.set_defaults(handler=cmd_score)
+
 
 def cmd_eval(args, cfg) -> int:
-    if args.models[0] == "score":
-        return cmd_score(args, cfg)
     return _run_eval(args, cfg)
 
 
@@ -74,9 +83,7 @@ def cmd_score(args, cfg) -> int:
     from sparkctl.services.evals import SuiteError, load_suite
     from sparkctl.services.evals.rescore import rescore
 
-    if len(args.models) != 2:
-        raise CliError("usage: sparkctl eval score --suite gsm8k|ifeval FILE.jsonl", EXIT_BAD_INPUT)
-    path = Path(args.models[1])
+    path = Path(args.file)
     try:
         suite = load_suite(cfg, args.suite)
         try:

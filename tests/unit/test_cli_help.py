@@ -28,4 +28,13 @@ def test_each_command_help(command, capsys):
     with pytest.raises(SystemExit) as info:
         cli.main([command, "--help"])
     assert info.value.code == 0
-    assert capsys.readouterr().out.startswith(f"usage: sparkctl {command}")
+    spoken = next((" ".join(words) for words, name in cli.TWO_WORD.items() if name == command), command)
+    assert capsys.readouterr().out.startswith(f"usage: sparkctl {spoken}")
+
+
+def test_two_word_commands_parse_with_options_anywhere():
+    args = cli.build_parser().parse_args(cli._join_two_word(["--config", "x.toml", "eval", "score", "--suite",
+                                                             "gsm8k", "r.jsonl", "--json"]))
+    assert (args.command, args.file, args.suite, args.json) == ("eval-score", "r.jsonl", "gsm8k", True)
+    args = cli.build_parser().parse_args(cli._join_two_word(["eval", "qwen3", "--suite", "ifeval"]))
+    assert args.command == "eval" and args.models == ["qwen3"]
