@@ -105,6 +105,10 @@ class SparkApp(App):
             self.theme_problems.append(f"theme {wanted!r} not found; using {FALLBACK_THEME}")
             wanted = FALLBACK_THEME
         self.theme = wanted
+        self._saved_theme = wanted
+        # a theme picked in the palette ("Change theme") is saved, in sparkctl's own state
+        # file (never the user's sparkctl.toml), and restored at the next start
+        self.theme_changed_signal.subscribe(self, lambda theme: self._theme_picked(theme.name))
         for problem in self.theme_problems:
             self.notify(problem, severity="warning", timeout=8)
         self.sample_host()
@@ -113,6 +117,24 @@ class SparkApp(App):
             self.sample_named_engines()
         if self.spool is not None:
             self.recover_runs()
+
+    def _theme_picked(self, name: str) -> None:
+        if name != self._saved_theme:
+            self._saved_theme = name
+            self.save_theme(name)
+
+    @work(thread=True, group="theme", exclusive=False, exit_on_error=False)
+    def save_theme(self, name: str) -> None:
+        """Write the theme through the owned-file writer (flock + atomic rename): file I/O
+        stays off the UI thread."""
+        from sparkctl.config import ConfigError, save_ui_theme
+        from sparkctl.statefile import StateError
+
+        name = self._saved_theme  # the latest pick: a quicker later save must not be overwritten by this one
+        try:
+            save_ui_theme(self.config, name)
+        except (OSError, StateError, ConfigError) as exc:
+            self.call_from_thread(self.notify, f"theme {name!r} not saved: {exc}", severity="warning", timeout=8)
 
     @work(thread=True, group="recover", exit_on_error=False)
     def recover_runs(self) -> None:

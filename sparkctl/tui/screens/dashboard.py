@@ -51,6 +51,7 @@ class DashboardScreen(Screen):
             v.border_title = "Resident models"
             yield DataTable(id="resident", cursor_type="row", zebra_stripes=True)
             yield Label("", id="attribution")
+            yield Label("", id="lanes-cold")
             yield Label("", id="drift")
         with Horizontal(id="panels"):
             yield Panel("connecting…", id="engine")
@@ -72,6 +73,7 @@ class DashboardScreen(Screen):
     def on_mount(self) -> None:
         table = self.query_one("#resident", DataTable)
         table.add_columns(*RESIDENT_COLUMNS)
+        self.query_one("#lanes-cold", Label).styles.padding = (0, 1)
         self.query_one("#engine", Panel).border_title = "Engine"
         self.query_one("#gpu", Panel).border_title = "GPU"
         self.query_one("#pressure", Panel).border_title = "Memory pressure"
@@ -92,6 +94,25 @@ class DashboardScreen(Screen):
                 text.append(f"⚠ {message}\n", style="bold yellow")
             text.append("h then B re-benches them with the settings of their last run", style="dim")
             label.update(text)
+
+    def _show_cold_lanes(self, r: StatusReport) -> None:
+        """Mark every lane whose model is not resident (the router's next request to it
+        loads it cold). Hidden while all are resident or the engine's state is unknown."""
+        from sparkctl.core.names import same_model
+
+        cold = []
+        if r.engine.reachable and r.engine.error is None:
+            cold = [(lane, model) for lane, model in self.app.config.lanes.items()
+                    if not any(same_model(row.model.name, model) for row in r.rows)]
+        label = self.query_one("#lanes-cold", Label)
+        label.display = bool(cold)
+        if cold:
+            text = Text()
+            for i, (lane, model) in enumerate(cold):
+                text.append(" · " if i else "", style="dim")
+                text.append(f"○ lane {lane}: {model} NOT RESIDENT", style="bold yellow")
+            text.append("  (its next request loads it cold)", style="dim")
+            set_if_changed(label, text)
 
     def _show_report(self, report: StatusReport | None) -> None:
         if report is None:
@@ -125,6 +146,7 @@ class DashboardScreen(Screen):
             table.clear()
             for row in rows:
                 table.add_row(*row)
+        self._show_cold_lanes(r)
         label = self.query_one("#attribution", Label)
         a = r.attribution
         if not r.engine.reachable:
