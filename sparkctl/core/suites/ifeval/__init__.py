@@ -1,0 +1,17 @@
+"""IFEval scoring by the rules of Google's instruction_following_eval (strict and loose,
+prompt- and instruction-level), in our own code; agreement with the reference is proved on
+tests/data/ifeval_dev by tests/unit/test_ifeval_scoring.py."""
+
+from sparkctl.core.suites.ifeval.checkers import BUILDERS
+from sparkctl.core.suites.ifeval.scoring import (
+    IfevalVerdict,
+    InstructionVerdict,
+    loose_readings,
+    score_response,
+    summarize,
+)
+
+INSTRUCTION_IDS: tuple[str, ...] = tuple(BUILDERS)
+
+__all__ = ["INSTRUCTION_IDS", "IfevalVerdict", "InstructionVerdict", "loose_readings",
+           "score_response", "summarize"]
