@@ -357,6 +357,8 @@ class OpenAICompatEngine:
             body["seed"] = opts["seed"]
         if opts.get("num_predict") is not None and opts["num_predict"] > 0:
             body["max_tokens"] = opts["num_predict"]
+        if opts.get("stop"):
+            body["stop"] = list(opts["stop"])  # Ollama's option of the same name
         if think is not None:
             # passed to the chat template by all three servers: Qwen3-style templates
             # pre-close the think block with False; templates without the switch ignore it

@@ -319,6 +319,12 @@ class EvalRunner:
         self.sink(ItemStarted(model, item.id, pos))
         opts = {"num_ctx": self.guard.num_ctx(model), "num_predict": self.s.num_predict,
                 "temperature": self.s.temperature, "seed": self.s.seed}
+        if self.s.suite == "gsm8k":
+            # lm-eval's task ends generation at these strings: a model that goes on to write
+            # the next "Q:" itself would otherwise hand the flexible rule a stray number
+            from sparkctl.core.suites.gsm8k import LM_EVAL_UNTIL
+
+            opts["stop"] = list(LM_EVAL_UNTIL)
         stream = self.engine.generate(model, item.prompt, options=opts,
                                       keep_alive=parse_keep_alive(self.s.keep_alive).wire,
                                       think=self.guard.think_for(model))
@@ -485,6 +491,10 @@ class EvalRunner:
             "num_predict": s.num_predict, "temperature": s.temperature, "num_ctx": self.guard.num_ctx(run.model),
             "keep_alive": parse_keep_alive(s.keep_alive).wire, "think": s.think,
         }
+        if s.suite == "gsm8k":
+            from sparkctl.core.suites.gsm8k import LM_EVAL_UNTIL
+
+            params["stop"] = json.dumps(list(LM_EVAL_UNTIL))
         invalid = list(g.invalid)
         tags = {
             "sparkctl.version": __version__, "sparkctl.kind": "eval", "eval.suite": s.suite,
