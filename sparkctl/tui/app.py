@@ -40,7 +40,7 @@ class SparkApp(App):
     # The Models and Bench screens (and the services behind them) are imported when first
     # opened: ~0.15 s that the first frame does not need.
     MODES = {"dashboard": DashboardScreen, "models": lambda: _models_screen(), "bench": lambda: _bench_screen(),
-             "runs": lambda: _runs_screen()}
+             "runs": lambda: _runs_screen(), "eval": lambda: _eval_screen()}
     DEFAULT_MODE = "dashboard"
     BINDINGS = [
         ("d", "switch_mode('dashboard')", "Dashboard"),
@@ -49,6 +49,7 @@ class SparkApp(App):
         ("q", "quit", "Quit"),
         # after Quit: where the footer is too narrow for every key, Runs is the one cut
         Binding("h", "switch_mode('runs')", "Runs"),
+        Binding("e", "switch_mode('eval')", "Eval"),
         Binding("question_mark", "help", "Help", show=False),
     ]
 
@@ -285,7 +286,7 @@ class SparkApp(App):
 
     async def action_quit(self) -> None:
         self._stopping = True
-        benches = [w for w in self.workers if w.group == "bench" and not w.is_finished]
+        benches = [w for w in self.workers if w.group in ("bench", "eval") and not w.is_finished]
         if benches:
             # A bench stopped by quitting still puts lane models back and records its runs:
             # leaving now would cancel that wrap-up with the event loop.
@@ -328,6 +329,12 @@ def _runs_screen():
     from sparkctl.tui.screens.runs import RunsScreen
 
     return RunsScreen()
+
+
+def _eval_screen():
+    from sparkctl.tui.screens.eval import EvalScreen
+
+    return EvalScreen()
 
 
 def make_app(
