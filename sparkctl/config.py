@@ -541,8 +541,8 @@ def user_file_value(cfg: Config, key: str) -> str:
     if src is None or (cfg.state_file and src == cfg.state_file):
         # set by the owned file (or not at all): the user's value is what the owned file
         # recorded as its base
-        if src is None:
-            return ""
+        if src is None:  # a Config built in code: its lanes are the user's own
+            return cfg.lanes.get(key.partition(".")[2], "") if key.startswith("lanes.") else ""
         from sparkctl.statefile import read_state
 
         return read_state(Path(cfg.state_file)).base.get(key, "")

@@ -291,6 +291,7 @@ class RunsScreen(Screen):
         Binding("c", "chart", "Chart"),
         Binding("n", "more", "More", show=False),
         Binding("B", "rebench", "Re-bench lanes", show=False),
+        Binding("P", "promote", "Promote", show=False),
     ]
 
     def __init__(self, *args, **kwargs) -> None:
@@ -465,6 +466,49 @@ class RunsScreen(Screen):
             from sparkctl.tui.screens.run_charts import HistoryChartScreen
 
             self.app.push_screen(HistoryChartScreen(store, row.model))
+
+    def action_promote(self) -> None:
+        """P: promote the selected run's model to a lane, after a dialog that shows the
+        preconditions and their evidence (the same checks as `sparkctl promote`)."""
+        row, store = self.selected(), getattr(self.app, "store", None)
+        lanes = list(self.app.config.lanes)
+        if row is None or not row.model or store is None:
+            return
+        if not lanes:
+            self.notify("no lanes in [lanes] of your sparkctl.toml to promote into", severity="warning")
+            return
+        from sparkctl.tui.screens.promote import PromoteDialog
+
+        lane = "production" if "production" in lanes else lanes[0]
+        self.app.push_screen(PromoteDialog(row.model, lanes, lane, store), callback=self._promote_confirmed)
+
+    def _promote_confirmed(self, answer) -> None:
+        if answer is not None:
+            plan, force = answer
+            self.notify(f"promoting {plan.model} to lane {plan.lane}: loading and verifying…", timeout=5)
+            self.run_promotion(plan, force)
+
+    @work(group="promote", exclusive=True, exit_on_error=False)
+    async def run_promotion(self, plan, force: bool) -> None:
+        from dataclasses import replace
+
+        from sparkctl.engines.base import EngineError
+        from sparkctl.services.lanes import execute
+
+        app = self.app
+        try:
+            out = await execute(app.config, app.engine, app.probes, plan, force=force, recorder=app.recorder)
+        except EngineError as exc:
+            self.notify(f"promotion failed: {exc.message}; lane {plan.lane} unchanged", severity="error", timeout=15)
+            return
+        if out.changed:
+            cfg = app.config
+            app.config = replace(cfg, lanes={**cfg.lanes, plan.lane: plan.model},
+                                 sources={**cfg.sources, f"lanes.{plan.lane}": out.state_file})
+        lines = [line for line in out.lines() if not line.startswith("  -  ")]
+        failed = bool(out.error) or (out.hook is not None and not out.hook.ok)
+        self.notify("\n".join(lines[-8:]), severity="error" if failed else "information", timeout=20)
+        self.action_reload()
 
     def action_more(self) -> None:
         if len(self.rows) >= self.limit and not self.loading:

@@ -1,0 +1,89 @@
+"""Promote from the Runs screen: a dialog that checks the preconditions of putting a run's
+model on a lane and shows their evidence, then answers with the plan (and whether to
+force it). The switch itself runs in the Runs screen's worker through the same service as
+`sparkctl promote` (services/lanes)."""
+
+from __future__ import annotations
+
+from textual import work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
+from textual.screen import ModalScreen
+from textual.widgets import Button, Checkbox, Label, Select, Static
+
+
+class PromoteDialog(ModalScreen["tuple[object, bool] | None"]):
+    """Answers (PromotionPlan, force) or None (cancelled)."""
+
+    DEFAULT_CSS = """
+    PromoteDialog { align: center middle; }
+    PromoteDialog > Vertical {
+        width: 110; height: auto; max-height: 90%; padding: 1 2;
+        border: round $warning; background: $panel;
+    }
+    PromoteDialog #promote-title { text-style: bold; margin-bottom: 1; }
+    PromoteDialog #promote-evidence { height: auto; margin: 1 0; }
+    PromoteDialog Horizontal { height: auto; align-horizontal: right; }
+    PromoteDialog Button { margin-left: 2; }
+    """
+    BINDINGS = [Binding("escape", "cancel", "Cancel")]
+
+    def __init__(self, model: str, lanes: list[str], lane: str, store) -> None:
+        super().__init__()
+        self.model, self.lanes, self.lane, self.store = model, lanes, lane, store
+        self.plan = None
+
+    def compose(self) -> ComposeResult:
+        with Vertical():
+            yield Label(f"Promote {self.model} to a lane", id="promote-title")
+            yield Select([(lane, lane) for lane in self.lanes], value=self.lane, allow_blank=False, id="promote-lane")
+            yield Checkbox("swap: unload the lane's current model once the new one is verified", id="promote-swap")
+            yield Static("checking the preconditions…", id="promote-evidence")
+            with Horizontal():
+                yield Button("Cancel", id="cancel")
+                yield Button("Force", id="force", variant="error", disabled=True)
+                yield Button("Promote", id="promote", variant="warning", disabled=True)
+
+    def on_mount(self) -> None:
+        self.query_one("#cancel", Button).focus()
+        self.check()
+
+    def on_select_changed(self, event: Select.Changed) -> None:
+        self.lane = str(event.value)
+        self.check()
+
+    def on_checkbox_changed(self, event: Checkbox.Changed) -> None:
+        self.check()
+
+    @work(group="promote-plan", exclusive=True, exit_on_error=False)
+    async def check(self) -> None:
+        from sparkctl.engines.base import EngineError
+        from sparkctl.services.lanes import LaneError, plan_promotion
+
+        self.plan = None
+        self.query_one("#promote", Button).disabled = True
+        self.query_one("#force", Button).disabled = True
+        evidence = self.query_one("#promote-evidence", Static)
+        evidence.update("checking the preconditions…")
+        app = self.app
+        try:
+            plan = await plan_promotion(app.config, app.engine, app.probes, self.store, self.lane, self.model,
+                                        swap=self.query_one("#promote-swap", Checkbox).value)
+        except (LaneError, EngineError, ValueError) as exc:
+            evidence.update(f"cannot promote: {getattr(exc, 'message', None) or exc}")
+            return
+        self.plan = plan
+        evidence.update("\n".join(plan.lines()))
+        self.query_one("#promote", Button).disabled = bool(plan.unmet)
+        self.query_one("#force", Button).disabled = not plan.unmet
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        event.stop()
+        if event.button.id == "cancel" or self.plan is None:
+            self.dismiss(None)
+        else:
+            self.dismiss((self.plan, event.button.id == "force"))
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)
