@@ -295,3 +295,45 @@ async def test_compare_pairs_the_same_items_and_reports_the_accuracy_difference(
     sides = cmp.to_dict()["models"]
     assert sides[0]["gsm8k_strict"] == 1.0 and sides[1]["gsm8k_strict"] == pytest.approx(0.5)
     assert any(d["metric"] == "gsm8k_strict" and d["verdict"] == "worse" for d in cmp.to_dict()["differences"])
+
+
+def write_ifeval(folder: Path) -> Path:
+    """Six IFEval-format items: three ask for all lowercase, three for no commas."""
+    folder.mkdir(parents=True, exist_ok=True)
+    rows = []
+    for k in range(3):
+        rows.append({"key": 100 + k, "prompt": f"Describe place number {k} in lowercase letters only.",
+                     "instruction_id_list": ["change_case:english_lowercase"], "kwargs": [{}]})
+        rows.append({"key": 200 + k, "prompt": f"List three fruits for day {k} without using any commas.",
+                     "instruction_id_list": ["punctuation:no_comma"], "kwargs": [{}]})
+    (folder / "ifeval-input.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return folder
+
+
+async def test_ifeval_scores_instructions_strict_and_loose(serve, mlflow_store, tmp_path):  # noqa: F811
+    """A follows both instructions; B shouts, and puts commas in its list, but only on its
+    first line (which the loose reading drops): strict fails, loose passes for the commas."""
+    state = bench_scenario(tokens_per_s=None)
+
+    def answers(model: str, prompt: str) -> str | None:
+        good = model.startswith("llama")
+        if "lowercase" in prompt:
+            return "a quiet town by the sea." if good else "A QUIET TOWN BY THE SEA."
+        if "commas" in prompt:
+            return "apple pear plum" if good else "Sure, here you go:\napple pear plum"
+        return None
+
+    state.answers = answers
+    server = serve(state)
+    cfg = config(write_ifeval(tmp_path / "suites"))
+    _r, (a, b), _ = await run_eval(server.url, cfg, mlflow_store, tmp_path / "spool.jsonl", [A, B], suite="ifeval",
+                                   n="all", think=False)
+    assert a.summary["ifeval_prompt_strict"] == 1.0 and a.summary["ifeval_inst_loose"] == 1.0
+    assert b.summary["ifeval_prompt_strict"] == 0.0
+    assert b.summary["ifeval_prompt_loose"] == pytest.approx(0.5)  # the comma items pass loose
+    rec = run_in_store(mlflow_store, b.run_id)
+    assert set(rec["metrics"]) >= {"ifeval_prompt_strict", "ifeval_inst_strict", "ifeval_prompt_loose",
+                                   "ifeval_inst_loose", "dnf_count"}
+    rows = [json.loads(line) for line in mlflow_store.read_artifact(b.run_id, "items.jsonl").splitlines()]
+    comma = next(r for r in rows if r["item_id"] == "200")
+    assert comma["verdict"]["instructions"] == [{"id": "punctuation:no_comma", "strict": False, "loose": True}]
