@@ -272,11 +272,16 @@ def _find(models, name: str):
 
 async def _fit_check(cfg, engine, probes, model, incumbent, settings, swap):
     fit = await fit_check(cfg, engine, probes, model, settings.num_ctx)
+    if settings.num_ctx and fit.estimate.num_ctx < settings.num_ctx:
+        # the engine caps a context at the model's trained one: say what it will run at
+        settings = replace(settings, num_ctx=fit.estimate.num_ctx,
+                           why=f"{settings.why}; capped at {model}'s trained context")
+        fit = await fit_check(cfg, engine, probes, model, settings.num_ctx)  # the load sends what it plans for
     v = fit.verdict
     check, swap_first = rules.judge_fit(
         model, incumbent, fit.summary(), refusal_reason(fit),
         v.evicts_lanes if v else (), bool(v and v.fits), swap, same_model)
-    return fit, check, swap_first
+    return fit, check, swap_first, settings
 
 
 async def plan_promotion(cfg: Config, engine, probes, store, lane: str, model: str, *, swap: bool = False,
@@ -294,7 +299,7 @@ async def plan_promotion(cfg: Config, engine, probes, store, lane: str, model: s
     settings = lane_settings(cfg, _find(resident, incumbent), now, num_ctx=num_ctx, keep_alive=keep_alive)
     kind = getattr(engine, "kind", "ollama")
     evidence = asyncio.to_thread(_evidence_checks, store, model, incumbent, kind, version)
-    (fit, fit_check_, swap_first), (bench, quality) = await asyncio.gather(
+    (fit, fit_check_, swap_first, settings), (bench, quality) = await asyncio.gather(
         _fit_check(cfg, engine, probes, model, incumbent, settings, swap), evidence)
     return PromotionPlan("promote", lane, model, incumbent, kind, version, engine.host,
                          (bench, quality, fit_check_), fit, swap, swap_first, settings, resident,
@@ -320,7 +325,7 @@ async def plan_rollback(cfg: Config, engine, probes, lane: str, *, swap: bool = 
         settings = replace(settings, num_ctx=entry.previous_ctx,
                            why=settings.why.replace("the incumbent's context", f"{target}'s context before"))
     kind = getattr(engine, "kind", "ollama")
-    fit, fit_check_, swap_first = await _fit_check(cfg, engine, probes, target, current, settings, swap)
+    fit, fit_check_, swap_first, settings = await _fit_check(cfg, engine, probes, target, current, settings, swap)
     undo = rules.Precondition(
         "undo", rules.MET, f"undoes the promotion of {entry.model} on {entry.at} "
         f"({entry.previous} served the lane before it)", runs=entry.evidence)
