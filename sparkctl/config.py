@@ -456,7 +456,8 @@ def parse_config(text: str, origin: str = "<config>", env: dict[str, str] | None
         )
     env_host = env.get("OLLAMA_HOST", "").strip()
     if env_host:
-        cfg = replace(cfg, engine=replace(cfg.engine, host=env_host))
+        cfg = replace(cfg, engine=replace(cfg.engine, host=env_host),
+                      sources={**cfg.sources, "engine.host": "$OLLAMA_HOST"})
     return cfg
 
 
@@ -572,6 +573,10 @@ def to_toml_dict(cfg: Config) -> dict[str, Any]:
     for name, (cls, _checks) in SECTIONS.items():
         section = getattr(cfg, name)
         out[name] = {f.name: getattr(section, f.name) for f in fields(cls)}
+    profiles = out["bench"].pop("profiles", ())
+    if profiles:  # back as [bench.profiles.NAME] tables, None values left out (TOML has no null)
+        out["bench"]["profiles"] = {
+            p.name: {k: v for k, v in vars(p).items() if k != "name" and v is not None} for p in profiles}
     out["lanes"] = dict(cfg.lanes)
     if cfg.lanes_on_change:
         out["lanes"]["on_change"] = cfg.lanes_on_change

@@ -92,7 +92,8 @@ def main(argv: list[str] | None = None) -> int:
     from sparkctl.services.factory import SetupError
 
     try:
-        cfg = _load_config(args)
+        # `config --init` writes the file that loading would look for: nothing to load yet
+        cfg = None if (args.command == "config" and getattr(args, "init", False)) else _load_config(args)
         handler = getattr(args, "handler", None) or cmd_tui
         return int(handler(args, cfg))
     # every message may quote a URL the user wrote: credentials in it are never printed

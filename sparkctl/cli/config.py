@@ -2,12 +2,38 @@
 
 from __future__ import annotations
 
-from sparkctl.cli.exitcodes import EXIT_OK
+from sparkctl.cli.exitcodes import EXIT_BAD_INPUT, EXIT_OK, EXIT_REFUSED, CliError
 
 
 def register(sub) -> None:
-    c = sub.add_parser("config", help="print the effective configuration and where it came from")
+    c = sub.add_parser("config", help="print the effective configuration and where it came from; --init writes the documented default")
+    c.add_argument("--init", action="store_true",
+                   help="write the documented default config to the user config file (or --config FILE); "
+                        "never overwrites")
     c.set_defaults(handler=cmd_config)
+
+
+def default_config_text() -> str:
+    """The documented default (the repo's sparkctl.toml, shipped in the package)."""
+    from importlib.resources import files
+
+    return files("sparkctl.defaults").joinpath("sparkctl.toml").read_text(encoding="utf-8")
+
+
+def cmd_init(args) -> int:
+    from pathlib import Path
+
+    from sparkctl import paths
+
+    target = Path(args.config) if args.config else paths.user_config_file()
+    if target.exists():
+        raise CliError(f"{target}: already exists; not overwritten (edit it, or move it away first)", EXIT_REFUSED)
+    try:
+        paths.atomic_write_text(target, default_config_text())
+    except OSError as exc:
+        raise CliError(f"{target}: cannot write ({exc.strerror})", EXIT_BAD_INPUT) from None
+    print(f"wrote the documented default config to {target}")
+    return EXIT_OK
 
 
 def cmd_config(args, cfg) -> int:
@@ -16,7 +42,13 @@ def cmd_config(args, cfg) -> int:
 
     # Shown, never saved: credentials in [tracking] uri, [engine] host, [engines.*] url
     # (user:token@, ?api_key=) print as ***.
+    if args.init:
+        return cmd_init(args)
     print(f"# source: {cfg.source}")
+    if cfg.source == "built-in defaults":
+        from sparkctl import paths
+
+        print(f"# no config file: `sparkctl config --init` writes the documented default to {paths.user_config_file()}")
     if cfg.state_file:
         from pathlib import Path
 

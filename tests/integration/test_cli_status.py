@@ -244,3 +244,30 @@ def test_status_text_shows_a_bench_engine_answering_500_as_an_engine_error(fake,
     assert proc.returncode == 0, proc.stderr  # the exit code follows the main engine
     line = next(ln for ln in proc.stdout.splitlines() if ln.startswith("bench    llama:"))
     assert "reachable, engine error:" in line and "failed to load model" in line and "UNREACHABLE" not in line
+
+
+def test_config_init_writes_the_documented_default_once(tmp_path, capsys, monkeypatch):
+    from sparkctl import cli, paths
+
+    monkeypatch.chdir(tmp_path)  # no ./sparkctl.toml: the look-up ends at the built-in defaults
+    target = paths.user_config_file()
+    assert not target.exists()
+    assert cli.main(["config"]) == 0  # no file: says where one would go, writes nothing
+    out = capsys.readouterr().out
+    assert "# source: built-in defaults" in out and f"--init` writes the documented default to {target}" in out
+    assert not target.exists()
+    assert cli.main(["config", "--init"]) == 0
+    assert target.read_text() == (Path(cli.__file__).parents[2] / "sparkctl.toml").read_text()
+    assert cli.main(["config", "--init"]) == 4
+    assert "already exists; not overwritten" in capsys.readouterr().err
+    other = tmp_path / "team.toml"
+    assert cli.main(["--config", str(other), "config", "--init"]) == 0 and other.is_file()
+
+
+def test_config_says_where_the_engine_host_came_from(tmp_path, capsys, monkeypatch):
+    from sparkctl import cli
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("OLLAMA_HOST", "http://10.0.0.5:11434")
+    assert cli.main(["config"]) == 0
+    assert 'host = "http://10.0.0.5:11434"  # $OLLAMA_HOST' in capsys.readouterr().out

@@ -1,0 +1,1 @@
+"""Files shipped with the package: the documented default config (`sparkctl config --init`)."""
