@@ -50,6 +50,8 @@ def render_status(r: StatusReport) -> str:
         lines.append("resident (unknown: the engine answered with an error)")
     if r.attribution is not None and r.attribution.mismatch:
         lines.append(f"  WARNING: {r.attribution.mismatch}")
+    for lane, model in r.lanes_not_resident:
+        lines.append(f"  WARNING: lane {lane}: {model} is not resident (its next request loads it cold)")
 
     for ne in map(redact_named_status, r.engines):
         if ne.reachable and ne.error is not None:

@@ -158,6 +158,13 @@ class StatusReport:
     attribution: GpuAttribution | None
     at: datetime
     engines: tuple[NamedEngineStatus, ...] = ()  # the [engines.NAME] entries, when configured
+    # each [lanes] entry as (lane, model, resident); None while resident models are unknown
+    lanes: tuple[tuple[str, str, bool], ...] | None = None
+
+    @property
+    def lanes_not_resident(self) -> list[tuple[str, str]]:
+        """Lanes whose model is not loaded: the router's next request to one loads it cold."""
+        return [(lane, model) for lane, model, resident in (self.lanes or ()) if not resident]
 
 
 def _processes(gpu: GpuReport) -> tuple | None:
@@ -188,7 +195,13 @@ def build_report(
     known = engine.reachable and engine.error is None
     attribution = attribute_gpu_memory(engine.resident, _processes(host.gpu)) if known else None
     engines = tuple(redact_named_status(e) for e in engines)
-    return StatusReport(redact_engine_status(engine), host, budget, rows, attribution, now, engines)
+    lanes = None
+    if known:
+        from sparkctl.core.names import same_model
+
+        lanes = tuple((lane, model, any(same_model(m.name, model) for m in engine.resident))
+                      for lane, model in cfg.lanes.items())
+    return StatusReport(redact_engine_status(engine), host, budget, rows, attribution, now, engines, lanes)
 
 
 def redact_engine_status(e: EngineStatus) -> EngineStatus:
@@ -277,6 +290,9 @@ def report_to_dict(r: StatusReport) -> dict[str, Any]:
             }
             for row in r.rows
         ],
+        "lanes": None if r.lanes is None else [
+            {"lane": lane, "model": model, "resident": resident} for lane, model, resident in r.lanes],
+        "warnings": [f"lane {lane}: {model} is not resident" for lane, model in r.lanes_not_resident],
         "gpu_attribution": None,
         "budget": None,
         "memory": None,

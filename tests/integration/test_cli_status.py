@@ -271,3 +271,15 @@ def test_config_says_where_the_engine_host_came_from(tmp_path, capsys, monkeypat
     monkeypatch.setenv("OLLAMA_HOST", "http://10.0.0.5:11434")
     assert cli.main(["config"]) == 0
     assert 'host = "http://10.0.0.5:11434"  # $OLLAMA_HOST' in capsys.readouterr().out
+
+
+def test_a_lane_whose_model_is_not_resident_is_a_warning_in_text_and_json(fake, tmp_path):
+    text = cfg_for(fake.url) + 'fast = "qwen3:4b"\n'  # production is loaded in the fake; fast is not
+    proc, _ = run_cli("status", "--json", config_text=text, tmp_path=tmp_path)
+    data = json.loads(proc.stdout)
+    assert data["lanes"] == [{"lane": "production", "model": "gpt-oss:120b", "resident": True},
+                             {"lane": "fast", "model": "qwen3:4b", "resident": False}]
+    assert data["warnings"] == ["lane fast: qwen3:4b is not resident"]
+    proc, _ = run_cli("status", config_text=text, tmp_path=tmp_path)
+    assert "WARNING: lane fast: qwen3:4b is not resident" in proc.stdout
+    assert "lane production" not in proc.stdout.split("WARNING")[-1]
