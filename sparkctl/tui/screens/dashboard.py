@@ -30,6 +30,14 @@ class Panel(Static):
         set_if_changed(self, text)
 
 
+def _home(path: str) -> str:
+    """A path as a user types it: ~ for the home directory."""
+    import os
+
+    home = os.path.expanduser("~")
+    return "~" + path[len(home):] if home != "/" and path.startswith(home + os.sep) else path
+
+
 def set_if_changed(widget: Static, text: Text | str) -> None:
     """Update a Static only when its text changed: every update re-runs the screen layout,
     and the dashboard must idle at <= 2% of a core."""
@@ -49,6 +57,7 @@ class DashboardScreen(Screen):
             yield BudgetBar(id="budget")
         with Vertical(id="resident-box") as v:
             v.border_title = "Resident models"
+            yield Static("", id="first-run")
             yield DataTable(id="resident", cursor_type="row", zebra_stripes=True)
             yield Label("", id="attribution")
             yield Label("", id="lanes-cold")
@@ -74,6 +83,9 @@ class DashboardScreen(Screen):
         table = self.query_one("#resident", DataTable)
         table.add_columns(*RESIDENT_COLUMNS)
         self.query_one("#lanes-cold", Label).styles.padding = (0, 1)
+        first = self.query_one("#first-run", Static)
+        first.styles.padding = (0, 1)
+        first.display = False
         self.query_one("#engine", Panel).border_title = "Engine"
         self.query_one("#gpu", Panel).border_title = "GPU"
         self.query_one("#pressure", Panel).border_title = "Memory pressure"
@@ -98,12 +110,7 @@ class DashboardScreen(Screen):
     def _show_cold_lanes(self, r: StatusReport) -> None:
         """Mark every lane whose model is not resident (the router's next request to it
         loads it cold). Hidden while all are resident or the engine's state is unknown."""
-        from sparkctl.core.names import same_model
-
-        cold = []
-        if r.engine.reachable and r.engine.error is None:
-            cold = [(lane, model) for lane, model in self.app.config.lanes.items()
-                    if not any(same_model(row.model.name, model) for row in r.rows)]
+        cold = r.lanes_not_resident
         label = self.query_one("#lanes-cold", Label)
         label.display = bool(cold)
         if cold:
@@ -120,9 +127,38 @@ class DashboardScreen(Screen):
         self.query_one(BudgetBar).show(report.budget)
         self._show_resident(report)
         self._show_engine(report)
+        self._show_first_run(report)
         self._show_gpu(report)
         self._show_pressure(report)
         self._show_history(report)
+
+    def _show_first_run(self, r: StatusReport) -> None:
+        """No engine answered: what was looked for, how that address was chosen, how to
+        point elsewhere; the sampler keeps retrying, so this goes away by itself."""
+        panel = self.query_one("#first-run", Static)
+        down = not r.engine.reachable and r.engine.error != "connecting…"
+        panel.display = down
+        self.query_one("#resident", DataTable).display = not down
+        if not down:
+            return
+        from sparkctl import paths
+        from sparkctl.core.redact import redact_uri
+
+        cfg = self.app.config
+        source = cfg.sources.get("engine.host")
+        how = ("$OLLAMA_HOST" if source == "$OLLAMA_HOST" else f"[engine] host in {_home(source)}" if source
+               else "default: no config, no $OLLAMA_HOST")
+        config_file = _home(cfg.source) if cfg.source != "built-in defaults" else (
+            f"{_home(str(paths.user_config_file()))} (sparkctl config --init)")
+        # four short lines: at 80x24 the box holds about that many
+        t = Text()
+        t.append(f"No engine at {redact_uri(r.engine.host)}", style="bold yellow")
+        t.append(f" ({how})\n")
+        t.append("Start it: `ollama serve`")
+        t.append(f" · retrying every {cfg.ui.refresh_s:g} s (r: now)\n", style="dim")
+        t.append("Elsewhere: OLLAMA_HOST=http://HOST:11434, or [engine] host in\n")
+        t.append(config_file)
+        set_if_changed(panel, t)
 
     def _show_resident(self, r: StatusReport) -> None:
         table = self.query_one("#resident", DataTable)
