@@ -30,6 +30,8 @@ from sparkctl.tui.themes import load_themes
 
 FALLBACK_THEME = "sparkctl-dark"
 VERSION_EVERY_S = 10.0  # /api/ps every refresh; /api/version this often or after a failure
+# worker groups that quitting would interrupt: the app asks first
+BUSY_GROUPS = {"bench": "a bench", "eval": "an eval", "pull": "a pull"}
 DRIFT_DELAY_S = 3.0  # after the engine's version is first seen: the lane re-bench check
 ENGINES_REFRESH_S = 5.0  # the extra [engines.NAME] servers: a few seconds is fresh enough
 
@@ -285,6 +287,24 @@ class SparkApp(App):
             self.sample_named_engines()
 
     async def action_quit(self) -> None:
+        """q / ctrl+q: during a bench, an eval or a pull, ask first (quitting stops it)."""
+        busy = sorted({w.group for w in self.workers if w.group in BUSY_GROUPS and not w.is_finished})
+        if busy:
+            from sparkctl.tui.widgets.model_dialogs import ConfirmDialog
+
+            what = " and ".join(BUSY_GROUPS[g] for g in busy)
+            question = (f"{what[0].upper()}{what[1:]} is running. Quit anyway? A bench or eval is stopped and "
+                        "recorded KILLED, its lane models put back first; a pull can be resumed later.")
+
+            def answered(yes: bool | None) -> None:
+                if yes:
+                    self.call_later(self.stop_and_quit)
+
+            self.push_screen(ConfirmDialog(question, yes_label="Stop and quit"), answered)
+            return
+        await self.stop_and_quit()
+
+    async def stop_and_quit(self) -> None:
         self._stopping = True
         benches = [w for w in self.workers if w.group in ("bench", "eval") and not w.is_finished]
         if benches:

@@ -190,7 +190,7 @@ async def test_quitting_mid_bench_still_restores_lanes_and_records_the_run(serve
             await pilot.pause(0.05)
             if int(app.screen.query_one(Gauges).values["tokens"] or 0) > 10:
                 break
-        await app.action_quit()
+        await app.stop_and_quit()  # what "Stop and quit" in the quit dialog runs
     assert [r.status for r in records] == ["KILLED"]
     assert records[0].tags["guard.lane_restore"].startswith("restored")
     r = state.resident.get("qwen3:8b")
@@ -249,3 +249,22 @@ async def test_escape_leaves_the_model_field_so_the_footer_keys_work(serve):
         await pilot.press("escape", "d")
         await pilot.pause(0.2)
         assert app.current_mode == "dashboard"
+
+
+async def test_quitting_during_a_bench_asks_first(serve):
+    server = serve(bench_scenario(tokens_per_s=100.0, runaway="response"))
+    records = []
+    app = build(server, config(num_predict=100000, warmup=0, reps=1), recorder=records.append)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await start(app, pilot, "llama3.2:3b")
+        await pilot.press("q")
+        await pilot.pause(0.2)
+        assert type(app.screen).__name__ == "ConfirmDialog"
+        assert "A bench is running. Quit anyway?" in str(app.screen.query_one("#confirm-question").render())
+        await pilot.press("n")  # no: the bench goes on
+        await pilot.pause(0.2)
+        assert type(app.screen).__name__ == "BenchScreen" and app.is_running
+        assert any(w.group == "bench" and not w.is_finished for w in app.workers)
+        await pilot.press("q", "y")  # yes: stopped, recorded, then the app exits
+        await pilot.pause(3)
+    assert [r.status for r in records] == ["KILLED"]

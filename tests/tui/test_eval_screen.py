@@ -241,7 +241,7 @@ async def test_quitting_mid_eval_still_records_the_run(serve, tmp_path):
             await pilot.pause(0.05)
             if "tokens" in screen.query_one(EvalStats).current:
                 break
-        await app.action_quit()
+        await app.stop_and_quit()  # what "Stop and quit" in the quit dialog runs
     assert [r.status for r in records] == ["KILLED"]
 
 
