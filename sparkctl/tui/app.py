@@ -44,6 +44,8 @@ class SparkApp(App):
     MODES = {"dashboard": DashboardScreen, "models": lambda: _models_screen(), "bench": lambda: _bench_screen(),
              "runs": lambda: _runs_screen(), "eval": lambda: _eval_screen()}
     DEFAULT_MODE = "dashboard"
+    # sparkctl's own commands in the palette (ctrl+p), beside Textual's (theme, keys, quit)
+    COMMANDS = App.COMMANDS | {lambda: _sparkctl_commands()}
     BINDINGS = [
         ("d", "switch_mode('dashboard')", "Dashboard"),
         ("m", "switch_mode('models')", "Models"),
@@ -53,6 +55,8 @@ class SparkApp(App):
         Binding("h", "switch_mode('runs')", "Runs"),
         Binding("e", "switch_mode('eval')", "Eval"),
         Binding("question_mark", "help", "Help", show=False),
+        Binding("y", "sync", "Sync runs", show=False),
+        Binding("o", "show_config", "Config", show=False),
     ]
 
     # a var, not a reactive: setting it must not repaint the whole screen twice a second
@@ -60,6 +64,7 @@ class SparkApp(App):
     engines_status: var[tuple] = var((), always_update=True)
     # lanes whose last valid bench ran on another engine version: (lane, message) pairs
     stale_lanes: var[tuple] = var(())
+    pending_runs: var[int] = var(0)  # runs in the spool not yet in MLflow (y syncs them)
 
     def __init__(
         self,
@@ -96,11 +101,13 @@ class SparkApp(App):
         self.history_gpu: deque[float] = deque(maxlen=n)
         self._stopping = False
         self._drift_checked: tuple[str, str] | None = None
+        # model keys side-loaded from the Models screen: "contender" until promoted or unloaded
+        self.contenders: set[str] = set()
 
     # ---- start-up ------------------------------------------------------------------------
 
     def on_mount(self) -> None:
-        from sparkctl.core.redact import redact_uri; self.sub_title = f"v{__version__} · {redact_uri(self.config.engine.host)}"  # noqa: E702
+        self._show_sub_title()
         for theme in self._themes:
             self.register_theme(theme)
         wanted = self.config.ui.theme
@@ -189,6 +196,8 @@ class SparkApp(App):
         """Schedule the next sample once this one has finished. One timer per group: a
         sample cancelled by a manual refresh schedules nothing, so the chains never fork."""
         w = event.worker
+        if w.group in ("bench", "eval", "recover") and w.is_finished and not self._stopping:
+            self.count_pending()  # a run that could not reach MLflow waits in the spool
         if event.state not in (WorkerState.SUCCESS, WorkerState.ERROR) or self._stopping:
             return
         if event.state is WorkerState.ERROR:
@@ -241,6 +250,57 @@ class SparkApp(App):
 
     def on_named_engines_sampled(self, message: NamedEnginesSampled) -> None:
         self.engines_status = message.statuses
+
+    def _show_sub_title(self) -> None:
+        from sparkctl.core.redact import redact_uri
+
+        text = f"v{__version__} · {redact_uri(self.config.engine.host)}"
+        if self.pending_runs:
+            text += f" · {self.pending_runs} run(s) to sync (y)"
+        self.sub_title = text
+
+    def watch_pending_runs(self, _count: int) -> None:
+        self._show_sub_title()
+
+    @work(thread=True, group="spool-count", exclusive=True, exit_on_error=False)
+    def count_pending(self) -> None:
+        try:
+            n = len(self.spool.pending()) if self.spool is not None else 0
+        except OSError:
+            return
+        self.call_from_thread(setattr, self, "pending_runs", n)
+
+    def action_sync(self) -> None:
+        if self.spool is None or self.store is None:
+            self.notify("no spool or store to sync", severity="warning")
+            return
+        self.notify("syncing the spooled runs to MLflow…", timeout=4)
+        self.sync_runs()
+
+    @work(thread=True, group="sync", exclusive=True, exit_on_error=False)
+    def sync_runs(self) -> None:
+        """`sparkctl sync` from the TUI: every spooled run into MLflow, then a recount."""
+        from sparkctl.core.redact import redact_text
+        from sparkctl.tracking.sync import sync_pending
+
+        try:
+            synced, failed = sync_pending(self.spool, self.store)
+        except Exception as exc:
+            self.call_from_thread(self.notify, f"sync failed: {redact_text(str(exc))}", severity="error", timeout=10)
+            return
+        if failed:
+            message = f"{synced} run(s) written to MLflow; {len(failed)} not: {redact_text(failed[0][1])}"
+            self.call_from_thread(self.notify, message, severity="error", timeout=10)
+        else:
+            self.call_from_thread(self.notify, f"{synced} run(s) written to MLflow ({self.store.display_uri})",
+                                  timeout=6)
+        self.count_pending()
+
+    def action_show_config(self) -> None:
+        from sparkctl.tui.screens.config_view import ConfigScreen
+
+        if not isinstance(self.screen, ConfigScreen):
+            self.push_screen(ConfigScreen(self.config))
 
     def action_help(self) -> None:
         from sparkctl.tui.screens.help import HelpScreen
@@ -331,6 +391,12 @@ class SparkApp(App):
                     await close()
                 except Exception:  # closing a dead connection must not turn quit into a crash
                     pass
+
+
+def _sparkctl_commands():
+    from sparkctl.tui.commands import SparkctlCommands
+
+    return SparkctlCommands
 
 
 def _models_screen():
