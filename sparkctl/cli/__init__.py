@@ -75,8 +75,11 @@ def _load_config(args):
 def cmd_tui(args, cfg) -> int:
     from sparkctl.tui.app import make_app
 
-    make_app(cfg).run()
-    return EXIT_OK
+    app = make_app(cfg)
+    app.run()
+    # Textual sets return_code to 1 when an unhandled exception ended the app: a crash
+    # must not exit 0 (scripts and `make run` see it)
+    return app.return_code or EXIT_OK
 
 
 def main(argv: list[str] | None = None) -> int:

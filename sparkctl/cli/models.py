@@ -85,11 +85,21 @@ def _name(raw: str) -> str:
     try:
         return validate_model_name(raw)
     except InvalidModelName as exc:
-        raise CliError(str(exc), EXIT_BAD_INPUT) from None
+        # Checked before any request, so no local list to compare with; but "qwen3:8 b"
+        # (a stray space) has an obvious reading.
+        squeezed = "".join(raw.split())
+        hint = ""
+        if squeezed != raw.strip() and squeezed:
+            try:
+                hint = f"; did you mean {validate_model_name(squeezed)}?"
+            except InvalidModelName:
+                pass
+        raise CliError(f"{exc}{hint}", EXIT_BAD_INPUT) from None
 
 
 def _run(cfg, fn) -> Any:
-    """Run `fn(engine)` (a coroutine function) against a fresh engine, closing it after."""
+    """Run `fn(engine)` (a coroutine function) against a fresh engine, closing it after.
+    The services name close local models in a "not found" ("did you mean qwen3:8b?")."""
     import asyncio
 
     from sparkctl.services.factory import make_engine
@@ -118,7 +128,7 @@ def _err(line: str) -> None:
 
 
 def render_models(listing, now) -> str:
-    from sparkctl.core.fmt import gib
+    from sparkctl.core.fmt import size as gib  # a 1 MB model is "976.6 KiB", not "0.0 GiB"
     from sparkctl.services.models import modified_label
 
     head = ("NAME", "SIZE", "FAMILY", "PARAMS", "QUANT", "CONTEXT", "CAPABILITIES", "MODIFIED", "LANE", "LOADED")
@@ -266,10 +276,20 @@ def cmd_pull(args, cfg) -> int:
     printer = PullPrinter(sys.stdout, tty)
     last: list[Any] = []
 
+    hint: list[str] = []
+
     async def go(engine):
         async for view in pull_model(engine, name):
             last[:] = [view]
             printer.update(view, time.monotonic())
+        if last and last[0].error_kind == "not_found":  # a mistyped name: close local ones?
+            from sparkctl.engines.base import EngineError
+            from sparkctl.services.models import did_you_mean
+
+            try:
+                hint.append(did_you_mean(name, [m.name for m in await engine.tags()]))
+            except EngineError:
+                pass
 
     try:
         _run(cfg, go)
@@ -285,7 +305,7 @@ def cmd_pull(args, cfg) -> int:
         if not args.json:
             print(pull_summary(view))
         return EXIT_OK
-    _err(f"pull failed: {view.error}")
+    _err(f"pull failed: {view.error}{''.join(hint)}")
     if view.error_kind == "unreachable":
         return EXIT_UNREACHABLE
     if view.error_kind == "disk":
@@ -313,7 +333,13 @@ def cmd_fit(args, cfg) -> int:
     else:
         print("\n".join(report.lines()))
         if report.refused_by_default:
-            print("  load       would be refused (sparkctl load --force overrides)")
+            from sparkctl.services.models import override_blocker
+
+            blocker = override_blocker(report)
+            if blocker:
+                print(f"  load       would be refused, and --force cannot help: {blocker}")
+            else:
+                print("  load       would be refused (sparkctl load --force overrides)")
     return EXIT_REFUSED if report.refused_by_default else EXIT_OK
 
 
@@ -342,7 +368,10 @@ def cmd_load(args, cfg) -> int:
         else:
             if exc.fit is not None:
                 print("\n".join(exc.fit.lines()))
-        _err(f"refused: {exc.reason} (--force to load anyway)")
+        from sparkctl.services.models import override_blocker
+
+        blocker = override_blocker(exc.fit) if exc.fit is not None else None
+        _err(f"refused: {exc.reason} ({blocker})" if blocker else f"refused: {exc.reason} (--force to load anyway)")
         return EXIT_REFUSED
     except LoadFailed as exc:
         if args.json:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import Enum
 
+from sparkctl.core.fmt import size, sizes_apart
 from sparkctl.core.snapshots import GIB, GpuMemory, GpuReport, GpuSnapshot, MemInfo, ResidentModel
 
 
@@ -87,6 +88,14 @@ def model_segments(
     return segs
 
 
+def _overclaim(claimed: int, used: int, what: str, verb: str, tail: str) -> str:
+    """ "models claim 1.52 GiB but only 1.48 GiB of memory is in use (41.0 MiB more)": enough
+    decimals that the two numbers differ, and the gap itself, however small."""
+    c, u = sizes_apart(claimed, used)
+    what = f" {what}" if what else ""
+    return f"models claim {c}{what} but {verb} {u} {tail} ({size(claimed - used)} more)"
+
+
 def build_budget(
     meminfo: MemInfo,
     gpu: GpuReport,
@@ -109,9 +118,7 @@ def build_budget(
         used = vram.used
         other = used - claimed
         if other < 0:
-            notes.append(
-                f"models claim {claimed / GIB:.1f} GiB of VRAM but NVML reports {used / GIB:.1f} GiB used"
-            )
+            notes.append(_overclaim(claimed, used, "of VRAM", "NVML reports", "used"))
             other = 0
         free = vram.free
         segs = models + [Segment("other", "other use", other), Segment("free", "free", free)]
@@ -125,9 +132,7 @@ def build_budget(
     used = total - meminfo.available
     other = used - claimed
     if other < 0:
-        notes.append(
-            f"models claim {claimed / GIB:.1f} GiB but only {used / GIB:.1f} GiB of memory is in use"
-        )
+        notes.append(_overclaim(claimed, used, "", "only", "of memory is in use"))
         other = 0
     cache = min(meminfo.reclaimable, meminfo.available)
     free = max(0, meminfo.available - cache)

@@ -11,6 +11,29 @@ def gib(n: int | float | None, digits: int = 1) -> str:
     return f"{n / GIB:.{digits}f} GiB"
 
 
+def size(n: int | float | None, digits: int = 1) -> str:
+    """Bytes in the largest binary unit that keeps the number at 1 or more: "68.0 GiB",
+    "1.2 MiB", "512 B". A 1 MB model is not "0.0 GiB"."""
+    if n is None:
+        return "n/a"
+    sign = "-" if n < 0 else ""
+    n = abs(n)
+    for unit, step in (("GiB", GIB), ("MiB", 1024**2), ("KiB", 1024)):
+        if n >= step:
+            return f"{sign}{n / step:.{digits}f} {unit}"
+    return f"{sign}{int(n)} B"
+
+
+def sizes_apart(a: int | float, b: int | float, digits: int = 1) -> tuple[str, str]:
+    """Two sizes with enough decimals that different numbers never print alike
+    (1.5 GiB vs 1.5 GiB becomes 1.52 GiB vs 1.48 GiB), up to 3 more digits."""
+    for extra in range(4):
+        x, y = gib(a, digits + extra), gib(b, digits + extra)
+        if x != y or a == b:
+            return x, y
+    return x, y
+
+
 def na(x: object, fmt: str = "{}", unit: str = "") -> str:
     """Format a reading, or 'n/a (reason)' for an Unavailable one."""
     if isinstance(x, Unavailable):

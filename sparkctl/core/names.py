@@ -210,3 +210,16 @@ def model_key(name: str) -> str:
         return canonical_model_name(name)
     except InvalidModelName:
         return name.strip().lower()
+
+
+def unique_by_name(items):
+    """The first of each model name by Ollama's rules ("Qwen3" is "qwen3:latest"), in order.
+    An engine that lists one model twice must not break a table keyed by name."""
+    seen: set[str] = set()
+    out = []
+    for m in items:
+        key = model_key(m.name)
+        if key not in seen:
+            seen.add(key)
+            out.append(m)
+    return out

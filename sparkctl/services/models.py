@@ -14,6 +14,7 @@ cancel (it keeps the partial blobs and the next pull resumes them).
 from __future__ import annotations
 
 import asyncio
+import difflib
 import os
 import re
 import time
@@ -36,8 +37,8 @@ from sparkctl.core.fit import (
     judge_fit,
     model_context_length,
 )
-from sparkctl.core.fmt import gib
-from sparkctl.core.names import same_model, validate_model_name
+from sparkctl.core.fmt import gib, size
+from sparkctl.core.names import same_model, unique_by_name, validate_model_name
 from sparkctl.core.placement import GpuAttribution, Placement, attribute_gpu_memory, placement
 from sparkctl.core.snapshots import (
     GIB,
@@ -82,6 +83,46 @@ def _find(models, name: str):
         if same_model(m.name, name):
             return m
     return None
+
+
+def close_names(typed: str, names, n: int = 3) -> list[str]:
+    """Local names a mistyped one probably meant, best first: "qwen3:8" -> qwen3:8b,
+    "qwen3" -> qwen3:8b, qwen3:30b-a3b (same model, any tag), then difflib's close matches."""
+    low = typed.strip().lower()
+    short = [str(x) for x in names]
+    has_tag = ":" in low.rsplit("/", 1)[-1]
+    base, _, tag = low.rpartition(":") if has_tag else (low, "", "")
+    out: list[str] = []
+    for name in short:
+        nl = name.lower()
+        if nl == low:
+            continue
+        if tag in ("", "latest"):
+            if nl.split(":", 1)[0] == base:  # the same model under another tag
+                out.append(name)
+        elif nl.startswith(low):  # a tag cut short: "qwen3:8" for "qwen3:8b"
+            out.append(name)
+    squeezed = "".join(low.split())
+    for name in difflib.get_close_matches(squeezed, [x.lower() for x in short], n=n, cutoff=0.6):
+        real = next(x for x in short if x.lower() == name)
+        if real not in out and real.lower() != low:
+            out.append(real)
+    return out[:n]
+
+
+def did_you_mean(typed: str, names) -> str:
+    """ "; did you mean qwen3:8b?" (or "" when nothing is close)."""
+    near = close_names(typed, names)
+    if not near:
+        return ""
+    return "; did you mean " + " or ".join(near) + "?"
+
+
+def not_found(name: str, local, message: str | None = None) -> ModelNotFound:
+    """Ollama's "model 'x' not found" (the engine's own words when there are some), with
+    the close local names."""
+    message = message or f"model '{name}' not found"
+    return ModelNotFound(f"{message}{did_you_mean(name, [m.name for m in local])}", 404)
 
 
 def lane_map(cfg: Config) -> dict[str, str]:
@@ -192,6 +233,7 @@ async def list_models(cfg: Config, engine: Any, *, cache: ShowCache | None = Non
     """/api/tags + /api/ps, and /api/show for each model (cached by name and digest, so a
     refresh only asks about models that changed)."""
     version, local, resident = await asyncio.gather(engine.version(), engine.tags(), engine.ps())
+    local, resident = unique_by_name(local), unique_by_name(resident)
     cache = {} if cache is None else cache
     gate = asyncio.Semaphore(concurrency)
 
@@ -316,12 +358,7 @@ class DiskCheck:
 
 def size_label(n: int | None) -> str:
     """Bytes for progress displays, where layers run from a few hundred bytes to 60 GiB."""
-    if n is None:
-        return "n/a"
-    for unit, size in (("GiB", GIB), ("MiB", 1024**2), ("KiB", 1024)):
-        if n >= size:
-            return f"{n / size:.1f} {unit}"
-    return f"{n} B"
+    return size(n)
 
 
 def rate_label(bps: float | None) -> str:
@@ -758,11 +795,17 @@ async def fit_check(
     env = os.environ if env is None else env
     name = validate_model_name(name)
     show, local, resident, version = await asyncio.gather(
-        engine.show(name), engine.tags(), engine.ps(), engine.version()
+        engine.show(name), engine.tags(), engine.ps(), engine.version(), return_exceptions=True
     )
+    for answer in (local, show, resident, version):
+        if isinstance(answer, ModelNotFound) and not isinstance(local, BaseException):
+            raise not_found(name, local, answer.message) from answer
+        if isinstance(answer, BaseException):
+            raise answer
+    local, resident = unique_by_name(local), unique_by_name(resident)
     stored = _find(local, name)
     if stored is None:
-        raise ModelNotFound(f"model '{name}' not found", 404)
+        raise not_found(name, local)
     host = await asyncio.to_thread(probes.read)
 
     local_engine = _is_local(engine.host)
@@ -1047,6 +1090,29 @@ def refusal_reason(fit: FitReport) -> str | None:
     return None
 
 
+def override_blocker(fit: FitReport) -> str | None:
+    """Why forcing past the guard cannot help, or None when it could work.
+
+    The override exists for plans that evict a lane model or dip into the reserve. A model
+    that needs more than all memory available after evicting every other resident model,
+    reserve included, cannot be loaded by any override: the engine would fail it (or, on
+    unified memory, push the box towards a hard freeze)."""
+    v = fit.verdict
+    if v is None or v.kind is not FitKind.DOES_NOT_FIT:
+        return None
+    reserve = fit.budget.reserve if fit.budget is not None else 0
+    short = -v.spare - reserve  # below zero memory, not only below the reserve
+    if short <= 0:
+        return None
+    return (f"{fit.model} needs {gib(v.needed)}: {gib(short)} more than all the memory there would be, "
+            f"reserve included, even after evicting every other resident model; no override can load it")
+
+
+def override_offered(fit: FitReport | None) -> bool:
+    """Whether to offer "load anyway": refused by default, and forcing could work."""
+    return fit is not None and refusal_reason(fit) is not None and override_blocker(fit) is None
+
+
 async def side_load(
     cfg: Config,
     engine: Any,
@@ -1115,10 +1181,12 @@ class UnloadReport:
     model: str
     was_loaded: bool
     waited_s: float
+    suggestion: str = ""  # "; did you mean ...?" when the name matches nothing resident
 
     def line(self) -> str:
         if not self.was_loaded:
-            return f"{self.model} was not loaded"
+            hint = f" ({self.suggestion.removeprefix('; ')})" if self.suggestion else ""
+            return f"{self.model} was not loaded{hint}"
         return f"unloaded {self.model}: gone from /api/ps after {self.waited_s:.1f} s"
 
     def to_dict(self) -> dict[str, Any]:
@@ -1134,7 +1202,7 @@ async def unload_model(engine: Any, name: str, *, wait_s: float = 30.0,
     resident = await engine.ps()
     mine = _find(resident, name)
     if mine is None:
-        return UnloadReport(name, False, 0.0)
+        return UnloadReport(name, False, 0.0, did_you_mean(name, [m.name for m in resident]))
     started = clock()
     await engine.unload(mine.name, wait_s=wait_s)
     return UnloadReport(mine.name, True, clock() - started)
@@ -1163,9 +1231,10 @@ def _with_lane(name: str, lane: str | None) -> str:
 async def delete_target(cfg: Config, engine: Any, name: str) -> LocalModel:
     """The stored model a delete would remove (ModelNotFound when there is none)."""
     name = validate_model_name(name)
-    stored = _find(await engine.tags(), name)
+    local = await engine.tags()
+    stored = _find(local, name)
     if stored is None:
-        raise ModelNotFound(f"model '{name}' not found", 404)
+        raise not_found(name, local)
     return stored
 
 

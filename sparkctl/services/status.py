@@ -50,7 +50,9 @@ async def engine_status(engine: Engine, known_version: str | None = None) -> Eng
         version = results[0] if isinstance(results[0], str) else None
         return EngineStatus(engine.kind, host, True, version=version, error=redact_text(failure.message))
     version, resident = results
-    return EngineStatus(engine.kind, host, True, version=version, resident=tuple(resident))
+    from sparkctl.core.names import unique_by_name  # a model listed twice is one model
+
+    return EngineStatus(engine.kind, host, True, version=version, resident=tuple(unique_by_name(resident)))
 
 
 def _worst_failure(results: list) -> EngineError | None:

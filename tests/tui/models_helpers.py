@@ -46,4 +46,22 @@ def select(screen: ModelsScreen, name: str) -> None:
 
 
 def info(screen: ModelsScreen) -> str:
-    return str(screen.query_one("#model-info", Static).render())
+    return str(screen.query_one("#model-info-text", Static).render())
+
+
+async def through_dialog(app, pilot, key: str, ctx: str = "", keep_alive: str = "") -> None:
+    """Press f or l and answer the context / keep-alive dialog (blank keeps the defaults)."""
+    from textual.widgets import Input
+
+    from sparkctl.tui.widgets.model_dialogs import LoadDialog
+
+    await pilot.press(key)
+    await pilot.pause()
+    dialog = app.screen
+    assert isinstance(dialog, LoadDialog), dialog
+    dialog.query_one("#load-ctx", Input).value = ctx
+    if dialog.load:
+        dialog.query_one("#load-keep-alive", Input).value = keep_alive
+    await pilot.press("enter")
+    await pilot.pause()
+    await settle(app, pilot)

@@ -10,7 +10,7 @@ import pytest
 
 from tests.fakes.host import FakeProbes, spark_snapshot
 from tests.fakes.ollama_server import FakeOllama, pull_scenario
-from tests.tui.models_helpers import build, open_models, select, settle
+from tests.tui.models_helpers import build, open_models, select, settle, through_dialog
 
 SNAP_SIZE = (120, 36)
 
@@ -26,8 +26,7 @@ def test_models_screen_with_a_fit_verdict(snap_compare, fake, tmp_path):
     async def run_before(pilot) -> None:
         screen = await open_models(pilot.app, pilot)
         select(screen, "qwen3:8b")
-        await pilot.press("f")
-        await settle(pilot.app, pilot)
+        await through_dialog(pilot.app, pilot, "f")
 
     assert snap_compare(app, terminal_size=SNAP_SIZE, run_before=run_before)
 
@@ -38,8 +37,7 @@ def test_models_screen_with_a_refused_load(snap_compare, fake, tmp_path):
     async def run_before(pilot) -> None:
         screen = await open_models(pilot.app, pilot)
         select(screen, "qwen3:30b-a3b")
-        await pilot.press("l")
-        await settle(pilot.app, pilot)
+        await through_dialog(pilot.app, pilot, "l")
 
     assert snap_compare(app, terminal_size=SNAP_SIZE, run_before=run_before)
 

@@ -9,7 +9,7 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Header, Label, Static
 
 from sparkctl.core.budget import Level, MemoryBudget
-from sparkctl.core.fmt import gib, na
+from sparkctl.core.fmt import gib, na, size
 from sparkctl.core.snapshots import GIB, GpuMemory, MemInfo, Pressure, Unavailable
 from sparkctl.services.status import StatusReport
 from sparkctl.tui.widgets.budget_bar import BudgetBar
@@ -169,8 +169,8 @@ class DashboardScreen(Screen):
             processor = Text(row.placement, style="bold red" if row.placement != "100% GPU" else "")
             rows.append((
                 Text(m.name, style=f"bold {lane_colour}"),
-                row.lane or "-",
-                gib(m.size),
+                row.lane or _contender(self.app, m.name),
+                size(m.size),  # a 1 MB model is "976.6 KiB", not "0.0 GiB"
                 processor,
                 str(m.context_length) if m.context_length else "n/a",
                 row.until,
@@ -341,6 +341,13 @@ def _no_gpu_data(r: StatusReport) -> Text:
         reasons = {str(g.utilization_pct.reason) for g in gpu.gpus if isinstance(g.utilization_pct, Unavailable)}
         why = f"utilization {', '.join(sorted(reasons))}" if reasons else "no sample yet"
     return Text(f"no data ({why})", style="dim")
+
+
+def _contender(app, name: str) -> str:
+    """ "contender" for a model side-loaded from the Models screen (no lane yet), else "-"."""
+    from sparkctl.core.names import model_key
+
+    return "contender" if model_key(name) in getattr(app, "contenders", ()) else "-"
 
 
 def _window_label(seconds: int) -> str:

@@ -1,6 +1,12 @@
 """The Models screen: local models, pull with live progress, fit check, side-load with
 verification, unload and delete.
 
+Fit and load ask for a context (num_ctx) and, for a load, a keep-alive in a small dialog
+(blank keeps the config's or the engine's default), like `sparkctl fit/load --ctx
+--keep-alive`. A model side-loaded here is marked "contender" in the Lane column until it
+is promoted (then the config names its lane) or unloaded. The result and pull panels close
+with escape, and shrink on a short terminal so the list stays usable at 80x24.
+
 Engine calls run in async workers (one group per concern) that only post messages; the
 handlers below own the table, the result panel and the pull view. Residency (the Loaded
 column) follows the app's one-second report, so it stays live without asking the engine
@@ -15,14 +21,16 @@ from rich.text import Text
 from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Vertical
+from textual.containers import Vertical, VerticalScroll
 from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Header, Label, Static
 from textual.worker import Worker, WorkerState
 
 from sparkctl.core.fit import FitKind
-from sparkctl.core.fmt import gib
+from sparkctl.core.fmt import size
+from sparkctl.core.keepalive import parse_keep_alive as _keep_alive
+from sparkctl.core.names import model_key, same_model, unique_by_name
 from sparkctl.engines.base import EngineError
 from sparkctl.services.models import (
     DeleteReport,
@@ -37,16 +45,19 @@ from sparkctl.services.models import (
     ShowCache,
     UnloadReport,
     delete_model,
+    did_you_mean,
     fit_check,
     list_models,
     modified_label,
+    override_blocker,
+    override_offered,
     pull_model,
     refusal_reason,
     side_load,
     unload_model,
     with_resident,
 )
-from sparkctl.tui.widgets.model_dialogs import ConfirmDialog, PullDialog
+from sparkctl.tui.widgets.model_dialogs import ConfirmDialog, LoadChoice, LoadDialog, PullDialog
 from sparkctl.tui.widgets.pull_view import PullProgressView
 
 COLUMNS = (
@@ -107,13 +118,17 @@ class LoadRefused(Message):
 
 
 class ActionReported(Message):
-    """The end of an unload, a delete or a failed action: a titled text for the panel."""
+    """The end of an unload, a delete or a failed action: a titled text for the panel.
+    `gone` names a model that is no longer resident (unloaded) or stored (deleted)."""
 
-    def __init__(self, title: str, text: Text, refresh: bool = True) -> None:
+    def __init__(self, title: str, text: Text, refresh: bool = True, *, gone: str | None = None,
+                 deleted: bool = False) -> None:
         super().__init__()
         self.title = title
         self.text = text
         self.refresh = refresh
+        self.gone = gone
+        self.deleted = deleted
 
 
 # ---------------------------------------------------------------------------- rendering
@@ -133,8 +148,16 @@ def fit_text(report: FitReport) -> Text:
         t.append("\n" + line)
     reason = refusal_reason(report)
     if reason:
-        t.append("\nload would be refused: press L to load anyway", style="yellow")
+        t.append("\nload would be refused: ", style="yellow")
+        t.append(override_hint(report), style="yellow")
     return t
+
+
+def override_hint(report: FitReport) -> str:
+    """ "press L to load anyway" only where forcing could work; else why it cannot."""
+    if override_offered(report):
+        return "press L to load anyway"
+    return override_blocker(report) or "no override can load it"
 
 
 def load_text(report: LoadReport) -> Text:
@@ -169,27 +192,37 @@ def _loaded_cell(row: ModelRow) -> Text:
     if row.resident is None:
         return Text("-", style="dim")
     p = row.placement
-    size = gib(row.resident.size)
+    resident = size(row.resident.size)
     if p is None or p.gpu_fraction is None:
-        return Text(f"? {size}", style="bold red")
+        return Text(f"? {resident}", style="bold red")
     if p.full_gpu:
-        return Text(f"GPU {size}", style="bold")
+        return Text(f"GPU {resident}", style="bold")
     cpu = round((1 - p.gpu_fraction) * 100)
-    return Text(f"{cpu}% CPU {size}", style="bold red")
+    return Text(f"{cpu}% CPU {resident}", style="bold red")
 
 
-def _cells(row: ModelRow, now) -> tuple:
-    lane_style = "bold" if row.lane else ""
+CONTENDER = "contender"
+
+
+def _lane_cell(lane: str | None) -> Text:
+    if lane == CONTENDER:
+        return Text(CONTENDER, style="italic")
+    return Text(lane or "-", style="bold" if lane else "")
+
+
+def _cells(row: ModelRow, now, lane: str | None = None) -> tuple:
+    lane = row.lane if lane is None else lane
+    lane_style = "bold" if lane and lane != CONTENDER else ""
     return (
         Text(row.name, style=lane_style),
-        Text(gib(row.size), justify="right"),
+        Text(size(row.size), justify="right"),
         row.family or "-",
         row.parameter_size or "-",
         row.quantization or "-",
         Text(context_label(row.context_length), justify="right"),
         " ".join(CAPABILITY_SHORT.get(c, c) for c in row.notable_capabilities) or "-",
         modified_label(row.modified_at, now),
-        row.lane or "-",
+        _lane_cell(lane),
         _loaded_cell(row),
     )
 
@@ -201,7 +234,7 @@ class ModelsScreen(Screen):
     DEFAULT_CSS = """
     ModelsScreen #models-box {
         height: 1fr;
-        min-height: 6;
+        min-height: 9;
         border: round $primary;
         border-title-color: $primary;
         border-title-style: bold;
@@ -209,13 +242,20 @@ class ModelsScreen(Screen):
     ModelsScreen #models { height: 1fr; }
     ModelsScreen #models-status { height: 1; padding: 0 1; color: $text-muted; }
     ModelsScreen #model-info {
+        display: none;
         height: auto;
         max-height: 14;
         border: round $panel-lighten-2;
         border-title-style: bold;
+        border-subtitle-color: $text-muted;
         padding: 0 1;
     }
+    ModelsScreen #model-info.-active { display: block; }
+    ModelsScreen #model-info-text { height: auto; }
+    /* 80x24: the panels give way so the list keeps at least five rows */
+    ModelsScreen.-short #model-info { max-height: 7; }
     """
+    VERTICAL_BREAKPOINTS = [(0, "-short"), (32, "-tall")]
 
     BINDINGS = [
         Binding("p", "pull", "Pull"),
@@ -226,6 +266,7 @@ class ModelsScreen(Screen):
         Binding("x,delete", "delete", "Delete"),
         Binding("c", "cancel_pull", "Cancel pull"),
         Binding("r", "refresh_list", "Refresh"),
+        Binding("escape", "close_panel", "Close panel"),
     ]
 
     def __init__(self, *args, **kwargs) -> None:
@@ -237,7 +278,12 @@ class ModelsScreen(Screen):
         self.last_fit: FitReport | None = None
         self.last_load: LoadReport | None = None
         self.last_refusal: str | None = None
+        # the latest fit verdict per model (from f or a refused l): what L may force past
+        self.override_fit: FitReport | None = None
+        # the context / keep-alive last asked for each model: the dialog starts from them, L reuses them
+        self.choices: dict[str, LoadChoice] = {}
         self._loaded_key: dict[str, str] = {}
+        self._lane_key: dict[str, str] = {}
         # Where pulls check free disk space; None: found from OLLAMA_MODELS / the defaults.
         self.model_store: ModelStore | None = None
 
@@ -248,9 +294,10 @@ class ModelsScreen(Screen):
             box.border_title = "Local models"
             yield DataTable(id="models", cursor_type="row", zebra_stripes=True)
             yield Label("reading the engine…", id="models-status")
-        info = Static(Text("p pull · f fit · l load · u unload · x delete · r refresh", style="dim"), id="model-info")
-        info.border_title = "Result"
-        yield info
+        with VerticalScroll(id="model-info", can_focus=False) as info:
+            info.border_title = "Result"
+            info.border_subtitle = "esc: close"
+            yield Static("", id="model-info-text")
         yield PullProgressView(id="pull-view")
         yield Footer()
 
@@ -266,6 +313,31 @@ class ModelsScreen(Screen):
     def cfg(self):
         return self.app.config
 
+    @property
+    def contenders(self) -> set[str]:
+        """Keys of the models side-loaded from sparkctl this session (kept by the app, so
+        the dashboard marks them too)."""
+        found = getattr(self.app, "contenders", None)
+        if found is None:
+            found = set()
+            try:
+                self.app.contenders = found
+            except AttributeError:
+                pass
+        return found
+
+    def lane_of(self, row: ModelRow) -> str | None:
+        """The config's lane (read now: a promotion changes it), else "contender" for a
+        model side-loaded from sparkctl that is still resident."""
+        lane = self.cfg.lane_of(row.name)
+        key = model_key(row.name)
+        if lane:
+            self.contenders.discard(key)  # promoted: its lane says what it is now
+            return lane
+        if key in self.contenders and row.loaded:
+            return CONTENDER
+        return None
+
     def _now(self):
         return self.app.clock()
 
@@ -280,9 +352,12 @@ class ModelsScreen(Screen):
         return self.rows.get(key)
 
     def _show_info(self, title: str, text: Text) -> None:
-        info = self.query_one("#model-info", Static)
+        info = self.query_one("#model-info", VerticalScroll)
         info.border_title = title
-        info.update(text)
+        self.query_one("#model-info-text", Static).update(text)
+        info.add_class("-active")
+        info.scroll_home(animate=False)
+        self.refresh_bindings()
 
     def _need_model(self) -> ModelRow | None:
         row = self.selected()
@@ -303,29 +378,37 @@ class ModelsScreen(Screen):
         if refresh is not None:
             refresh()
 
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "close_panel":  # in the footer only while there is a panel to close
+            return self.query_one("#model-info").has_class("-active") or self.query_one(PullProgressView).closable
+        return True
+
     # -- the table -------------------------------------------------------------------------
     def _fill(self, listing: ModelList) -> None:
         table = self.query_one("#models", DataTable)
         keep = self.selected()
-        rows = listing.rows
+        rows = tuple(unique_by_name(listing.rows))  # the table is keyed by name: one row each
         report = getattr(self.app, "report", None)
         if report is not None and report.engine.reachable:
             rows = with_resident(rows, report.engine.resident)
         self.rows = {r.name: r for r in rows}
         now = self._now()
         table.clear()
-        for r in rows:
-            table.add_row(*_cells(r, now), key=r.name)
-        self._loaded_key = {r.name: _loaded_cell(r).plain for r in rows}
+        self._lane_key = {}
+        for r in self.rows.values():
+            lane = self.lane_of(r)
+            self._lane_key[r.name] = lane or "-"
+            table.add_row(*_cells(r, now, lane or ""), key=r.name)
+        self._loaded_key = {r.name: _loaded_cell(r).plain for r in self.rows.values()}
         if keep is not None and keep.name in self.rows:
             table.move_cursor(row=list(self.rows).index(keep.name))
-        status = f"{len(rows)} model(s) · Ollama {listing.engine_version}"
+        status = f"{len(self.rows)} model(s) · Ollama {listing.engine_version}"
         for lane, model in listing.missing_lanes:
             status += f" · lane {lane}: {model} not stored"
         self.query_one("#models-status", Label).update(status)
 
     def _on_report(self, report) -> None:
-        """Keep the Loaded column live from the app's one-second engine sample."""
+        """Keep the Loaded and Lane columns live from the app's one-second engine sample."""
         if report is None or not self.rows or not report.engine.reachable:
             return
         table = self.query_one("#models", DataTable)
@@ -335,6 +418,10 @@ class ModelsScreen(Screen):
             if self._loaded_key.get(r.name) != cell.plain:
                 self._loaded_key[r.name] = cell.plain
                 table.update_cell(r.name, "loaded", cell)
+            lane = self.lane_of(r) or "-"
+            if self._lane_key.get(r.name) != lane:
+                self._lane_key[r.name] = lane
+                table.update_cell(r.name, "lane", _lane_cell(lane if lane != "-" else None))
         self.rows = {r.name: r for r in fresh}
 
     # -- workers (engine calls only here; they post messages) ------------------------------
@@ -364,18 +451,20 @@ class ModelsScreen(Screen):
             await stream.aclose()  # closes the HTTP stream: Ollama's only cancel
 
     @work(group="fit", exclusive=True, exit_on_error=False)
-    async def run_fit(self, name: str) -> None:
+    async def run_fit(self, name: str, num_ctx: int | None = None) -> None:
         try:
-            report = await fit_check(self.cfg, self.app.engine, self.app.probes, name)
+            report = await fit_check(self.cfg, self.app.engine, self.app.probes, name, num_ctx)
         except EngineError as exc:
             self.post_message(ActionReported(f"Fit {name}", Text(f"✘ {exc.message}", style="bold red"), False))
             return
         self.post_message(FitChecked(report))
 
     @work(group="load", exclusive=True, exit_on_error=False)
-    async def run_load(self, name: str, force: bool = False) -> None:
+    async def run_load(self, name: str, force: bool = False, choice: LoadChoice | None = None) -> None:
+        choice = choice or LoadChoice()
         try:
-            report = await side_load(self.cfg, self.app.engine, self.app.probes, name, force=force)
+            report = await side_load(self.cfg, self.app.engine, self.app.probes, name, force=force,
+                                     num_ctx=choice.num_ctx, keep_alive=choice.keep_alive)
         except ModelsRefused as exc:
             self.post_message(LoadRefused(name, exc.reason, exc.fit))
             return
@@ -398,7 +487,7 @@ class ModelsScreen(Screen):
             self.post_message(ActionReported(f"Unload {name}", Text(f"✘ {exc.message}", style="bold red")))
             return
         style = "bold green" if report.was_loaded else "dim"
-        self.post_message(ActionReported(f"Unload {name}", Text(report.line(), style=style)))
+        self.post_message(ActionReported(f"Unload {name}", Text(report.line(), style=style), gone=name))
 
     @work(group="delete", exclusive=True, exit_on_error=False)
     async def run_delete(self, name: str) -> None:
@@ -410,7 +499,8 @@ class ModelsScreen(Screen):
         except EngineError as exc:
             self.post_message(ActionReported(f"Delete {name}", Text(f"✘ {exc.message}", style="bold red")))
             return
-        self.post_message(ActionReported(f"Delete {name}", Text(report.line(), style="bold green")))
+        self.post_message(ActionReported(f"Delete {name}", Text(report.line(), style="bold green"),
+                                         gone=report.model, deleted=True))
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         w = event.worker
@@ -420,37 +510,56 @@ class ModelsScreen(Screen):
             self.busy = None
         if w.group == "pull" and event.state is WorkerState.CANCELLED:
             self.query_one(PullProgressView).cancelled()
+            self.refresh_bindings()
         if event.state is WorkerState.ERROR:
             self._show_info("Error", Text(f"✘ {w.group}: {w.error}", style="bold red"))
 
     # -- handlers own the widgets ------------------------------------------------------------
     def on_models_listed(self, message: ModelsListed) -> None:
         self.listing = message.listing
-        self._fill(message.listing)
+        try:
+            self._fill(message.listing)
+        except Exception as exc:  # an engine answer that breaks the table is a line, never a crash
+            self.query_one("#models-status", Label).update(
+                Text(f"could not show the engine's list: {exc!r}", style="bold red"))
 
     def on_models_list_failed(self, message: ModelsListFailed) -> None:
         self.query_one("#models-status", Label).update(Text(f"engine: {message.error}", style="bold red"))
 
     def on_pull_progressed(self, message: PullProgressed) -> None:
         view = self.query_one(PullProgressView)
-        view.show(message.view)
+        hint = ""
+        if message.view.error_kind == "not_found":
+            hint = did_you_mean(message.view.model, list(self.rows)).removeprefix("; ")
+        view.show(message.view, hint=hint)
+        if message.view.done:
+            self.refresh_bindings()
         if message.view.outcome == "success":
             self._after_change()
 
     def on_fit_checked(self, message: FitChecked) -> None:
         self.last_fit = message.report
+        self.override_fit = message.report
         self._show_info(f"Fit {message.report.model}", fit_text(message.report))
 
     def on_load_finished(self, message: LoadFinished) -> None:
-        self.last_load = message.report
+        report = message.report
+        self.last_load = report
         self.last_refusal = None
-        self._show_info(f"Load {message.report.model}", load_text(message.report))
+        self.override_fit = None
+        if report.verification.resident is not None and not self.cfg.lane_of(report.model):
+            self.contenders.add(model_key(report.model))  # "contender" until promoted or unloaded
+        self._show_info(f"Load {report.model}", load_text(report))
         self._after_change()
 
     def on_load_refused(self, message: LoadRefused) -> None:
         self.last_refusal = message.reason
+        self.override_fit = message.fit
         t = Text(f"refused: {message.reason}", style="bold yellow")
-        t.append("\npress L to load anyway", style="yellow")
+        if message.fit is None or override_offered(message.fit):
+            t.append("\npress L to load anyway", style="yellow")
+        else:
+            t.append(f"\n{override_blocker(message.fit) or 'no override can load it'}", style="bold red")
         if message.fit is not None:
             for line in message.fit.lines()[1:]:
                 t.append("\n" + line)
@@ -458,6 +567,13 @@ class ModelsScreen(Screen):
 
     def on_action_reported(self, message: ActionReported) -> None:
         self._show_info(message.title, message.text)
+        if message.gone:
+            self.contenders.discard(model_key(message.gone))  # unloaded or deleted: no longer a contender
+        if message.deleted and message.gone:
+            pull = self.query_one(PullProgressView)
+            if pull.subject and same_model(pull.subject, message.gone):
+                pull.close()  # "cancelled: press p to resume" is moot once the model is deleted
+            self.choices.pop(message.gone, None)
         if message.refresh:
             self._after_change()
 
@@ -465,45 +581,112 @@ class ModelsScreen(Screen):
     def action_refresh_list(self) -> None:
         self.refresh_list()
 
+    def action_close_panel(self) -> None:
+        """Escape: the result panel first, then a finished pull's panel."""
+        info = self.query_one("#model-info")
+        pull = self.query_one(PullProgressView)
+        if info.has_class("-active"):
+            info.remove_class("-active")
+        elif pull.closable:
+            pull.close()
+        self.refresh_bindings()
+
+    def pull_suggestions(self) -> list[str]:
+        """Lane models not stored yet first (the likeliest pull), then the local models
+        (pulling one again updates it)."""
+        missing = [m for _, m in self.listing.missing_lanes] if self.listing else []
+        return missing + list(self.rows)
+
     def action_pull(self) -> None:
         if self.query_one(PullProgressView).running:
             self._show_info("Pull", Text("a pull is running: c cancels it", style="yellow"))
             return
-        self.app.push_screen(PullDialog(), self._pull_chosen)
+        self.app.push_screen(PullDialog(self.pull_suggestions()), self._pull_chosen)
 
     def _pull_chosen(self, name: str | None) -> None:
         if not name:
             return
         self.query_one(PullProgressView).start(name)
+        self.refresh_bindings()
         self.run_pull(name)
 
     def action_cancel_pull(self) -> None:
         if self.query_one(PullProgressView).running:
             self.workers.cancel_group(self, "pull")
 
+    def _dialog(self, row: ModelRow, load: bool) -> LoadDialog:
+        models = self.cfg.models
+        if models.num_ctx > 0:
+            ctx = f"[models] num_ctx {models.num_ctx}"
+        else:
+            trained = f", capped at the model's {row.context_length}" if row.context_length else ""
+            ctx = f"the engine's choice (Ollama's default for this box{trained})"
+        try:
+            keep = f"[models] keep_alive {_keep_alive(models.keep_alive).label}"
+        except ValueError:
+            keep = f"[models] keep_alive {models.keep_alive}"
+        return LoadDialog(row.name, load=load, choice=self.choices.get(row.name), ctx_default=ctx,
+                          keep_alive_default=keep)
+
     def action_fit(self) -> None:
-        row = self._need_model()
-        if row is not None:
-            self._show_info(f"Fit {row.name}", Text("checking…", style="dim"))
-            self.run_fit(row.name)
-
-    def action_load(self) -> None:
-        row = self._need_model()
-        if row is not None and self._claim(f"load of {row.name}"):
-            self._show_info(f"Load {row.name}", Text("checking the fit, then loading…", style="dim"))
-            self.run_load(row.name)
-
-    def action_force_load(self) -> None:
         row = self._need_model()
         if row is None:
             return
-        why = self.last_refusal or "the fit guard is skipped"
-        question = f"Load {row.name} anyway?\n{why}"
+
+        def chosen(choice: LoadChoice | None) -> None:
+            if choice is None:
+                return
+            self.choices[row.name] = LoadChoice(choice.num_ctx, self.choices.get(row.name, LoadChoice()).keep_alive)
+            self._show_info(f"Fit {row.name}", Text("checking…", style="dim"))
+            self.run_fit(row.name, choice.num_ctx)
+
+        self.app.push_screen(self._dialog(row, load=False), chosen)
+
+    def action_load(self) -> None:
+        row = self._need_model()
+        if row is None:
+            return
+
+        def chosen(choice: LoadChoice | None) -> None:
+            if choice is None or not self._claim(f"load of {row.name}"):
+                return
+            self.choices[row.name] = choice
+            self._show_info(f"Load {row.name}", Text("checking the fit, then loading…", style="dim"))
+            self.run_load(row.name, False, choice)
+
+        self.app.push_screen(self._dialog(row, load=True), chosen)
+
+    def action_force_load(self) -> None:
+        """L: load past the guard's refusal, after a confirmation that shows the whole reason,
+        and only where forcing could work (it would fit once the others are evicted)."""
+        row = self._need_model()
+        if row is None:
+            return
+        fit = self.override_fit if self.override_fit and same_model(self.override_fit.model, row.name) else None
+        if fit is None:
+            self._show_info(f"Load {row.name}", Text(
+                "L loads past a refusal: check first with f (fit) or l (load)", style="yellow"))
+            return
+        why = refusal_reason(fit)
+        if why is None:
+            self._show_info(f"Load {row.name}", Text("nothing to force: it fits; l loads it", style="yellow"))
+            return
+        blocker = override_blocker(fit)
+        if blocker is not None:
+            self._show_info(f"Load {row.name}", Text(f"refused: {why}\n{blocker}", style="bold red"))
+            return
+        choice = self.choices.get(row.name, LoadChoice())
+        extra = []
+        if choice.num_ctx:
+            extra.append(f"num_ctx {choice.num_ctx}")
+        if choice.keep_alive:
+            extra.append(f"keep-alive {choice.keep_alive}")
+        question = f"Load {row.name} anyway?\n\n{why}" + (f"\n\nwith {', '.join(extra)}" if extra else "")
 
         def answered(yes: bool | None) -> None:
             if yes and self._claim(f"load of {row.name}"):
                 self._show_info(f"Load {row.name}", Text("loading (forced)…", style="dim"))
-                self.run_load(row.name, True)
+                self.run_load(row.name, True, choice)
 
         self.app.push_screen(ConfirmDialog(question, yes_label="Load anyway"), answered)
 
@@ -531,6 +714,6 @@ class ModelsScreen(Screen):
                 self.run_delete(row.name)
 
         self.app.push_screen(
-            ConfirmDialog(f"Delete {row.name} ({gib(row.size)}) from the engine's store?", yes_label="Delete"),
+            ConfirmDialog(f"Delete {row.name} ({size(row.size)}) from the engine's store?", yes_label="Delete"),
             answered,
         )

@@ -1,12 +1,18 @@
-"""Modal questions for the Models screen: which model to pull, and "are you sure?"."""
+"""Modal questions for the Models screen: which model to pull, the context and keep-alive
+of a fit or a load, and "are you sure?". Each is a `ModalScreen` typed by what it returns."""
 
 from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
 
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
-from textual.widgets import Button, Input, Label
+from textual.suggester import SuggestFromList
+from textual.widgets import Button, Input, Label, Static
 
 from sparkctl.core.names import InvalidModelName, validate_model_name
 
@@ -25,12 +31,21 @@ class PullDialog(ModalScreen[str | None]):
     """
     BINDINGS = [Binding("escape", "cancel", "Cancel")]
 
+    def __init__(self, suggestions: Iterable[str] = ()) -> None:
+        super().__init__()
+        # local models (to update one) and lane models not stored yet, completed from a
+        # typed prefix: right arrow or end accepts the suggestion
+        self.suggestions = list(dict.fromkeys(suggestions))
+
     def compose(self) -> ComposeResult:
         with Vertical():
             yield Label("Pull a model from the registry", classes="title")
-            yield Input(placeholder="e.g. qwen3:8b", id="pull-name")
+            suggester = SuggestFromList(self.suggestions, case_sensitive=False) if self.suggestions else None
+            yield Input(placeholder="e.g. qwen3:8b", id="pull-name", suggester=suggester)
             yield Label("", id="pull-error")
-            yield Label("enter: pull · escape: cancel", classes="hint")
+            hint = "enter: pull · → completes a local name · escape: cancel" if self.suggestions else \
+                "enter: pull · escape: cancel"
+            yield Label(hint, classes="hint")
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
         event.stop()
@@ -54,7 +69,7 @@ class ConfirmDialog(ModalScreen[bool]):
         width: 72; height: auto; padding: 1 2;
         border: round $warning; background: $panel;
     }
-    ConfirmDialog #confirm-question { height: auto; margin-bottom: 1; }
+    ConfirmDialog #confirm-question { width: 1fr; height: auto; margin-bottom: 1; }
     ConfirmDialog Horizontal { height: auto; align-horizontal: right; }
     ConfirmDialog Button { margin-left: 2; }
     """
@@ -71,7 +86,7 @@ class ConfirmDialog(ModalScreen[bool]):
 
     def compose(self) -> ComposeResult:
         with Vertical():
-            yield Label(self.question, id="confirm-question")
+            yield Static(self.question, id="confirm-question")  # wraps: the whole reason shows
             with Horizontal():
                 yield Button("No", id="no")
                 yield Button(self.yes_label, id="yes", variant="error")
@@ -85,3 +100,106 @@ class ConfirmDialog(ModalScreen[bool]):
 
     def action_answer(self, yes: bool) -> None:
         self.dismiss(yes)
+
+
+# ---------------------------------------------------------------------------- fit / load
+
+_CTX = re.compile(r"^\s*(\d+)\s*([kK])?\s*$")
+
+
+def parse_context(text: str) -> int | None:
+    """ "" -> None (the default); "8192" -> 8192; "32k"/"32K" -> 32768. ValueError otherwise."""
+    if not text.strip():
+        return None
+    m = _CTX.match(text.replace("_", "").replace(",", ""))
+    if not m:
+        raise ValueError(f"context: expected a number of tokens like 8192 or 32k, got {text.strip()!r}")
+    value = int(m.group(1)) * (1024 if m.group(2) else 1)
+    if value < 1:
+        raise ValueError("context: at least 1 token")
+    return value
+
+
+@dataclass(frozen=True)
+class LoadChoice:
+    """What a fit or a load asks for. None: the default (config, else the engine's choice)."""
+
+    num_ctx: int | None = None
+    keep_alive: str | None = None
+
+
+class LoadDialog(ModalScreen["LoadChoice | None"]):
+    """The context (num_ctx) of a fit, or the context and keep-alive of a load: the TUI form
+    of `sparkctl fit/load --ctx N --keep-alive D`. Blank fields keep the defaults shown."""
+
+    DEFAULT_CSS = """
+    LoadDialog { align: center middle; }
+    LoadDialog > Vertical {
+        width: 72; max-width: 100%; height: auto; max-height: 100%; padding: 0 2;
+        border: round $accent; background: $panel;
+    }
+    LoadDialog .title { text-style: bold; margin-bottom: 1; }
+    LoadDialog Input { width: 1fr; }
+    LoadDialog .field { height: auto; }
+    LoadDialog .field Label { width: 13; padding: 1 0 0 0; }
+    LoadDialog .default { color: $text-muted; height: auto; width: 1fr; }
+    LoadDialog #load-error { color: $error; height: auto; width: 1fr; }
+    LoadDialog .hint { color: $text-muted; }
+    """
+    BINDINGS = [Binding("escape", "cancel", "Cancel")]
+
+    def __init__(self, model: str, *, load: bool, choice: LoadChoice | None = None,
+                 ctx_default: str = "the engine's choice", keep_alive_default: str = "") -> None:
+        super().__init__()
+        self.model = model
+        self.load = load
+        self.choice = choice or LoadChoice()
+        self.ctx_default = ctx_default
+        self.keep_alive_default = keep_alive_default
+
+    def compose(self) -> ComposeResult:
+        verb = "Load" if self.load else "Fit check"
+        with Vertical():
+            yield Label(f"{verb} {self.model}", classes="title")
+            with Horizontal(classes="field"):
+                yield Label("context")
+                yield Input(str(self.choice.num_ctx or ""), placeholder="num_ctx, e.g. 8192 or 32k", id="load-ctx")
+            yield Static(f"blank: {self.ctx_default}", classes="default")
+            if self.load:
+                with Horizontal(classes="field"):
+                    yield Label("keep-alive")
+                    yield Input(self.choice.keep_alive or "", placeholder='e.g. 30m, 2h, -1 (forever)',
+                                id="load-keep-alive")
+                yield Static(f"blank: {self.keep_alive_default}", classes="default")
+            yield Static("", id="load-error")
+            go = "load" if self.load else "check the fit"
+            yield Label(f"enter: {go} · tab: next field · escape: cancel", classes="hint")
+
+    def on_mount(self) -> None:
+        self.query_one("#load-ctx", Input).focus()
+
+    def _read(self) -> LoadChoice:
+        from sparkctl.core.keepalive import HINT, parse_keep_alive
+
+        ctx = parse_context(self.query_one("#load-ctx", Input).value)
+        keep: str | None = None
+        if self.load:
+            keep = self.query_one("#load-keep-alive", Input).value.strip() or None
+            if keep is not None:
+                try:
+                    parse_keep_alive(keep)
+                except ValueError:
+                    raise ValueError(f"keep-alive: expected {HINT}, got {keep!r}") from None
+        return LoadChoice(ctx, keep)
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        event.stop()
+        try:
+            choice = self._read()
+        except ValueError as exc:
+            self.query_one("#load-error", Static).update(str(exc))
+            return
+        self.dismiss(choice)
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)

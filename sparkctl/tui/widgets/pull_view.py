@@ -74,7 +74,8 @@ def outcome_text(view: PullSnapshot) -> Text:
 
 
 class PullProgressView(Vertical):
-    """Hidden until a pull starts; then stays up with the result until the next one."""
+    """Hidden until a pull starts; then stays up with the result until it is closed
+    (escape on the Models screen), the next pull starts, or its model is deleted."""
 
     DEFAULT_CSS = """
     PullProgressView {
@@ -92,11 +93,16 @@ class PullProgressView(Vertical):
     PullProgressView #pull-layers { height: auto; max-height: 7; }
     PullProgressView #pull-disk { height: auto; }
     PullProgressView #pull-log { height: 5; border: none; background: $surface; }
+    /* a short terminal (80x24): the bar, the numbers and the last layers; the list stays usable */
+    .-short PullProgressView #pull-log { display: none; }
+    .-short PullProgressView #pull-disk { display: none; }
+    .-short PullProgressView #pull-layers { max-height: 2; }
     """
 
     def __init__(self, **kwargs) -> None:
         super().__init__(**kwargs)
-        self.model: str | None = None
+        self.model: str | None = None  # the pull running, if any
+        self.subject: str | None = None  # the model the panel is about, running or not
         self.last: PullSnapshot | None = None
         self._logged = 0
 
@@ -112,8 +118,23 @@ class PullProgressView(Vertical):
     def running(self) -> bool:
         return self.model is not None and (self.last is None or self.last.outcome is None)
 
+    @property
+    def shown(self) -> bool:
+        return self.has_class("-active")
+
+    @property
+    def closable(self) -> bool:
+        return self.shown and not self.running
+
+    def close(self) -> None:
+        """Hide the finished (or cancelled) pull's panel."""
+        if not self.running:
+            self.remove_class("-active")
+            self.subject = None
+
     def start(self, model: str) -> None:
         self.model = model
+        self.subject = model
         self.last = None
         self._logged = 0
         self.border_title = f"Pull {model}"
@@ -126,7 +147,7 @@ class PullProgressView(Vertical):
         self.query_one("#pull-disk", Static).update("")
         self.query_one("#pull-log", Log).clear()
 
-    def show(self, view: PullSnapshot) -> None:
+    def show(self, view: PullSnapshot, hint: str = "") -> None:
         if view.model != self.model:
             return
         self.last = view
@@ -135,7 +156,10 @@ class PullProgressView(Vertical):
             bar.update(total=None)  # indeterminate: the registry sent no sizes
         else:
             bar.update(total=100, progress=view.percent or 0)
-        self.query_one("#pull-outcome", Static).update(outcome_text(view))
+        outcome = outcome_text(view)
+        if hint:
+            outcome.append(f"\n{hint}", style="yellow")
+        self.query_one("#pull-outcome", Static).update(outcome)
         self.query_one("#pull-stats", Static).update(stats_text(view))
         self.query_one("#pull-layers", Static).update(layers_text(view))
         log = self.query_one("#pull-log", Log)
@@ -145,13 +169,13 @@ class PullProgressView(Vertical):
         if view.disk is not None:
             self.query_one("#pull-disk", Static).update(Text(view.disk.note, style="dim"))
         if view.outcome is not None:
-            self.border_subtitle = view.outcome
+            self.border_subtitle = f"{view.outcome} · esc: close"
 
     def cancelled(self) -> None:
         """The worker was cancelled: the stream is closed, the engine keeps the partial blobs."""
         if self.model is None:
             return
-        self.border_subtitle = "cancelled"
+        self.border_subtitle = "cancelled · esc: close"
         self.query_one("#pull-outcome", Static).update(
             Text(f"cancelled: press p and pull {self.model} again to resume", style="bold yellow")
         )
