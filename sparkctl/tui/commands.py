@@ -146,7 +146,7 @@ def _runs_commands(app) -> Iterator[Command]:
         yield Command(name, what, _do(app, "runs", action))
 
 
-def _app_commands(app) -> Iterator[Command]:
+def _app_commands(app, screen) -> Iterator[Command]:
     yield Command("Refresh now", "sample the host and the engine now instead of at the next tick (r on Dashboard)",
                   _do(app, None, "app.refresh_now"))
     yield Command("Help for this screen", "its keys, what each column means and where the data comes from (?)",
@@ -175,7 +175,7 @@ def app_commands(app, screen) -> list[Command]:
     out += list(_bench_commands(app))
     out += list(_eval_commands(app))
     out += list(_runs_commands(app))
-    out += list(_app_commands(app))
+    out += list(_app_commands(app, screen))
     return out
 
 

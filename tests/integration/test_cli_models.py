@@ -317,3 +317,49 @@ def test_rm_asks_on_a_terminal(run, fake, monkeypatch):
     monkeypatch.setattr(sys, "stdin", Tty("y\n"))
     code, out, _ = run("rm", "qwen3:8b")
     assert code == 0 and "deleted qwen3:8b" in out
+
+
+# ---------------------------------------------------------------------------- did you mean
+
+
+def test_mistyped_names_suggest_a_close_local_one(run, fake):
+    code, _, err = run("fit", "qwen3:8")
+    assert code == 5 and one_line(err).endswith("not found; did you mean qwen3:8b or qwen3:30b-a3b?")
+    code, _, err = run("load", "qwen3:8")
+    assert code == 5 and "did you mean qwen3:8b" in one_line(err) and fake.calls("/api/generate") == []
+    code, _, err = run("rm", "llama3.2", "--yes")
+    assert code == 5 and one_line(err).endswith("not found; did you mean llama3.2:3b?")
+    code, out, _ = run("unload", "gpt-oss:12b")
+    assert code == 0 and out.strip() == "gpt-oss:12b was not loaded (did you mean gpt-oss:120b?)"
+    code, _, err = run("fit", "mistral")  # nothing close: the engine's words alone
+    assert one_line(err) == "sparkctl: engine error: model 'mistral:latest' not found"
+
+
+def test_a_stray_space_is_bad_input_with_the_obvious_reading(run, fake):
+    code, out, err = run("load", "qwen3:8 b")
+    assert code == 2 and out == "" and fake.requests == []
+    assert one_line(err).startswith("sparkctl: invalid model name") and one_line(err).endswith("did you mean qwen3:8b?")
+
+
+def test_pull_of_an_unknown_name_suggests_a_local_one(run, fake):
+    code, _, err = run("pull", "qwen3:8", "--json")
+    assert code == 5 and one_line(err).endswith("did you mean qwen3:8b or qwen3:30b-a3b?")
+
+
+def test_fit_says_when_force_cannot_help(run, host):
+    host["probes"] = FakeProbes(spark_snapshot(20.0))
+    code, out, _ = run("fit", "deepseek-r1:671b")
+    assert code == 4 and "--force cannot help" in out and "no override can load it" in out
+    code, out, _ = run("fit", "qwen3:30b-a3b")
+    assert code == 4 and "(sparkctl load --force overrides)" in out
+    code, _, err = run("load", "deepseek-r1:671b")
+    assert code == 4 and "no override can load it" in one_line(err) and "--force to load anyway" not in err
+
+
+def test_models_table_shows_small_models_in_mib(run, fake):
+    from tests.fakes.ollama_server import make_model
+
+    fake.state.add_model(make_model("tiny:1m", size_gib=1_000_000 / GIB))
+    code, out, _ = run("models")
+    line = next(x for x in out.splitlines() if x.startswith("tiny:1m"))
+    assert code == 0 and "976.6 KiB" in line and "0.0 GiB" not in line
