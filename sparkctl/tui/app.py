@@ -44,6 +44,8 @@ class SparkApp(App):
     MODES = {"dashboard": DashboardScreen, "models": lambda: _models_screen(), "bench": lambda: _bench_screen(),
              "runs": lambda: _runs_screen(), "eval": lambda: _eval_screen()}
     DEFAULT_MODE = "dashboard"
+    # screens get -short under 32 rows (app.tcss lets the dashboard's history give way)
+    VERTICAL_BREAKPOINTS = [(0, "-short"), (32, "-tall")]
     # sparkctl's own commands in the palette (ctrl+p), beside Textual's (theme, keys, quit)
     COMMANDS = App.COMMANDS | {lambda: _sparkctl_commands()}
     BINDINGS = [

@@ -76,14 +76,13 @@ class BenchScreen(Screen):
     ]
     DEFAULT_CSS = """
     #bench-form { height: auto; padding: 0 1; }
-    #bench-form Input { width: 1fr; }
-    #bench-form #reps { width: 8; }
-    #bench-form #engine { width: 26; }
-    #bench-form Label { padding: 1 1 0 1; }
+    #bench-form Input { width: 1fr; min-width: 24; }
+    #bench-form #engine { width: 22; }
     #settings { height: auto; padding: 0 1; }
     #settings Horizontal { height: auto; }
     #settings Input { width: 1fr; }
-    #settings #cache { width: 16; }
+    #settings #reps, #settings #warmup { width: 8; }
+    #settings #cache { width: 14; }
     #settings Label { padding: 1 1 0 1; }
     #progress { padding: 0 1; height: 1; }
     #streams { height: 1fr; min-height: 5; }
@@ -102,15 +101,20 @@ class BenchScreen(Screen):
         with Horizontal(id="bench-form"):
             yield Input(placeholder="models to bench, e.g. qwen3:32b qwen3:8b", id="models")
             yield Select(self._engine_options(), value=OLLAMA, allow_blank=False, id="engine")
-            yield Label("reps")
-            yield Input(value=str(b.reps), id="reps", type="integer")
-            yield Label("solo" if b.mode == "solo" else "beside", id="mode-label")
-            yield Switch(value=b.mode == "solo", id="solo", tooltip="solo: unload every other model first")
             yield Button("Run", id="run", variant="primary")
-        with Collapsible(title="settings (ctrl+s)", collapsed=True, id="settings"):
+        # everything else has the config's value and sits in the settings, so the model
+        # field keeps its width at 80 columns
+        with Collapsible(title=self._settings_title(), collapsed=True, id="settings"):
             with Horizontal():
+                yield Label("reps")
+                yield Input(value=str(b.reps), id="reps", type="integer")
                 yield Label("warm-up")
                 yield Input(value=str(b.warmup), id="warmup", type="integer")
+                yield Label("solo" if b.mode == "solo" else "beside", id="mode-label")
+                yield Switch(value=b.mode == "solo", id="solo", tooltip="solo: unload every other model first")
+                yield Label("cache")
+                yield Select([("cold", "cold"), ("warm", "warm")], value="cold", allow_blank=False, id="cache")
+            with Horizontal():
                 yield Label("num_ctx")
                 yield Input(value=str(b.num_ctx), id="num_ctx", type="integer")
                 yield Label("num_predict")
@@ -118,8 +122,6 @@ class BenchScreen(Screen):
                 yield Label("ceiling s")
                 yield Input(value=f"{b.timeout_s:g}", id="timeout", type="number")
             with Horizontal():
-                yield Label("cache")
-                yield Select([("cold", "cold"), ("warm", "warm")], value="cold", allow_blank=False, id="cache")
                 yield Label("think")
                 yield Switch(value=b.think, id="think")
                 yield Label("allow CPU")
@@ -153,6 +155,22 @@ class BenchScreen(Screen):
         self.watch(self.app, "engines_status", self._engine_reachability, init=True)
 
     # ---- engine picker ---------------------------------------------------------------------
+
+    def _settings_title(self) -> str:
+        """The settings in one line, so a collapsed panel still says what a run will do."""
+        b = self.app.config.bench
+        if not self.is_mounted:
+            return f"settings (ctrl+s): {b.reps} reps · warm-up {b.warmup} · {b.mode} · num_ctx {b.num_ctx} · cold"
+        q = self.query_one
+        mode = "solo" if q("#solo", Switch).value else "beside"
+        return (f"settings (ctrl+s): {q('#reps', Input).value} reps · warm-up {q('#warmup', Input).value} · {mode} · "
+                f"num_ctx {q('#num_ctx', Input).value} · {q('#cache', Select).value}")
+
+    @on(Input.Changed, "#settings Input")
+    @on(Switch.Changed, "#settings Switch")
+    @on(Select.Changed, "#cache")
+    def _settings_changed(self) -> None:
+        self.query_one("#settings", Collapsible).title = self._settings_title()
 
     def _engine_options(self, statuses: tuple = ()) -> list[tuple[str, str]]:
         seen = {st.name: st for st in statuses}
