@@ -269,3 +269,16 @@ async def test_dashboard_says_which_lanes_were_benched_on_another_engine_version
         await until(pilot, lambda: app._drift_checked is not None)
         await pilot.pause(0.5)
         assert app.stale_lanes == () and not app.screen.query_one("#drift").display
+
+
+async def test_R_lists_engine_change_regressions(history):
+    """Both models kept their pace across 0.12.6 -> 0.13.0 in the fake: listed, none flagged."""
+    server, store = history
+    app = build(server, store)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await open_runs(app, pilot)
+        await pilot.press("R")
+        await until(pilot, lambda: type(app.screen).__name__ == "RegressionsScreen" and app.screen.data is not None)
+        text = str(app.screen.query_one("#chart").render())
+        assert A in text and B in text and "@0.12.6" in text and "@0.13.0" in text
+        assert "REGRESSION" not in text and text.count(" ok (") == 2

@@ -199,3 +199,34 @@ class HeadToHeadScreen(_ChartScreen):
         out.append("\n")
         out.append(render_comparison(cmp))  # the same table and verdicts as `sparkctl compare`
         return out
+
+
+class RegressionsScreen(_ChartScreen):
+    """`sparkctl regressions` in the TUI: each model's latest bench against its last one on
+    the previous engine version, flagged drops first, with a bar of each change."""
+
+    DEFAULT_CSS = CHART_CSS.format(name="RegressionsScreen")
+    TITLE_TEXT = "Engine-change regressions (decode tok/s, latest vs previous engine version)"
+
+    def read(self) -> Any:
+        from sparkctl.services.runs.decide import find_regressions
+
+        return sorted(find_regressions(self.store), key=lambda r: (not r.result.flagged, r.model))
+
+    def render_chart(self, width: int) -> Text:
+        from sparkctl.textreport import render_regressions
+
+        rows = self.data or []
+        out = Text()
+        if rows:
+            out.append("drop in decode tok/s (%)\n", style="bold")
+            drops = [(f"{r.model} {r.before.engine_version}→{r.after.engine_version}",
+                      -r.result.change_pct if r.result.change_pct is not None and r.result.change_pct < 0 else 0.0)
+                     for r in rows]
+            for (label, bar, value), r in zip(bar_rows(drops, width, "%"), rows):
+                out.append(f"{label} ")
+                out.append(bar, style="bold red" if r.result.flagged else "green")
+                out.append(f" {value}\n")
+            out.append("\n")
+        out.append(render_regressions(rows))
+        return out

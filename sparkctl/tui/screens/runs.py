@@ -291,6 +291,7 @@ class RunsScreen(Screen):
         Binding("c", "chart", "Chart"),
         Binding("n", "more", "More", show=False),
         Binding("B", "rebench", "Re-bench lanes", show=False),
+        Binding("R", "regressions", "Regressions", show=False),
         Binding("P", "promote", "Promote", show=False),
     ]
 
@@ -509,6 +510,13 @@ class RunsScreen(Screen):
         failed = bool(out.error) or (out.hook is not None and not out.hook.ok)
         self.notify("\n".join(lines[-8:]), severity="error" if failed else "information", timeout=20)
         self.action_reload()
+
+    def action_regressions(self) -> None:
+        store = getattr(self.app, "store", None)
+        if store is not None:
+            from sparkctl.tui.screens.run_charts import RegressionsScreen
+
+            self.app.push_screen(RegressionsScreen(store))
 
     def action_more(self) -> None:
         if len(self.rows) >= self.limit and not self.loading:
