@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from tests.fakes.host import FakeProbes, spark_snapshot
-from tests.fakes.ollama_server import FakeOllama, pull_scenario
+from tests.fakes.ollama_server import FakeOllama, make_model, pull_scenario
 from tests.tui.models_helpers import build, open_models, select, settle, through_dialog
 
 SNAP_SIZE = (120, 36)
@@ -52,5 +52,34 @@ def test_pull_view_after_a_pull(snap_compare, fake, tmp_path):
         screen = await open_models(pilot.app, pilot)
         screen._pull_chosen("qwen3:8b")  # what the pull dialog's callback does
         await settle(pilot.app, pilot)
+
+    assert snap_compare(app, terminal_size=SNAP_SIZE, run_before=run_before)
+
+
+def test_models_at_80x24_after_a_fit_and_a_pull(snap_compare, fake, tmp_path):
+    """The ssh default size with both panels open: the list keeps five rows."""
+    fake.state.add_registry_model("tiny", [300_000, 120], model=make_model("tiny", size_gib=0.0003))
+    app = build(fake, tmp_path)
+
+    async def run_before(pilot) -> None:
+        screen = await open_models(pilot.app, pilot)
+        select(screen, "qwen3:8b")
+        await through_dialog(pilot.app, pilot, "f")
+        screen._pull_chosen("tiny")  # pulled "now", after the fixed clock: "just now"
+        await settle(pilot.app, pilot)
+
+    assert snap_compare(app, terminal_size=(80, 24), run_before=run_before)
+
+
+def test_load_dialog(snap_compare, fake, tmp_path):
+    app = build(fake, tmp_path)
+
+    async def run_before(pilot) -> None:
+        screen = await open_models(pilot.app, pilot)
+        select(screen, "qwen3:8b")
+        await pilot.press("l")
+        await pilot.pause()
+        await pilot.press(*"32k")
+        await pilot.pause()
 
     assert snap_compare(app, terminal_size=SNAP_SIZE, run_before=run_before)

@@ -254,6 +254,9 @@ class ModelsScreen(Screen):
     ModelsScreen #model-info-text { height: auto; }
     /* 80x24: the panels give way so the list keeps at least five rows */
     ModelsScreen.-short #model-info { max-height: 7; }
+    ModelsScreen.-short PullProgressView #pull-layers { display: none; }
+    ModelsScreen.-short PullProgressView #pull-disk { display: none; }
+    ModelsScreen.-short PullProgressView #pull-log { display: none; }
     """
     VERTICAL_BREAKPOINTS = [(0, "-short"), (32, "-tall")]
 
@@ -264,9 +267,10 @@ class ModelsScreen(Screen):
         Binding("L", "force_load", "Force load", show=False),
         Binding("u", "unload", "Unload"),
         Binding("x,delete", "delete", "Delete"),
-        Binding("c", "cancel_pull", "Cancel pull"),
         Binding("r", "refresh_list", "Refresh"),
-        Binding("escape", "close_panel", "Close panel"),
+        # shown only while they apply, so the footer fits 80 columns
+        Binding("escape", "close_panel", "Close"),
+        Binding("c", "cancel_pull", "Cancel pull"),
     ]
 
     def __init__(self, *args, **kwargs) -> None:
@@ -381,6 +385,8 @@ class ModelsScreen(Screen):
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action == "close_panel":  # in the footer only while there is a panel to close
             return self.query_one("#model-info").has_class("-active") or self.query_one(PullProgressView).closable
+        if action == "cancel_pull":
+            return self.query_one(PullProgressView).running
         return True
 
     # -- the table -------------------------------------------------------------------------

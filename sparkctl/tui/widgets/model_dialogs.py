@@ -7,6 +7,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
@@ -86,7 +87,7 @@ class ConfirmDialog(ModalScreen[bool]):
 
     def compose(self) -> ComposeResult:
         with Vertical():
-            yield Static(self.question, id="confirm-question")  # wraps: the whole reason shows
+            yield Static(Text(self.question), id="confirm-question")  # wraps: the whole reason shows
             with Horizontal():
                 yield Button("No", id="no")
                 yield Button(self.yes_label, id="yes", variant="error")
@@ -164,13 +165,13 @@ class LoadDialog(ModalScreen["LoadChoice | None"]):
             with Horizontal(classes="field"):
                 yield Label("context")
                 yield Input(str(self.choice.num_ctx or ""), placeholder="num_ctx, e.g. 8192 or 32k", id="load-ctx")
-            yield Static(f"blank: {self.ctx_default}", classes="default")
+            yield Static(Text(f"blank: {self.ctx_default}"), classes="default")  # "[models]" is not markup
             if self.load:
                 with Horizontal(classes="field"):
                     yield Label("keep-alive")
                     yield Input(self.choice.keep_alive or "", placeholder='e.g. 30m, 2h, -1 (forever)',
                                 id="load-keep-alive")
-                yield Static(f"blank: {self.keep_alive_default}", classes="default")
+                yield Static(Text(f"blank: {self.keep_alive_default}"), classes="default")
             yield Static("", id="load-error")
             go = "load" if self.load else "check the fit"
             yield Label(f"enter: {go} · tab: next field · escape: cancel", classes="hint")
@@ -197,7 +198,7 @@ class LoadDialog(ModalScreen["LoadChoice | None"]):
         try:
             choice = self._read()
         except ValueError as exc:
-            self.query_one("#load-error", Static).update(str(exc))
+            self.query_one("#load-error", Static).update(Text(str(exc)))
             return
         self.dismiss(choice)
 

@@ -93,10 +93,6 @@ class PullProgressView(Vertical):
     PullProgressView #pull-layers { height: auto; max-height: 7; }
     PullProgressView #pull-disk { height: auto; }
     PullProgressView #pull-log { height: 5; border: none; background: $surface; }
-    /* a short terminal (80x24): the bar, the numbers and the last layers; the list stays usable */
-    .-short PullProgressView #pull-log { display: none; }
-    .-short PullProgressView #pull-disk { display: none; }
-    .-short PullProgressView #pull-layers { max-height: 2; }
     """
 
     def __init__(self, **kwargs) -> None:
