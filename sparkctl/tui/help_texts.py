@@ -28,12 +28,15 @@ sampled every `[ui] refresh_s` in worker threads.
 
 - *Size* on disk; *Family*, *Params*, *Quant* from the model's metadata; *Context* its
   trained context; *Can* capabilities (tools, thinking, vision); *Lane* its role from
-  `[lanes]`; *Loaded* whether `/api/ps` lists it.
-- Fit (`f`) estimates the resident size (weights + KV cache + overhead, from `/api/show`
-  model_info) and judges it against the budget with the lanes still loaded; a load that
-  would evict a lane model or plan below the reserve is refused unless forced (`L`).
-- Load (`l`) side-loads beside what is resident and verifies placement from `/api/ps` and
-  NVML.
+  `[lanes]`, or *contender* for a model loaded from this screen (until promoted or
+  unloaded); *Loaded* whether `/api/ps` lists it.
+- Fit (`f`) asks for a context (blank: `[models] num_ctx`, else the engine's choice), then
+  estimates the resident size (weights + KV cache + overhead, from `/api/show` model_info)
+  and judges it against the budget with the lanes still loaded; a load that would evict a
+  lane model or plan below the reserve is refused unless forced (`L`, offered only where
+  forcing could work).
+- Load (`l`) asks for a context and a keep-alive, side-loads beside what is resident and
+  verifies placement from `/api/ps` and NVML. `escape` closes the result and pull panels.
 """,
     "BenchScreen": """\
 **Bench**: a fixed prompt at temperature 0 and a fixed seed, a warm-up, then interleaved
