@@ -32,9 +32,9 @@ sampled every `[ui] refresh_s` in worker threads.
   unloaded); *Loaded* whether `/api/ps` lists it.
 - Fit (`f`) asks for a context (blank: `[models] num_ctx`, else the engine's choice), then
   estimates the resident size (weights + KV cache + overhead, from `/api/show` model_info)
-  and judges it against the budget with the lanes still loaded; a load that would evict a
-  lane model or plan below the reserve is refused unless forced (`L`, offered only where
-  forcing could work).
+  and judges it against the budget with the lanes still loaded; a load that would
+  evict a lane model or plan below the reserve is refused unless forced (`L`, offered
+  only where forcing could work).
 - Load (`l`) asks for a context and a keep-alive, side-loads beside what is resident and
   verifies placement from `/api/ps` and NVML. `escape` closes the result and pull panels.
 """,
