@@ -66,10 +66,29 @@ async def test_p_promotes_the_selected_runs_model_after_showing_the_evidence(mlf
             assert "promote qwen3:8b to lane production (now gpt-oss:120b)" in text
             assert "bench    met" in text and "quality  n/a" in text and "fit      met" in text
             assert not dialog.query_one("#promote", Button).disabled
-            await pilot.click("#promote")
+            dialog.query_one("#promote", Button).focus()
+            await pilot.press("enter")  # the keyboard way (a click would do the same)
             await until(pilot, lambda: read_state(paths.state_file()).lanes.get("production") == "qwen3:8b")
             await until(pilot, lambda: app.config.lanes["production"] == "qwen3:8b")
-        (row,) = list_runs(mlflow_store, kind="promotion")
-        assert row.model == "qwen3:8b" and row.status == "FINISHED"
+            assert app.focused is table  # the footer's keys work after the dialog
+
+            # l on the dashboard: the lanes as `sparkctl lanes` lists them; R rolls one back
+            await pilot.press("d")
+            await pilot.pause(0.2)
+            await pilot.press("l")
+            await until(pilot, lambda: type(app.screen).__name__ == "LanesScreen")
+            await until(pilot, lambda: app.screen.rows, timeout=10)
+            lanes = {r.lane: r for r in app.screen.rows}
+            assert lanes["production"].model == "qwen3:8b" and lanes["production"].action == "promote"
+            assert lanes["production"].previous == "gpt-oss:120b"
+            app.screen.query_one("#lanes", DataTable).move_cursor(row=[r.lane for r in app.screen.rows].index("production"))
+            await pilot.press("R")
+            await until(pilot, lambda: type(app.screen).__name__ == "ConfirmDialog")
+            question = str(app.screen.query_one("#confirm-question").render())
+            assert "Roll lane production back to gpt-oss:120b?" in question
+            await pilot.press("y")
+            await until(pilot, lambda: app.config.lanes["production"] == "gpt-oss:120b", timeout=30)
+        (row, *_) = list_runs(mlflow_store, kind="promotion")
+        assert row.model == "gpt-oss:120b" and row.status == "FINISHED"  # the rollback, newest first
     finally:
         server.stop()

@@ -143,7 +143,7 @@ async def test_lists_filters_sorts_and_opens_a_run(history):
         # r reloads: same rows, the sort kept
         await pilot.press("r")
         await pilot.pause()
-        await until(pilot, lambda: not screen.loading)
+        await until(pilot, lambda: not screen.fetching)
         assert [m for m, _ in shown(app)] == [A, A, B, B]
 
 

@@ -48,7 +48,7 @@ def set_if_changed(widget: Static, text: Text | str) -> None:
 
 
 class DashboardScreen(Screen):
-    BINDINGS = [("r", "app.refresh_now", "Refresh now")]
+    BINDINGS = [("r", "app.refresh_now", "Refresh now"), ("l", "lanes", "Lanes")]
 
     def compose(self) -> ComposeResult:
         yield Header(show_clock=False)
@@ -78,6 +78,11 @@ class DashboardScreen(Screen):
                 yield HistorySparkline([], id="spark-gpu", bounds=(0.0, 100.0))
                 yield Label("", id="spark-gpu-label")
         yield Footer()
+
+    def action_lanes(self) -> None:
+        from sparkctl.tui.screens.lanes import LanesScreen
+
+        self.app.push_screen(LanesScreen())
 
     def on_mount(self) -> None:
         table = self.query_one("#resident", DataTable)

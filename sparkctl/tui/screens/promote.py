@@ -87,3 +87,25 @@ class PromoteDialog(ModalScreen["tuple[object, bool] | None"]):
 
     def action_cancel(self) -> None:
         self.dismiss(None)
+
+
+async def apply_switch(app, plan, force: bool) -> tuple[str, bool]:
+    """Run a promotion or rollback plan through the same service as the CLI, then show the
+    new lane in the app's config. Returns (what to tell the user, whether it failed)."""
+    from dataclasses import replace
+
+    from sparkctl.engines.base import EngineError
+    from sparkctl.services.lanes import execute
+
+    try:
+        out = await execute(app.config, app.engine, app.probes, plan, force=force, recorder=app.recorder)
+    except EngineError as exc:
+        what = "promotion" if plan.action == "promote" else plan.action
+        return f"{what} failed: {exc.message}; lane {plan.lane} unchanged", True
+    if out.changed:
+        cfg = app.config
+        app.config = replace(cfg, lanes={**cfg.lanes, plan.lane: plan.model},
+                             sources={**cfg.sources, f"lanes.{plan.lane}": out.state_file})
+    lines = [line for line in out.lines() if not line.startswith("  -  ")]
+    failed = bool(out.error) or (out.hook is not None and not out.hook.ok)
+    return "\n".join(lines[-8:]), failed

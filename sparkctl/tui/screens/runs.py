@@ -268,6 +268,9 @@ class RunDetailScreen(ModalScreen[None]):
 
 
 class RunsScreen(Screen):
+    # the table, not the filter, has the focus whenever the screen comes back (after a
+    # dialog, a mode switch): keys do what the footer says; / moves to the filter
+    AUTO_FOCUS = "#runs"
     DEFAULT_CSS = """
     RunsScreen #runs-filter { height: 3; }
     RunsScreen #runs-box {
@@ -292,6 +295,7 @@ class RunsScreen(Screen):
         Binding("n", "more", "More", show=False),
         Binding("B", "rebench", "Re-bench lanes", show=False),
         Binding("R", "regressions", "Regressions", show=False),
+        Binding("escape", "leave_filter", "Leave filter", show=False),
         Binding("P", "promote", "Promote", show=False),
     ]
 
@@ -304,7 +308,9 @@ class RunsScreen(Screen):
         self.sort_column: str | None = None  # None: as loaded (newest first)
         self.sort_reverse = False
         self.error: str | None = None
-        self.loading = False
+        # not `loading`: that is Textual's own reactive, which hides the screen's widgets
+        # (and so moves the focus to the filter) while it is true
+        self.fetching = False
         self.limit = PAGE  # n loads the next page
         self.marked: list[str] = []  # models marked for a head to head, in marking order
 
@@ -326,7 +332,7 @@ class RunsScreen(Screen):
 
     # -- loading -------------------------------------------------------------------------
     def action_reload(self) -> None:
-        self.loading = True
+        self.fetching = True
         self.query_one("#runs-status", Label).update("loading…")
         self.load_runs()
 
@@ -348,7 +354,7 @@ class RunsScreen(Screen):
             self.post_message(RunsLoaded(rows))
 
     def on_runs_loaded(self, message: RunsLoaded) -> None:
-        self.loading = False
+        self.fetching = False
         self.error = None
         self.rows = list(message.rows)
         self.by_id = {r.run_id: r for r in self.rows}
@@ -362,7 +368,7 @@ class RunsScreen(Screen):
         return got[1]
 
     def on_runs_failed(self, message: RunsFailed) -> None:
-        self.loading = False
+        self.fetching = False
         self.error = message.error
         self.query_one("#runs-status", Label).update(Text(f"✘ {message.error}", style="bold red"))
 
@@ -398,6 +404,9 @@ class RunsScreen(Screen):
 
     @on(Input.Submitted, "#runs-filter")
     def _filter_done(self, event: Input.Submitted) -> None:
+        self.query_one("#runs", DataTable).focus()
+
+    def action_leave_filter(self) -> None:
         self.query_one("#runs", DataTable).focus()
 
     def action_focus_filter(self) -> None:
@@ -491,24 +500,10 @@ class RunsScreen(Screen):
 
     @work(group="promote", exclusive=True, exit_on_error=False)
     async def run_promotion(self, plan, force: bool) -> None:
-        from dataclasses import replace
+        from sparkctl.tui.screens.promote import apply_switch
 
-        from sparkctl.engines.base import EngineError
-        from sparkctl.services.lanes import execute
-
-        app = self.app
-        try:
-            out = await execute(app.config, app.engine, app.probes, plan, force=force, recorder=app.recorder)
-        except EngineError as exc:
-            self.notify(f"promotion failed: {exc.message}; lane {plan.lane} unchanged", severity="error", timeout=15)
-            return
-        if out.changed:
-            cfg = app.config
-            app.config = replace(cfg, lanes={**cfg.lanes, plan.lane: plan.model},
-                                 sources={**cfg.sources, f"lanes.{plan.lane}": out.state_file})
-        lines = [line for line in out.lines() if not line.startswith("  -  ")]
-        failed = bool(out.error) or (out.hook is not None and not out.hook.ok)
-        self.notify("\n".join(lines[-8:]), severity="error" if failed else "information", timeout=20)
+        message, failed = await apply_switch(self.app, plan, force)
+        self.notify(message, severity="error" if failed else "information", timeout=20 if failed else 15)
         self.action_reload()
 
     def action_regressions(self) -> None:
@@ -519,7 +514,7 @@ class RunsScreen(Screen):
             self.app.push_screen(RegressionsScreen(store))
 
     def action_more(self) -> None:
-        if len(self.rows) >= self.limit and not self.loading:
+        if len(self.rows) >= self.limit and not self.fetching:
             self.limit += PAGE
             self.action_reload()
 
