@@ -16,6 +16,11 @@ PORT=${PORT:-8088}
 # a TinyLlama-1.1B-shaped model (F16, ~2.2 GB) and the bench settings; both overridable
 MODEL_DIMS=${MODEL_DIMS:---embd 2048 --layers 16 --heads 32 --kv-heads 8 --ffn 5632}
 BENCH_ARGS=${BENCH_ARGS:---reps 5 --warmup 1 --num-predict 256 --timeout 120}
+# the model's name (file $W/NAME.gguf, kept and reused when WORK_DIR persists), the server's
+# context/slots, and the file the bench's stdout goes to (a sweep prints text, not JSON)
+MODEL_NAME=${MODEL_NAME:-random-llama}
+SERVER_ARGS=${SERVER_ARGS:--c 4096 -np 1}
+BENCH_OUT=${BENCH_OUT:-bench.json}
 T0=$(date +%s)
 mkdir -p "$W" "$OUT"
 log() { echo "[$(( $(date +%s) - T0 ))s] $*" | tee -a "$OUT/steps.log" >&2; }
@@ -27,12 +32,17 @@ log "host $(hostname) $(nproc) cores; $(python3 --version 2>&1)"
 # ---- source, model, build -----------------------------------------------------------------------
 tar xJf "$REPO/.devcarry/llama-src.tar.xz" -C "$W" || { log "untar FAILED"; exit 1; }
 SRC=$W/llama.cpp
+GGUF=$W/$MODEL_NAME.gguf
+if [ -f "$GGUF" ]; then log "model $GGUF already there ($(du -h "$GGUF" | cut -f1))"; (true) &
+else
 ( PYTHONPATH=$SRC/gguf-py python3 "$REPO/scripts/make_random_gguf.py" --vocab "$SRC/models/ggml-vocab-llama-spm.gguf" \
-    --out "$W/random.gguf" $MODEL_DIMS --name random-llama \
-    >> "$OUT/steps.log" 2>&1; echo "gguf exit $?" >> "$OUT/steps.log" ) &
+    --out "$GGUF.tmp" $MODEL_DIMS --name "$MODEL_NAME" \
+    >> "$OUT/steps.log" 2>&1; rc=$?; echo "gguf exit $rc" >> "$OUT/steps.log"; [ $rc = 0 ] && mv "$GGUF.tmp" "$GGUF" ) &
+fi
 GGUF_PID=$!
 
 BIN=${LLAMA_SERVER_BIN:-}
+if [ -z "$BIN" ] && [ -x "$W/build/bin/llama-server" ]; then BIN=$W/build/bin/llama-server; log "llama-server already built"; fi
 if [ -z "$BIN" ]; then
   EXTRA=()
   CUDA_INC=$(dirname "$(command -v nvcc)")/../include
@@ -73,13 +83,13 @@ bandwidth_gbps = 4800.0
 [engines.llama]
 kind = "openai"
 url = "http://127.0.0.1:$PORT"
-model = "random-llama"
+model = "$MODEL_NAME"
 timeout_s = 10
 EOF
 $SPARK status --json > "$OUT/status_early.json" 2>> "$OUT/steps.log"
 log "status (before the server) exit $?"
 
-if [ -z "${LLAMA_SERVER_BIN:-}" ]; then
+if [ -n "${BUILD_PID:-}" ]; then
   log "build started (budget ${BUILD_BUDGET_S}s)"
   while kill -0 $BUILD_PID 2>/dev/null; do
     if [ $(( $(date +%s) - T0 )) -gt "$BUILD_BUDGET_S" ]; then
@@ -94,14 +104,14 @@ if [ -z "${LLAMA_SERVER_BIN:-}" ]; then
 fi
 wait $GGUF_PID
 [ -x "$BIN" ] || { log "no llama-server binary; stopping"; exit 2; }
-[ -f "$W/random.gguf" ] || { log "no model; stopping"; exit 2; }
+[ -f "$GGUF" ] || { log "no model; stopping"; exit 2; }
 
 # ---- serve and bench ----------------------------------------------------------------------------
-"$BIN" -m "$W/random.gguf" --host 127.0.0.1 --port "$PORT" -ngl 999 -c 4096 -np 1 --alias random-llama \
+"$BIN" -m "$GGUF" --host 127.0.0.1 --port "$PORT" -ngl 999 $SERVER_ARGS --alias "$MODEL_NAME" \
   --ignore-eos > "$W/server.log" 2>&1 &
 SERVER_PID=$!
 health() { python3 -c "import sys,urllib.request; print(urllib.request.urlopen('http://127.0.0.1:$PORT/health', timeout=2).read().decode())" 2>/dev/null; }
-for i in $(seq 1 120); do
+for i in $(seq 1 400); do
   health >/dev/null && break
   kill -0 $SERVER_PID 2>/dev/null || break
   sleep 0.5
@@ -124,7 +134,8 @@ print(json.dumps(out, indent=1))
 EOF
 $SPARK status --json > "$OUT/status.json" 2>> "$OUT/steps.log"
 log "status exit $?"
-$SPARK bench --engine llama $BENCH_ARGS --json > "$OUT/bench.json" 2>> "$OUT/steps.log"
+log "bench: sparkctl bench --engine llama $BENCH_ARGS"
+$SPARK bench --engine llama $BENCH_ARGS > "$OUT/$BENCH_OUT" 2>> "$OUT/steps.log"
 log "bench exit $?"
 cp "$SPARKCTL_DATA_DIR/spool.jsonl" "$OUT/spool.jsonl" 2>/dev/null
 nvidia-smi --query-gpu=name,memory.used,power.draw,clocks.sm --format=csv >> "$OUT/steps.log" 2>&1

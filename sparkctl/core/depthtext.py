@@ -62,8 +62,8 @@ def _sentence(rng: random.Random, n: int) -> str:
 
 
 def depth_text(chars: int, seed: int = 0) -> str:
-    """At least `chars` characters of prose (whole sentences, paragraphs of ~6), the same
-    for the same (chars, seed). 0 -> ''."""
+    """About `chars` characters of prose (whole sentences, paragraphs of 6; never more than
+    `chars` unless one sentence is), the same for the same (chars, seed). 0 -> ''."""
     if chars <= 0:
         return ""
     rng = random.Random(seed)
@@ -74,6 +74,8 @@ def depth_text(chars: int, seed: int = 0) -> str:
     while size < chars:
         n += 1
         s = _sentence(rng, n)
+        if n > 1 and size + len(s) + 1 > chars:
+            break
         para.append(s)
         size += len(s) + 1
         if len(para) >= 6:

@@ -292,3 +292,20 @@ def _k(n: int) -> str:
 
 def _n(x: float | None) -> str:
     return "-" if x is None else f"{x:.1f}"
+
+
+def result_from_record(params: dict, tags: dict, metrics: dict, run_id: str | None = None) -> CellResult | None:
+    """A cell's result rebuilt from its recorded run (the spool's or MLflow's params, tags
+    and summary metrics): the exports of a sweep that ended before it could print them."""
+    if "sweep.cell" not in tags:
+        return None
+    known = set(CellStats.__dataclass_fields__) - {"extra"}
+    st = CellStats(**{k: (int(v) if k in ("requests", "dnf", "queued") else float(v))
+                      for k, v in metrics.items() if k in known and v is not None})
+    st.extra = {k: float(v) for k, v in metrics.items() if k == "roofline_aggregate_pct" and v is not None}
+    cell = Cell(params.get("model", tags.get("model.name", "")), tags["sweep.profile"], int(tags["sweep.depth"]),
+                int(tags["sweep.concurrency"]))
+    depth = metrics.get("depth_tokens_measured")
+    return CellResult(cell, st, run_id=run_id, depth_tokens=int(depth) if depth is not None else None,
+                      roofline_pct=metrics.get("roofline_pct"), num_predict=int(params.get("num_predict", 0) or 0),
+                      prompt_tokens=int(params["profile_prompt_tokens"]) if params.get("profile_prompt_tokens") else None)

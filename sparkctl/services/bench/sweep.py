@@ -127,8 +127,9 @@ class CellRunner(BenchRunner):
         self.slo = slo
         self.depth_target = depth_target
         self.baseline_prompt_tokens = baseline_prompt_tokens
-        self.chunks: dict[int, list[float]] = {}  # id(RepResult) -> chunk arrival times
-        self.rounds: dict[int, int] = {}  # id(RepResult) -> round
+        # keyed by the request's index in the cell (unique; survives the journal's deep copy)
+        self.chunks: dict[int, list[float]] = {}  # index -> chunk arrival times
+        self.rounds: dict[int, int] = {}  # index -> round
         self.queued_ids: set[int] = set()
         self.num_parallel = ""
 
@@ -141,13 +142,13 @@ class CellRunner(BenchRunner):
         finally:
             _CHUNKS.reset(t1)
             _FORMAT.reset(t2)
-        self.chunks[id(r)] = times
-        self.rounds[id(r)] = round_no
+        self.chunks[r.index] = times
+        self.rounds[r.index] = round_no
         if r.foreign.startswith("the engine spent") and self.cell.concurrency > 1:
             # the wait was behind the sweep's own requests: queueing, not foreign load
             r.foreign = ""
         if latency.queued(r.queue_wait_s, r.total_s):
-            self.queued_ids.add(id(r))
+            self.queued_ids.add(r.index)
         return r
 
     # ---- what the cell measured -------------------------------------------------------------
@@ -157,15 +158,15 @@ class CellRunner(BenchRunner):
         for r in run.reps:
             t_first, t_last = r.decode_window if r.decode_window else (None, None)
             sent, ended = r.window if r.window else (0.0, r.wall_s)
-            chunks = self.chunks.get(id(r), [])
+            chunks = self.chunks.get(r.index, [])
             cold = not r.prefill_cached or self.s.cache == prefill.WARM
             out.append(RequestSample(
-                round=self.rounds.get(id(r), 0), sent=sent, ended=ended,
+                round=self.rounds.get(r.index, 0), sent=sent, ended=ended,
                 ttft_s=r.ttft_s if cold else None,
                 tpot_s=latency.tpot(t_first, t_last, r.eval_count),
                 decode_tps=r.engine_decode_tps, prefill_tps=r.prefill_tps if cold else None,
                 eval_count=r.eval_count, chunk_gaps_s=tuple(latency.gaps(chunks)),
-                finished=not (r.dnf or r.error), queued=id(r) in self.queued_ids,
+                finished=not (r.dnf or r.error), queued=r.index in self.queued_ids,
                 prompt_eval_count=r.prompt_eval_count,
             ))
         return out
@@ -193,9 +194,12 @@ class CellRunner(BenchRunner):
                                              [s.ended for s in rs]) for rs in rounds.values()]
             seen = max(overlap) if overlap else 0
             np = f" ({self.num_parallel})" if self.num_parallel else ""
-            if q or (seen and seen < k):
+            if q or seen == 1:
                 flags.append(f"{QUEUED_FLAG} {q} of {len(samples)} request(s) waited for a slot{np}; at most "
                              f"{seen} of {k} decoded at the same time: requests queued rather than ran in parallel")
+            elif seen and seen < k:
+                flags.append(f"partly parallel: at most {seen} of {k} requests decoded at the same time{np} "
+                             "(the others were still prefilling or already done)")
         return flags
 
     def to_record(self, run: ModelRun, start_ms: int, end_ms: int, sampler, status: str | None = None):
@@ -204,11 +208,12 @@ class CellRunner(BenchRunner):
         st = cell_stats(samples, self.slo)
         c = self.cell
         record.run_name = f"{run.model} {c.key} @ {self.engine.kind} {self.engine_version}"
-        record.params.update({
+        record.params.update({k: str(v) for k, v in {
             "profile": c.profile, "depth_tokens": c.depth, "concurrency": c.concurrency,
             "requests_per_round": c.concurrency, "rounds": self.s.reps, "format": self.profile.format_text,
             "slo": self.slo.text() if self.slo else "none",
-        })
+            "profile_prompt_tokens": self.baseline_prompt_tokens if not c.depth else "",
+        }.items()})
         record.tags.update({
             "sweep.id": self.sweep_id, "sweep.cell": c.key, "sweep.profile": c.profile,
             "sweep.depth": str(c.depth), "sweep.concurrency": str(c.concurrency),
@@ -222,11 +227,11 @@ class CellRunner(BenchRunner):
         if st.throughput_tps and run.summary.get("roofline_ceiling_tps"):
             metrics["roofline_aggregate_pct"] = 100.0 * st.throughput_tps / run.summary["roofline_ceiling_tps"]
         record.summary_metrics.update(metrics)
-        record.step_metrics["queued"] = [1.0 if id(r) in self.queued_ids else 0.0 for r in run.reps]
+        record.step_metrics["queued"] = [1.0 if r.index in self.queued_ids else 0.0 for r in run.reps]
         record.step_metrics["tpot_s"] = [s.tpot_s for s in samples]
         record.artifacts["chunk_times.json"] = [
-            {"rep": r.index, "round": self.rounds.get(id(r), 0),
-             "t_s": [round(t - r.window[0], 6) for t in self.chunks.get(id(r), [])] if r.window else []}
+            {"rep": r.index, "round": self.rounds.get(r.index, 0),
+             "t_s": [round(t - r.window[0], 6) for t in self.chunks.get(r.index, [])] if r.window else []}
             for r in run.reps]
         return record
 
@@ -384,7 +389,7 @@ class SweepRunner:
                             baseline + _assembly_overhead(cpt) if (baseline and cell.depth) else baseline)
             cr.num_parallel = self.result.num_parallel
             run = ModelRun(m, show=base._shows[m], num_ctx=base.num_ctx(m), ctx_note=base._ctx_note.get(m, ""))
-            run.flags.extend(setup.flags)
+            run.flags.extend(f for f in setup.flags if f.startswith("foreign load"))  # the idle check
             cr.lane_restore = None
             self.result.cells.append(CellRun(cell, prof, cr, run, cell.depth))
             self.sink(Phase(f"{m} {cell.key}: loading/checking placement"))

@@ -1,0 +1,59 @@
+"""Pure latency math for workload sweeps: percentiles, goodput, SLO parsing, queue signs."""
+
+from __future__ import annotations
+
+import pytest
+
+from sparkctl.core.latency import (RequestLatency, Slo, goodput_pct, highest_meeting, parallel_seen, parse_slo,
+                                   percentile, queued, tpot)
+
+
+def test_percentile_interpolates_between_ranks_like_numpy_linear():
+    xs = [1.0, 2.0, 3.0, 4.0, 10.0]
+    assert percentile(xs, 50) == 3.0
+    assert percentile(xs, 90) == pytest.approx(7.6)  # 4 + 0.6 * (10 - 4)
+    assert percentile(xs, 99) == pytest.approx(9.76)
+    assert percentile([5.0], 99) == 5.0
+    assert percentile([None, float("nan")], 50) is None
+    with pytest.raises(ValueError):
+        percentile(xs, 101)
+
+
+def test_tpot_is_time_per_token_after_the_first():
+    assert tpot(1.0, 2.0, 11) == pytest.approx(0.1)
+    assert tpot(1.0, 2.0, 1) is None and tpot(None, 2.0, 5) is None
+
+
+def test_parse_slo_units_aliases_and_errors():
+    s = parse_slo("ttft=2s,itl=100ms")
+    assert s == Slo(ttft_s=2.0, tpot_s=0.1)
+    assert parse_slo("tpot=50ms,e2e=30,pct=95") == Slo(tpot_s=0.05, e2e_s=30.0, share_pct=95.0)
+    assert parse_slo("ttft=2s,itl=100ms").text() == "ttft=2s,itl=100ms"
+    for bad, words in (("ttft", "KEY=VALUE"), ("foo=1s", "unknown SLO key"), ("ttft=fast", "duration"),
+                       ("ttft=0s", "> 0"), ("pct=90", "no latency target"), ("ttft=1s,ttft=2s", "twice"),
+                       ("", "empty")):
+        with pytest.raises(ValueError, match=words):
+            parse_slo(bad)
+
+
+def test_goodput_counts_a_dnf_as_missing_every_target():
+    slo = Slo(ttft_s=2.0, tpot_s=0.1)
+    reqs = [RequestLatency(1.0, 0.05, 5.0, True),   # meets both
+            RequestLatency(2.5, 0.05, 5.0, True),   # TTFT too slow
+            RequestLatency(1.0, 0.20, 5.0, True),   # decode too slow
+            RequestLatency(0.5, 0.01, None, False)]  # DNF
+    assert goodput_pct(reqs, slo) == 25.0
+    assert goodput_pct([], slo) is None
+
+
+def test_highest_concurrency_meeting_stops_at_the_first_miss():
+    assert highest_meeting({1: 100.0, 2: 100.0, 4: 95.0, 8: 40.0}, 90.0) == 4
+    assert highest_meeting({1: 100.0, 2: 50.0, 4: 95.0}, 90.0) == 1  # 4 after a miss is noise
+    assert highest_meeting({1: 80.0}, 90.0) is None
+
+
+def test_queue_signs():
+    assert queued(1.0, 3.0) and not queued(0.01, 3.0) and not queued(None, 3.0)
+    # two requests served one after the other: never more than one decoding at once
+    assert parallel_seen([0, 0], [0.1, 1.1], [1.0, 2.0]) == 1
+    assert parallel_seen([0, 0, 0], [0.1, 0.2, 0.3], [1.0, 1.0, 1.0]) == 3
