@@ -17,8 +17,6 @@ from sparkctl.cli.running import STOPPING, ProgressLine, emit, lanes_failed, rec
 
 SUITE_CHOICES = ("gsm8k", "ifeval")
 GRID_WIDTH = 50
-# the grid's cells, on a terminal and in text output
-CELL = {"pass": "✓", "fail": "✗", "dnf": "D", "error": "E"}
 
 
 def _n(text: str):
@@ -123,8 +121,10 @@ class _Progress(ProgressLine):
 
     def __call__(self, ev) -> None:
         from sparkctl.services.bench import Notice, Phase
-        from sparkctl.services.evals import ItemDone, ItemLive, ItemStarted
+        from sparkctl.services.evals import EvalStarted, ItemDone, ItemLive, ItemStarted
 
+        if isinstance(ev, EvalStarted):  # a new model: its own tally and ETA
+            self.tally, self.eta = None, None
         if isinstance(ev, Notice):
             self.line(ev.text, end="\n", always=True)
             return
@@ -162,17 +162,9 @@ def _duration(s: float) -> str:
 
 
 def grid(run) -> list[str]:
-    cells = []
-    for iid in run.item_ids:
-        r = run.items.get(iid)
-        if r is None:
-            cells.append("·")
-        elif r.dnf:
-            cells.append(CELL["dnf"])
-        elif r.error:
-            cells.append(CELL["error"])
-        else:
-            cells.append(CELL["pass"] if r.passed else CELL["fail"])
+    from sparkctl.core.suites.cells import GLYPH, PENDING, state_of
+
+    cells = [GLYPH[PENDING if run.items.get(iid) is None else state_of(run.items[iid])] for iid in run.item_ids]
     return ["".join(cells[i:i + GRID_WIDTH]) for i in range(0, len(cells), GRID_WIDTH)]
 
 
@@ -213,8 +205,9 @@ def render_evals(runs) -> str:
             lines.append(f"  ! {run.model}: {msg}")
         if run.sync_message:
             lines.append(f"  {run.model}: {run.sync_message}")
-    lines.append(f"  grid: {CELL['pass']} pass  {CELL['fail']} wrong  {CELL['dnf']} did not finish  "
-                 f"{CELL['error']} engine error")
+    from sparkctl.core.suites.cells import LEGEND
+
+    lines.append(f"  grid: {LEGEND}")
     return "\n".join(lines)
 
 
@@ -243,10 +236,14 @@ def _run_eval(args, cfg) -> int:
 
     name, kind, url, effective_kind = engine_choice(args, cfg)
     validate_models(args.models, effective_kind)
-    for flag, value, low in (("--timeout", args.timeout, 0), ("--concurrency", args.concurrency, 1),
-                             ("--num-predict", args.num_predict, 1), ("--ctx", args.ctx, 256)):
-        if value is not None and (value < low or (low == 0 and value == 0)):
-            raise CliError(f"{flag} must be {'above' if low == 0 else 'at least'} {low}, not {value:g}", EXIT_BAD_INPUT)
+    import math
+
+    if args.timeout is not None and not (math.isfinite(args.timeout) and args.timeout > 0):
+        raise CliError(f"--timeout must be above 0, not {args.timeout:g}", EXIT_BAD_INPUT)
+    for flag, value, low in (("--concurrency", args.concurrency, 1), ("--num-predict", args.num_predict, 1),
+                             ("--ctx", args.ctx, 256)):
+        if value is not None and value < low:
+            raise CliError(f"{flag} must be at least {low}, not {value:g}", EXIT_BAD_INPUT)
     try:
         suite = load_suite(cfg, args.suite)
     except SuiteError as exc:
@@ -257,7 +254,9 @@ def _run_eval(args, cfg) -> int:
         think=False if args.no_think else None, allow_cpu=args.allow_cpu or None,
         wait=False if args.no_wait else None)
     try:
-        engine = make_engine(cfg, name=name, kind=kind, url=url)
+        # a queued item may see nothing while another runs up to its ceiling
+        engine = make_engine(cfg, name=name, kind=kind, url=url,
+                             stream_timeout=settings.timeout_s * settings.concurrency + 60)
     except EngineChoiceError as exc:
         raise CliError(str(exc), EXIT_BAD_INPUT) from None
     spool, _store = make_spool_and_store(cfg)

@@ -53,5 +53,8 @@ def cmd_serve(args, cfg) -> int:
     print(f"sparkctl: serving the TUI at {url} (Ctrl-C stops)", file=sys.stderr, flush=True)
     server = Server(app_command(args.config), host=args.host, port=args.port, title="sparkctl",
                     public_url=args.public_url)
-    server.serve()
+    try:
+        server.serve()
+    except OSError as exc:  # the port is taken, the address is not this machine's
+        raise CliError(f"cannot serve on {args.host}:{args.port}: {exc.strerror or exc}", EXIT_BAD_INPUT) from None
     return EXIT_OK

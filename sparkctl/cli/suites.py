@@ -20,7 +20,7 @@ def register(sub) -> None:
 
 def cmd_suites(args, cfg) -> int:
     if args.action == "pull":
-        return _pull(args)
+        return _pull(args, cfg)
     if args.action == "path":
         return _path(args, cfg)
     if args.dir is not None:
@@ -55,10 +55,12 @@ def _list(args, cfg) -> int:
     return EXIT_OK
 
 
-def _pull(args) -> int:
+def _pull(args, cfg) -> int:
     import json
 
-    from sparkctl.services.evals import SUITES, SuiteError, pull_suite
+    from sparkctl.services.evals import SUITES, SuiteError, pull_suite, suites_dir
+
+    dest, how = suites_dir(cfg)  # where eval reads them: the configured or chosen dir, else the data dir
 
     shown: dict[str, int] = {}
     tty = sys.stderr.isatty() and not args.json
@@ -74,7 +76,7 @@ def _pull(args) -> int:
     done, failed = [], []
     for name in SUITES:
         try:
-            p = pull_suite(name, progress=progress)
+            p = pull_suite(name, dest=dest, progress=progress)
             done.append(p)
         except SuiteError as exc:
             failed.append((name, str(exc)))
@@ -85,6 +87,7 @@ def _pull(args) -> int:
                                       "already": p.already} for p in done],
                           "failed": [{"suite": n, "error": e} for n, e in failed]}, indent=2))
     else:
+        print(f"into {dest} (from {how})")
         for p in done:
             verb = "already there" if p.already else f"downloaded {p.bytes / 1e6:.1f} MB"
             print(f"{p.name}: {verb}, sha256 verified: {p.path}")

@@ -25,6 +25,11 @@ class EngineUnreachable(EngineError):
     """No answer at all: connection refused, DNS, timeout on connect or read."""
 
 
+class EngineStalled(EngineUnreachable):
+    """A stream sent nothing for the read timeout: the engine may be busy (a queue, a long
+    prefill), not gone. An eval scores the item DNF instead of ending the run."""
+
+
 class ModelNotFound(EngineError):
     """The engine does not know the model (404 `model 'x' not found`)."""
 

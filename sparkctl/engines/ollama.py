@@ -26,6 +26,7 @@ from sparkctl.core.snapshots import EngineStatus, LocalModel, ModelDetails, Resi
 from sparkctl.engines.base import (
     DoneEvent,
     EngineError,
+    EngineStalled,
     EngineUnreachable,
     ModelNotFound,
     PullEvent,
@@ -367,6 +368,8 @@ class OllamaEngine:
             return EngineError(message, status)
         if isinstance(exc, httpx.ConnectTimeout):
             return EngineUnreachable(f"Ollama at {self.host} did not accept a connection within {self.connect_timeout:g}s")
+        if isinstance(exc, httpx.ReadTimeout) and action in ("generate", "chat"):
+            return EngineStalled(f"Ollama at {self.host} sent nothing for {self.load_timeout:g}s during {action}")
         if isinstance(exc, httpx.TimeoutException):
             limit = self.load_timeout if action in ("load", "pull", "generate", "chat") else self.timeout
             return EngineUnreachable(f"Ollama at {self.host} did not answer {action} within {limit:g}s")

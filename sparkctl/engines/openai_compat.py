@@ -77,6 +77,7 @@ from sparkctl.core.snapshots import EngineStatus, LocalModel, ModelDetails, Resi
 from sparkctl.engines.base import (
     DoneEvent,
     EngineError,
+    EngineStalled,
     EngineUnreachable,
     ModelNotFound,
     ShowInfo,
@@ -488,6 +489,8 @@ class OpenAICompatEngine:
             return exc
         if isinstance(exc, httpx.ConnectTimeout):
             return EngineUnreachable(f"{self.host} did not accept a connection within {self.connect_timeout:g}s")
+        if isinstance(exc, httpx.ReadTimeout) and action == "generate":
+            return EngineStalled(f"{self.kind} at {self.host} sent nothing for {self.load_timeout:g}s during generate")
         if isinstance(exc, httpx.TimeoutException):
             limit = self.load_timeout if action == "generate" else self.timeout
             return EngineUnreachable(f"{self.kind} at {self.host} did not answer {action} within {limit:g}s")

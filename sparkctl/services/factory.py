@@ -18,12 +18,16 @@ class EngineChoiceError(SetupError, ValueError):
 ENGINE_KINDS = ("ollama", "openai")
 
 
-def make_engine(cfg: Config, name: str | None = None, kind: str | None = None, url: str | None = None):
+def make_engine(cfg: Config, name: str | None = None, kind: str | None = None, url: str | None = None,
+                stream_timeout: float | None = None):
     """The engine to talk to: `[engine]` by default, `[engines.NAME]` by name, or ad hoc.
 
     `kind` "openai" needs `url` (llama-server, vLLM, SGLang); kind "ollama" with a url
     points at another Ollama. Raises EngineChoiceError for an unknown name or a bad URL.
+    `stream_timeout`: how long a stream may send nothing (an eval's queued items wait longer
+    than the default 600 s when another item runs up to its ceiling).
     """
+    slow = {} if stream_timeout is None else {"load_timeout": float(stream_timeout)}
     if name is not None:
         if kind is not None or url is not None:
             raise EngineChoiceError("choose an engine by name or by kind/URL, not both")
@@ -43,7 +47,7 @@ def make_engine(cfg: Config, name: str | None = None, kind: str | None = None, u
         from sparkctl.engines.ollama import OllamaEngine
 
         try:
-            return OllamaEngine(url if url is not None else cfg.engine.host, timeout=timeout)
+            return OllamaEngine(url if url is not None else cfg.engine.host, timeout=timeout, **slow)
         except ValueError as exc:
             where = "--engine-url" if url is not None else "[engine] host (or $OLLAMA_HOST)"
             raise EngineChoiceError(redact_text(f"{where}: {exc}")) from None
@@ -52,7 +56,7 @@ def make_engine(cfg: Config, name: str | None = None, kind: str | None = None, u
     if not url:
         raise EngineChoiceError("an OpenAI-compatible engine needs a URL (--engine-url or [engines.NAME] url)")
     try:
-        return OpenAICompatEngine(url, model=model, timeout=timeout)
+        return OpenAICompatEngine(url, model=model, timeout=timeout, **slow)
     except ValueError as exc:
         raise EngineChoiceError(redact_text(str(exc))) from None
 

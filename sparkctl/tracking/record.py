@@ -26,6 +26,15 @@ ArtifactValue = str | dict | list
 _RECORD_ID_RE = re.compile(r"[A-Za-z0-9_-]{1,64}")
 
 
+# An artifact whose text is a local file's, read when the record is written to MLflow (a
+# running eval journals its items this way instead of copying them into every journal line).
+FILE_ARTIFACT_KEY = "sparkctl.file"
+
+
+def file_artifact(path) -> dict[str, str]:
+    return {FILE_ARTIFACT_KEY: str(path)}
+
+
 def new_record_id() -> str:
     return uuid.uuid4().hex
 

@@ -27,7 +27,7 @@ from typing import Any
 from urllib.parse import unquote
 
 from sparkctl.core.redact import redact_text, redact_uri
-from sparkctl.tracking.record import RunRecord
+from sparkctl.tracking.record import FILE_ARTIFACT_KEY, RunRecord
 
 RECORD_ID_TAG = "sparkctl.record_id"
 # Set after everything else is logged: a run without it is a partial write, which a
@@ -418,6 +418,8 @@ class MlflowStore:
             client.log_batch(run_id, metrics=chunk, synchronous=True)
 
         for name, content in record.artifacts.items():
+            if isinstance(content, dict) and set(content) == {FILE_ARTIFACT_KEY}:
+                content = _read_file_artifact(content[FILE_ARTIFACT_KEY])
             if isinstance(content, str):
                 client.log_text(run_id, content, name)
             elif isinstance(content, (dict, list)):
@@ -514,6 +516,16 @@ class MlflowStore:
             return [_run_to_dict(run) for run in page], (page.token or None)
         except Exception as exc:
             raise self._error(exc, "search") from None  # the cause quotes the URL, credentials and all
+
+
+def _read_file_artifact(path: str) -> str:
+    """The text of a file artifact; what happened to it when it cannot be read (the run is
+    still written: its metrics and tags matter more than one missing file)."""
+    try:
+        with open(path, encoding="utf-8") as fh:
+            return fh.read()
+    except OSError as exc:
+        return f"(not available: {path}: {exc.strerror or exc})\n"
 
 
 class _file_lock:

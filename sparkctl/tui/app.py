@@ -198,8 +198,8 @@ class SparkApp(App):
         """Schedule the next sample once this one has finished. One timer per group: a
         sample cancelled by a manual refresh schedules nothing, so the chains never fork."""
         w = event.worker
-        if w.group in ("bench", "eval", "recover") and w.is_finished and not self._stopping:
-            self.count_pending()  # a run that could not reach MLflow waits in the spool
+        if w.group == "recover" and w.is_finished and not self._stopping:
+            self.count_pending()  # runs closed at start wait in the spool (the screens recount after theirs)
         if event.state not in (WorkerState.SUCCESS, WorkerState.ERROR) or self._stopping:
             return
         if event.state is WorkerState.ERROR:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import os
 import secrets
 import time
 from dataclasses import dataclass, field, replace
@@ -28,7 +29,7 @@ from sparkctl.core.names import model_key
 from sparkctl.core.redact import redact_text, redact_uri
 from sparkctl.core.suites.sample import sample_ids
 from sparkctl.core.suites.tally import Tally
-from sparkctl.engines.base import DoneEvent, EngineError, EngineUnreachable, ShowInfo, TokenEvent
+from sparkctl.engines.base import DoneEvent, EngineError, EngineStalled, EngineUnreachable, ShowInfo, TokenEvent
 from sparkctl.services.bench import (
     BenchLock,
     BenchRunner,
@@ -46,7 +47,6 @@ from sparkctl.services.evals.suites import Suite, SuiteItem
 
 UI_BATCH_S = 0.1
 JOURNAL_EVERY_S = 10.0  # journal the run so far at most this often (and at its end)
-JOURNAL_RESPONSE_CHARS = 4000  # the journal keeps answers this long; the final record keeps all
 
 
 @dataclass(frozen=True)
@@ -133,15 +133,12 @@ class ItemResult:
     seconds: float = 0.0
     done_reason: str | None = None
 
-    def row(self, limit: int | None = None) -> dict[str, Any]:
-        resp = self.response if limit is None else self.response[:limit]
-        out = {"item_id": self.item_id, "prompt_sha256": self.prompt_sha256, "response": resp,
+    def row(self) -> dict[str, Any]:
+        out = {"item_id": self.item_id, "prompt_sha256": self.prompt_sha256, "response": self.response,
                "verdict": self.verdict, "passed": self.passed, "dnf": self.dnf, "error": self.error,
                "tokens": self.eval_count if self.eval_count is not None else self.client_tokens,
                "thinking_tokens": self.thinking_tokens, "seconds": round(self.seconds, 3),
-               "done_reason": self.done_reason}
-        if limit is None:
-            out["thinking"] = self.thinking
+               "done_reason": self.done_reason, "thinking": self.thinking}
         return out
 
 
@@ -169,6 +166,7 @@ class ModelEval:
     run_id: str | None = None
     sync_message: str = ""
     completed: bool = False
+    started: bool = False  # its model was loaded for the eval
 
     @property
     def summary(self) -> dict[str, float]:
@@ -207,6 +205,7 @@ class EvalRunner:
         self._last_journal = 0.0
         self._journal_failed = False
         self._touched: set[str] = set()
+        self._runs: dict[str, ModelEval] = {}
 
     def sink(self, ev: Any) -> None:
         try:
@@ -233,6 +232,7 @@ class EvalRunner:
         start_ms = int(time.time() * 1000)
         shows = await self.guard.preflight(models)
         runs = {m: self._new_run(m, shows[m], start_ms) for m in models}
+        self._runs = runs
         lanes_before = await note_lanes(self.engine, self.cfg)
         outcome = "FINISHED"
         try:
@@ -269,6 +269,7 @@ class EvalRunner:
         m = run.model
         self._touched.add(model_key(m))
         self.sink(Phase(f"loading {m}"))
+        run.started = True
         await self.guard.check_placement(run.guard, m, before=True)
         self.sink(EvalStarted(m, self.s.suite, self.item_ids))
         queue: asyncio.Queue[tuple[int, str]] = asyncio.Queue()
@@ -392,6 +393,12 @@ class EvalRunner:
         except asyncio.TimeoutError:
             res.dnf = True
             res.done_reason = "dnf"
+        except EngineStalled as exc:
+            # nothing arrived for the engine's read timeout: busy, not gone; the item did not finish
+            res.dnf = True
+            res.done_reason = "dnf"
+            res.error = None
+            self.sink(Phase(redact_text(exc.message)))
         except EngineError as exc:
             res.error = redact_text(exc.message)
             res.done_reason = "error"
@@ -415,8 +422,15 @@ class EvalRunner:
         elif res.dnf:
             res.eval_count = res.client_tokens
         if not res.dnf and res.error is None:
-            res.verdict = score_item(self.s.suite, item, res.response)
-            res.passed = passed(self.s.suite, res.verdict)
+            # IFEval's checkers load NLTK and langdetect and walk long answers: off the event
+            # loop (the TUI runs this runner on its own loop)
+            try:
+                res.verdict = await asyncio.to_thread(score_item, self.s.suite, item, res.response)
+                res.passed = passed(self.s.suite, res.verdict)
+            except (ValueError, TypeError, KeyError) as exc:
+                res.error = f"could not score: {exc}"
+                res.done_reason = "error"
+        self._sidecar(model, res)
         return res
 
     # ---- wrap-up, journal, record ------------------------------------------------------------
@@ -429,7 +443,7 @@ class EvalRunner:
             self.lane_restore = await restore_lanes(self.engine, lanes_before, lambda t: self.sink(Phase(t)),
                                                     touched=self._touched)
         except Exception as exc:
-            self.lane_restore = LaneRestore(failed=[f"lane restore not possible: {exc}"])
+            self.lane_restore = LaneRestore(failed=[redact_text(f"lane restore not possible: {exc}")])
         for failure in self.lane_restore.failed:
             self.sink(Notice(f"ERROR: lane model not restored: {failure}"))
         for run in runs.values():
@@ -440,7 +454,7 @@ class EvalRunner:
             self.sink(EvalModelDone(run))
         if self.recorder is not None:
             for run in runs.values():
-                if run.items or run.status != "FINISHED":
+                if run.items or (run.started and run.status != "FINISHED"):  # a model never reached: no run
                     result = await asyncio.to_thread(self.recorder, self.to_record(run))
                     if result is not None:
                         run.sync_message = result.message
@@ -454,13 +468,42 @@ class EvalRunner:
             g.flags.append(f"{run.tally.dnf} item(s) did not finish within {self.s.timeout_s:g} s (DNF)")
         if run.tally.errors:
             first = next(r.error for r in run.items.values() if r.error)
-            g.flags.append(f"{run.tally.errors} item(s) failed: {first}")
+            msg = f"{run.tally.errors} item(s) failed: {first}"
+            g.flags.append(msg)
+            # an engine that failed items (a crashed runner, OOM) lowers the score for a reason
+            # that is not the model's: such a run is not a quality result to compare or promote on
+            g.invalid.append(msg)
         if self.suite.modified:
             g.flags.append(f"suite file differs from the published one (sha256 {self.suite.sha256[:12]}…)")
         if self.lane_restore is not None:
             g.lane_restore = self.lane_restore.tag()
             if self.lane_restore.failed:
                 g.flags.append("lane restore failed: " + "; ".join(self.lane_restore.failed))
+
+    def _sidecar_path(self, model: str):
+        from sparkctl import paths
+
+        run = self._runs.get(model)
+        return None if run is None else paths.data_dir() / "evals" / f"{run.record_id}.items.jsonl"
+
+    def _sidecar(self, model: str, res: ItemResult) -> None:
+        """Each finished item appended to the run's own items file (fsynced), so the journal
+        can point at it instead of rewriting every item every time: a long eval's spool stays
+        small, and a crash still keeps every finished item."""
+        if self.journal is None or self._journal_failed:
+            return
+        path = self._sidecar_path(model)
+        if path is None:
+            return
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with open(path, "a", encoding="utf-8") as fh:
+                fh.write(json.dumps(res.row(), ensure_ascii=False) + "\n")
+                fh.flush()
+                os.fsync(fh.fileno())
+        except OSError as exc:
+            self._journal_failed = True
+            self.sink(Phase(f"items file not written ({exc}); a crash would lose this run's items"))
 
     async def _journal(self, run: ModelEval, force: bool = False) -> None:
         if self.journal is None or self._journal_failed:
@@ -470,15 +513,17 @@ class EvalRunner:
             return
         self._last_journal = now
         try:
-            record = self.to_record(run, status="KILLED", limit=JOURNAL_RESPONSE_CHARS,
-                                    end_ms=int(time.time() * 1000))
+            record = self.to_record(run, status="KILLED", end_ms=int(time.time() * 1000),
+                                    items_file=self._sidecar_path(run.model))
             await asyncio.to_thread(self.journal, record)
         except Exception as exc:
             self._journal_failed = True
             self.sink(Phase(f"journal not written ({exc}); a crash would lose this run"))
 
-    def to_record(self, run: ModelEval, status: str | None = None, limit: int | None = None,
-                  end_ms: int | None = None):
+    def to_record(self, run: ModelEval, status: str | None = None, end_ms: int | None = None,
+                  items_file=None):
+        """The run as an MLflow record. `items_file`: the journal's form, whose items.jsonl
+        is read from that file when the record is written (tracking.store)."""
         from sparkctl.tracking.record import RunRecord
 
         s, g = self.s, run.guard
@@ -490,6 +535,9 @@ class EvalRunner:
             "suite_sha256": self.suite.sha256, "timeout_s": s.timeout_s, "concurrency": s.concurrency,
             "num_predict": s.num_predict, "temperature": s.temperature, "num_ctx": self.guard.num_ctx(run.model),
             "keep_alive": parse_keep_alive(s.keep_alive).wire, "think": s.think,
+            # with several items in flight the ceiling counts from the first token (a queue is
+            # not a DNF), so DNF counts compare only between runs of the same kind
+            "ceiling_from": "first token" if s.concurrency > 1 else "request sent",
         }
         if s.suite == "gsm8k":
             from sparkctl.core.suites.gsm8k import LM_EVAL_UNTIL
@@ -525,10 +573,11 @@ class EvalRunner:
         summary["tokens_total"] = float(sum((r.eval_count or r.client_tokens) for r in results))
         summary["thinking_tokens_total"] = float(sum(r.thinking_tokens for r in results))
         summary["seconds_total"] = float(sum(r.seconds for r in results))
-        artifacts = {
-            "items.jsonl": "".join(json.dumps(r.row(limit), ensure_ascii=False) + "\n" for r in results),
-            "sample_ids.json": list(run.item_ids),
-        }
+        from sparkctl.tracking.record import file_artifact
+
+        items = (file_artifact(items_file) if items_file is not None
+                 else "".join(json.dumps(r.row(), ensure_ascii=False) + "\n" for r in results))
+        artifacts = {"items.jsonl": items, "sample_ids.json": list(run.item_ids)}
         return RunRecord(
             experiment=self.cfg.tracking.experiment,
             run_name=f"{run.model} {s.suite} @ {self.engine.kind} {self.engine_version}",

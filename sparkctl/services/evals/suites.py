@@ -157,6 +157,7 @@ def parse_items(name: str, raw: bytes, origin: Path | str) -> list[SuiteItem]:
         raise SuiteError(f"{origin}: not UTF-8 text") from None
     if name == "gsm8k":
         from sparkctl.core.suites.gsm8k import build_prompt, gold_answer
+    seen: dict[str, int] = {}  # item id -> line
     for no, line in enumerate(lines, 1):
         if not line.strip():
             continue
@@ -173,15 +174,33 @@ def parse_items(name: str, raw: bytes, origin: Path | str) -> list[SuiteItem]:
             else:
                 ids = tuple(row["instruction_id_list"])
                 kwargs = tuple(row.get("kwargs") or [{}] * len(ids))
+                if not ids:
+                    raise SuiteError(f"{origin}:{no}: no instructions (instruction_id_list is empty)")
                 if len(kwargs) != len(ids):
                     raise SuiteError(f"{origin}:{no}: {len(ids)} instructions but {len(kwargs)} kwargs")
+                _check_instructions(ids, kwargs, f"{origin}:{no}")
                 items.append(SuiteItem(id=str(row["key"]), prompt=row["prompt"], text=row["prompt"],
                                        instruction_ids=ids, kwargs=kwargs))
         except (KeyError, TypeError) as exc:
             raise SuiteError(f"{origin}:{no}: not a {SUITES[name].title} row (missing {exc})") from None
+        if items[-1].id in seen:
+            raise SuiteError(f"{origin}:{no}: item {items[-1].id} appears twice (first on line {seen[items[-1].id]})")
+        seen[items[-1].id] = no
     if not items:
         raise SuiteError(f"{origin}: no items")
     return items
+
+
+def _check_instructions(ids: tuple[str, ...], kwargs: tuple[dict, ...], where: str) -> None:
+    """Every instruction known and its arguments usable, before any model is asked: a bad
+    row found after an hour of answers would lose them."""
+    from sparkctl.core.suites.ifeval.checkers import build_check
+
+    for iid, kw in zip(ids, kwargs):
+        try:
+            build_check(iid, {k: v for k, v in (kw or {}).items() if v is not None})
+        except (ValueError, TypeError, KeyError) as exc:
+            raise SuiteError(f"{where}: instruction {iid}: {exc}") from None
 
 
 # ---- getting the data ------------------------------------------------------------------------
@@ -208,7 +227,9 @@ def _http_fetch(url: str, progress: Callable[[int, int | None], None]) -> bytes:
 
     with httpx.stream("GET", url, follow_redirects=True, timeout=httpx.Timeout(30.0)) as resp:
         if resp.status_code != 200:
-            raise SuiteError(f"{url}: HTTP {resp.status_code}")
+            from sparkctl.core.redact import redact_uri
+
+            raise SuiteError(f"{redact_uri(url)}: HTTP {resp.status_code}")
         total = int(resp.headers.get("content-length") or 0) or None
         chunks, got = [], 0
         for chunk in resp.iter_bytes():
@@ -220,10 +241,14 @@ def _http_fetch(url: str, progress: Callable[[int, int | None], None]) -> bytes:
 
 def source_url(spec: SuiteSpec, which: str = "data") -> str:
     """The published file, or a mirror: $SPARKCTL_SUITES_MIRROR/<file> (an offline site's copy)."""
-    mirror = os.environ.get("SPARKCTL_SUITES_MIRROR", "").rstrip("/")
-    if which == "licence":
-        return f"{mirror}/LICENSE-{spec.name}.txt" if mirror else spec.licence_url
-    return f"{mirror}/{spec.file}" if mirror else spec.url
+    mirror = os.environ.get("SPARKCTL_SUITES_MIRROR", "").strip()
+    if not mirror:
+        return spec.licence_url if which == "licence" else spec.url
+    from urllib.parse import urlsplit, urlunsplit
+
+    parts = urlsplit(mirror)  # the file name goes on the path, before any ?query
+    name = f"LICENSE-{spec.name}.txt" if which == "licence" else spec.file
+    return urlunsplit(parts._replace(path=parts.path.rstrip("/") + "/" + name))
 
 
 @dataclass(frozen=True)
@@ -244,6 +269,16 @@ def pull_suite(name: str, dest: Path | None = None, fetch: Fetch | None = None,
     spec = check_name(name)
     dest = dest or paths.data_dir() / "suites"
     path = dest / spec.file
+    try:
+        return _pull(spec, dest, path, fetch, progress)
+    except OSError as exc:  # a full disk, a read-only dir, a file where the dir should be
+        raise SuiteError(f"{dest}: cannot write the suite ({exc.strerror or exc})") from None
+
+
+def _pull(spec: SuiteSpec, dest: Path, path: Path, fetch: Fetch | None,
+          progress: Callable[[str, int, int | None], None] | None) -> Pulled:
+    from sparkctl.core.redact import redact_uri
+
     if path.is_file():
         have = hashlib.sha256(path.read_bytes()).hexdigest()
         if have == spec.sha256:
@@ -256,12 +291,12 @@ def pull_suite(name: str, dest: Path | None = None, fetch: Fetch | None = None,
     except SuiteError:
         raise
     except Exception as exc:  # httpx's many errors: one line naming the URL
-        raise SuiteError(f"{url}: download failed ({type(exc).__name__}: {exc})") from None
+        raise SuiteError(f"{redact_uri(url)}: download failed ({type(exc).__name__})") from None
     sha = hashlib.sha256(data).hexdigest()
     if sha != spec.sha256:
-        raise SuiteError(f"{url}: sha256 {sha[:16]}… does not match the published {spec.sha256[:16]}…; "
-                         "nothing was written")
-    parse_items(spec.name, data, url)  # a file that cannot be read as the suite is not kept
+        raise SuiteError(f"{redact_uri(url)}: sha256 {sha[:16]}… does not match the published "
+                         f"{spec.sha256[:16]}…; nothing was written")
+    parse_items(spec.name, data, redact_uri(url))  # a file that cannot be read as the suite is not kept
     try:
         licence = fetch(source_url(spec, "licence"), lambda *_: None)
     except Exception:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sparkctl.services.runs.decide import usable
-from sparkctl.services.runs.query import list_runs
+from sparkctl.services.runs.query import list_runs, run_params
 from sparkctl.services.runs.rows import RunRow
 
 HISTORY = 50
@@ -39,7 +39,7 @@ def stale_lanes(store, lanes: dict[str, str], engine_kind: str, engine_version: 
     """Every lane whose model's newest valid bench on this engine kind is on another version."""
     out = []
     for lane, model in lanes.items():
-        rows = [r for r in list_runs(store, model=model, limit=HISTORY, experiment=experiment)
+        rows = [r for r in list_runs(store, model=model, kind="bench", limit=HISTORY, experiment=experiment)
                 if usable(r) and r.engine_kind == engine_kind]
         last = rows[0] if rows else None
         if last is None or last.engine_version != engine_version:
@@ -58,8 +58,7 @@ _SETTINGS: dict[str, tuple[str, type]] = {
 def rebench_overrides(store, run: RunRow) -> tuple[dict[str, Any], list[str]]:
     """BenchSettings overrides that repeat `run`'s settings, and notes on what could not be
     repeated (the prompt is taken from the run's own prompt.txt when it differs)."""
-    found = store.search_runs(f"attributes.run_id = '{run.run_id}'", max_results=1)
-    params = (found[0].get("params") or {}) if found else {}
+    params = run_params(store, run.run_id)
     out: dict[str, Any] = {}
     notes: list[str] = []
     for key, (field, kind) in _SETTINGS.items():

@@ -17,7 +17,7 @@ from typing import Any
 
 from sparkctl.core import compare
 from sparkctl.core.suites.tally import primary_metric
-from sparkctl.services.runs.query import list_runs
+from sparkctl.services.runs.query import list_runs, run_params
 from sparkctl.services.runs.rows import RunRow
 
 SUITES = ("gsm8k", "ifeval")
@@ -69,11 +69,6 @@ class QualityDiff:
         return out
 
 
-def _params(store, run_id: str) -> dict[str, str]:
-    found = [r for r in store.search_runs(f"attributes.run_id = '{run_id}'", max_results=1)]
-    return (found[0].get("params") or {}) if found else {}
-
-
 def _passes(store, run_id: str) -> dict[str, bool]:
     """item id -> passed (the primary metric), from the run's items.jsonl."""
     out = {}
@@ -94,7 +89,7 @@ def quality_diff(store, a: RunRow, b: RunRow) -> QualityDiff:
     """B's accuracy minus A's on the suite both ran (percentage points)."""
     if a.suite != b.suite:
         raise ValueError(f"different suites: {a.suite} and {b.suite}")
-    pa, pb = _params(store, a.run_id), _params(store, b.run_id)
+    pa, pb = run_params(store, a.run_id), run_params(store, b.run_id)
     same_sample = (pa.get("sample_sha256") and pa.get("sample_sha256") == pb.get("sample_sha256")
                    and pa.get("suite_sha256") == pb.get("suite_sha256"))
     ci: compare.ProportionDiff | compare.PairedDiff

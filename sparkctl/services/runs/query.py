@@ -203,6 +203,12 @@ _ATTRIBUTE_ALIASES = {"created": "start_time", "run name": "run_name"}
 _ORDER_RE = re.compile(r"\s*(?P<ident>.+?)(?:\s+(?P<dir>ASC|DESC))?\s*", re.IGNORECASE)
 
 
+def run_params(store: Any, run_id: str) -> dict[str, str]:
+    """One run's params (the few runs a decision reads in full). Blocking."""
+    found = store.search_runs(f"attributes.run_id = {quote(run_id)}", max_results=1)
+    return (found[0].get("params") or {}) if found else {}
+
+
 def parse_order(order: str) -> list[tuple[str, str, bool]]:
     """``"metrics.decode_tps_median DESC, start_time"`` -> [(entity, key, descending)],
     entity one of attr, metrics, params, tags (MLflow's order_by syntax, checked by MLflow)."""

@@ -336,6 +336,9 @@ class BenchScreen(Screen):
             self.app.notify(f"bench failed: {message}", severity="error", timeout=10)
         finally:
             self.post_message(BenchEvent(None))
+            count = getattr(self.app, "count_pending", None)
+            if callable(count):
+                count()  # a run MLflow did not take waits in the spool: the header says so
 
     # ---- events from the runner ------------------------------------------------------------
 

@@ -323,6 +323,9 @@ class EvalScreen(Screen):
             self.app.notify(f"eval failed: {message}", severity="error", timeout=10)
         finally:
             post(None)
+            count = getattr(self.app, "count_pending", None)
+            if callable(count):
+                count()  # a run MLflow did not take waits in the spool: the header says so
 
     # ---- events from the runner ------------------------------------------------------------
 

@@ -52,9 +52,9 @@ class ChartFailed(Message):
 
 
 def _error_line(exc: BaseException) -> str:
-    from sparkctl.core.redact import redact_text
+    from sparkctl.tui.screens.runs import _error_line as line
 
-    return redact_text(getattr(exc, "message", None) or str(exc) or type(exc).__name__).splitlines()[0]
+    return line(exc)
 
 
 class _ChartScreen(ModalScreen[None]):

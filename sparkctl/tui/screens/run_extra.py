@@ -62,22 +62,22 @@ def _items(store: Any, run_id: str) -> Text | None:
         lines = store.read_artifact(run_id, "items.jsonl").splitlines()
     except Exception:
         return None
-    rows = [json.loads(line) for line in lines if line.strip()]
+    try:
+        rows = [json.loads(line) for line in lines if line.strip()]
+    except ValueError:
+        return Text("items.jsonl could not be read", style="yellow")
+    from sparkctl.core.suites.cells import DNF, ERROR, GLYPH, LEGEND, PASS, state_of
+
+    style = {PASS: "green", DNF: "bold magenta", ERROR: "bold yellow"}
     t = Text()
     t.append("items: ", style="bold")
     for r in rows:
-        if r.get("dnf"):
-            t.append("D", style="bold magenta")
-        elif r.get("error"):
-            t.append("E", style="bold yellow")
-        elif r.get("passed"):
-            t.append("✓", style="green")
-        else:
-            t.append("✗", style="red")
-    t.append("  (✓ pass ✗ wrong D did not finish E error)", style="dim")
+        state = state_of(r)
+        t.append(GLYPH[state], style=style.get(state, "red"))
+    t.append(f"  ({LEGEND})", style="dim")
     for r in rows[:ITEMS_SHOWN]:
         v = r.get("verdict") or {}
-        mark = "DNF" if r.get("dnf") else "ERR" if r.get("error") else "pass" if r.get("passed") else "wrong"
+        mark = {DNF: "DNF", ERROR: "ERR", PASS: "pass"}.get(state_of(r), "wrong")
         got = v.get("strict") if "strict" in v else ""
         t.append(f"\n  {str(r.get('item_id')):>5} {mark:<5} {r.get('tokens') or 0:>6} tok {r.get('seconds') or 0:>7.1f} s  ")
         if got:

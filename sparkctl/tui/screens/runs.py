@@ -224,7 +224,10 @@ class RunDetailScreen(ModalScreen[None]):
                 self.post_message(RunDetailFailed(_error_line(exc)))
             return
         tags = (found[0].get("tags") or {}) if found else {}
-        extra = run_extra(self.store, self.row)
+        try:
+            extra = run_extra(self.store, self.row)
+        except Exception as exc:  # an artifact that cannot be read: the rest of the detail still shows
+            extra = Text(f"artifacts not shown: {_error_line(exc)}", style="yellow")
         if not get_current_worker().is_cancelled:
             self.post_message(RunDetailLoaded(decode, ttft, tags, extra))
 
@@ -539,8 +542,8 @@ class RunsScreen(Screen):
             store = self.app.store
             stale = [s for s in stale_lanes(store, self.app.config.lanes, kind, version) if s.run is not None]
             plans = [(s, *rebench_overrides(store, s.run)) for s in stale]
-        except Exception as exc:
-            self.post_message(RunsFailed(_error_line(exc)))
+        except Exception as exc:  # a line, and the table keeps its own status
+            self.app.call_from_thread(self.notify, f"re-bench not planned: {_error_line(exc)}", severity="error")
             return
         self.post_message(RebenchPlanned(plans))
 

@@ -16,20 +16,9 @@ from textual.geometry import Size
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
-PENDING, FLIGHT, PASS, FAIL, DNF, ERROR = "pending", "flight", "pass", "fail", "dnf", "error"
-STATES = (PASS, FAIL, DNF, ERROR, FLIGHT, PENDING)
-GLYPH = {PASS: "✓", FAIL: "✗", DNF: "D", ERROR: "E", FLIGHT: "»", PENDING: "·"}
-LEGEND = "✓ pass  ✗ wrong  D did not finish  E engine error  » running  · to do"
+from sparkctl.core.suites.cells import DNF, ERROR, FAIL, FLIGHT, GLYPH, LEGEND, PASS, PENDING, STATES, state_of  # noqa: F401
+
 GROUP = 10  # cells per group; groups are separated by a space
-
-
-def state_of(result) -> str:
-    """The cell state of a finished item (an ItemResult of services.evals)."""
-    if result.dnf:
-        return DNF
-    if result.error:
-        return ERROR
-    return PASS if result.passed else FAIL
 
 
 @dataclass
