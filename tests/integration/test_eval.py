@@ -337,3 +337,82 @@ async def test_ifeval_scores_instructions_strict_and_loose(serve, mlflow_store, 
     rows = [json.loads(line) for line in mlflow_store.read_artifact(b.run_id, "items.jsonl").splitlines()]
     comma = next(r for r in rows if r["item_id"] == "200")
     assert comma["verdict"]["instructions"] == [{"id": "punctuation:no_comma", "strict": False, "loose": True}]
+
+
+async def test_an_engine_that_sends_nothing_makes_the_item_dnf_not_the_run_failed(serve, mlflow_store, tmp_path):  # noqa: F811
+    """The fake prefills so slowly that no byte arrives within the engine's read timeout:
+    each such item is DNF and the run still FINISHED (a busy engine is not a gone one)."""
+    state = bench_scenario(tokens_per_s=None)
+    state.answers = lambda model, prompt: "The answer is 5."
+    server = serve(state)
+    cfg = config(write_gsm8k(tmp_path / "suites"))
+    suite = load_suite(cfg, "gsm8k")
+    s = EvalSettings.from_config(cfg, "gsm8k", n=2, think=False, timeout_s=30.0)
+    engine = OllamaEngine(server.url, timeout=5.0, load_timeout=0.4)
+    try:
+        runner = EvalRunner(cfg, engine, FakeProbes(spark_snapshot()), s, suite)
+        state.prefill_tokens_per_s = 20.0  # after the load: every item's prompt takes ~2 s
+        (run,) = await runner.run([A])
+    finally:
+        await engine.close()
+    assert run.status == "FINISHED" and run.summary["dnf_count"] == 2
+    assert all(r.dnf and r.error is None for r in run.items.values())
+
+
+def test_a_bad_ifeval_row_is_one_line_naming_it_before_any_request(tmp_path, data_dir, capsys):
+    folder = write_ifeval(tmp_path / "suites")
+    rows = (folder / "ifeval-input.jsonl").read_text().splitlines()
+    rows[3] = json.dumps({"key": 9, "prompt": "x", "instruction_id_list": ["made:up"], "kwargs": [{}]})
+    (folder / "ifeval-input.jsonl").write_text("\n".join(rows) + "\n")
+    cfg = cli_config(tmp_path, "http://127.0.0.1:9", folder)  # nothing listens: no request could be sent
+    assert cli.main(["--config", str(cfg), "eval", A, "--suite", "ifeval"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"sparkctl: {folder / 'ifeval-input.jsonl'}:4: instruction made:up") and "\n" not in err
+    assert cli.main(["--config", str(cfg), "eval", "score", "--suite", "ifeval", str(tmp_path / "r.jsonl")]) == 2
+
+
+def test_kill_9_mid_eval_keeps_every_finished_item(serve, tmp_path, mlflow_template_db):  # noqa: F811
+    """A real `sparkctl eval` process killed with SIGKILL after some items: the next
+    `sparkctl sync` writes its run KILLED with the finished items (from the run's own items
+    file, which the journal points at), nothing lost."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from tests.integration.tracking_fixtures import copy_template_store
+
+    state = bench_scenario(tokens_per_s=40.0)
+    state.answers = lambda model, prompt: (f"Let me count carefully {'and again ' * 8}. The answer is "
+                                           f"{gold_of(prompt)}.")
+    server = serve(state)
+    data = tmp_path / "data"
+    store = copy_template_store(mlflow_template_db, data)
+    cfg = cli_config(tmp_path, server.url, write_gsm8k(tmp_path / "suites"))
+    env = dict(os.environ, SPARKCTL_DATA_DIR=str(data))
+    proc = subprocess.Popen([sys.executable, "-m", "sparkctl.cli", "--config", str(cfg), "eval", A,
+                             "--suite", "gsm8k", "--n", "all", "--no-think"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+    try:
+        deadline = time.monotonic() + 60
+        sidecars = []
+        while time.monotonic() < deadline:
+            sidecars = list((data / "evals").glob("*.items.jsonl")) if (data / "evals").is_dir() else []
+            if sidecars and len(sidecars[0].read_text().splitlines()) >= 3:
+                break
+            time.sleep(0.1)
+        assert sidecars, "no item finished in time"
+        time.sleep(0.3)
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=10)
+    done = len(sidecars[0].read_text().splitlines())
+    sync = subprocess.run([sys.executable, "-m", "sparkctl.cli", "--config", str(cfg), "sync", "--json"],
+                          capture_output=True, text=True, env=env, timeout=120)
+    assert sync.returncode == 0, sync.stderr
+    assert json.loads(sync.stdout)["recovered"] == 1
+    (run,) = [r for r in store.search_runs() if r["tags"].get("sparkctl.kind") == "eval"]
+    assert run["status"] == "KILLED"
+    rows = [json.loads(line) for line in store.read_artifact(run["run_id"], "items.jsonl").splitlines()]
+    assert len(rows) >= done >= 3 and all(r["passed"] for r in rows)  # every finished item, none lost
