@@ -7,8 +7,8 @@ import sys
 
 from sparkctl.cli.engine_args import engine_choice, validate_models
 from sparkctl.cli.sweep import add_sweep_args, cmd_sweep, sweep_requested
-from sparkctl.cli.running import STOPPING, ProgressLine, emit, lanes_failed, recover, run_stoppable
-from sparkctl.cli.exitcodes import CliError, EXIT_BAD_INPUT, EXIT_ENGINE_ERROR, EXIT_INTERRUPTED, EXIT_OK, EXIT_REFUSED, EXIT_UNREACHABLE
+from sparkctl.cli.running import ProgressLine, emit, lanes_failed, recover, run_tracked
+from sparkctl.cli.exitcodes import CliError, EXIT_BAD_INPUT, EXIT_ENGINE_ERROR, EXIT_OK, EXIT_REFUSED, EXIT_UNREACHABLE
 
 
 def register(sub) -> None:
@@ -151,11 +151,9 @@ def run_to_dict(run) -> dict:
 
 
 def cmd_bench(args, cfg) -> int:
-    import asyncio
     import json
 
-    from sparkctl.services.bench import BenchBusy, BenchRefused, BenchRunner, BenchSettings, Notice
-    from sparkctl.services.bench.lock import LockUnavailable
+    from sparkctl.services.bench import BenchRunner, BenchSettings
     from sparkctl.services.factory import EngineChoiceError, make_engine, make_probes, make_recorder, make_spool_and_store
 
     name, kind, url, effective_kind = engine_choice(args, cfg)
@@ -194,21 +192,10 @@ def cmd_bench(args, cfg) -> int:
         finally:
             await engine.close()
 
-    try:
-        runs = run_stoppable(work, lambda: progress(Notice(STOPPING)))
-    except BenchRefused as exc:
-        raise CliError(f"refused: {exc}", EXIT_REFUSED) from None
-    except BenchBusy as exc:
-        raise CliError(f"refused: {exc} (without --no-wait the bench waits for it)", EXIT_REFUSED) from None
-    except LockUnavailable as exc:
-        raise CliError(str(exc), EXIT_BAD_INPUT) from None
-    except (asyncio.CancelledError, KeyboardInterrupt):
-        progress.enabled = False
-        emit("sparkctl: stopped; the runs were recorded as KILLED with the repetitions that finished", sys.stderr)
-        # a lane model left changed matters more than the interruption itself
-        return EXIT_REFUSED if lanes_failed(runner_box) else EXIT_INTERRUPTED
-    finally:
-        progress.done()
+    runs, stopped = run_tracked(work, progress, what="bench", lanes_bad=lambda: lanes_failed(runner_box),
+                                stopped="the runs were recorded as KILLED with the repetitions that finished")
+    if stopped is not None:
+        return stopped
     if args.json:
         emit(json.dumps([run_to_dict(r) for r in runs], indent=2, default=str), sys.stdout)
     else:

@@ -8,12 +8,11 @@ import sys
 from sparkctl.cli.exitcodes import (
     EXIT_BAD_INPUT,
     EXIT_ENGINE_ERROR,
-    EXIT_INTERRUPTED,
     EXIT_OK,
     EXIT_REFUSED,
     CliError,
 )
-from sparkctl.cli.running import STOPPING, ProgressLine, emit, lanes_failed, recover, run_stoppable
+from sparkctl.cli.running import ProgressLine, emit, lanes_failed, recover, run_tracked
 
 SUITE_CHOICES = ("gsm8k", "ifeval")
 GRID_WIDTH = 50
@@ -225,12 +224,9 @@ def eval_to_dict(run) -> dict:
 
 
 def _run_eval(args, cfg) -> int:
-    import asyncio
     import json
 
     from sparkctl.cli.engine_args import engine_choice, validate_models
-    from sparkctl.services.bench import BenchBusy, BenchRefused, Notice
-    from sparkctl.services.bench.lock import LockUnavailable
     from sparkctl.services.evals import EvalRunner, EvalSettings, SuiteError, load_suite
     from sparkctl.services.factory import EngineChoiceError, make_engine, make_probes, make_recorder, make_spool_and_store
 
@@ -277,20 +273,10 @@ def _run_eval(args, cfg) -> int:
         finally:
             await engine.close()
 
-    try:
-        runs = run_stoppable(work, lambda: progress(Notice(STOPPING)))
-    except BenchRefused as exc:
-        raise CliError(f"refused: {exc}", EXIT_REFUSED) from None
-    except BenchBusy as exc:
-        raise CliError(f"refused: {exc} (without --no-wait the eval waits for it)", EXIT_REFUSED) from None
-    except LockUnavailable as exc:
-        raise CliError(str(exc), EXIT_BAD_INPUT) from None
-    except (asyncio.CancelledError, KeyboardInterrupt):
-        progress.enabled = False
-        emit("sparkctl: stopped; the runs were recorded as KILLED with the items that finished", sys.stderr)
-        return EXIT_REFUSED if lanes_failed(runner_box) else EXIT_INTERRUPTED
-    finally:
-        progress.done()
+    runs, stopped = run_tracked(work, progress, what="eval", lanes_bad=lambda: lanes_failed(runner_box),
+                                stopped="the runs were recorded as KILLED with the items that finished")
+    if stopped is not None:
+        return stopped
     if args.json:
         emit(json.dumps([eval_to_dict(r) for r in runs], indent=2, ensure_ascii=False, default=str), sys.stdout)
     else:

@@ -96,3 +96,31 @@ def lanes_failed(runner_box: list) -> bool:
     """Whether a lane model could not be put back (the runner already said so, loudly)."""
     restore = runner_box[0].lane_restore if runner_box else None
     return restore is not None and not restore.ok
+
+
+def run_tracked(work: Callable[[], Awaitable[Any]], progress: ProgressLine, *, what: str, stopped: str,
+                lanes_bad: Callable[[], bool]) -> tuple[Any, int | None]:
+    """run_stoppable for a tracked run (bench, eval, sweep): the refusals they share become
+    one-line CliErrors; an interruption prints `stopped` and gives its exit code (4 when a
+    lane model could not be put back, which matters more than the stop). Returns (result,
+    None), or (None, exit code) after an interruption."""
+    import asyncio
+
+    from sparkctl.cli.exitcodes import EXIT_BAD_INPUT, EXIT_INTERRUPTED, EXIT_REFUSED, CliError
+    from sparkctl.services.bench import BenchBusy, BenchRefused, Notice
+    from sparkctl.services.bench.lock import LockUnavailable
+
+    try:
+        return run_stoppable(work, lambda: progress(Notice(STOPPING))), None
+    except BenchRefused as exc:
+        raise CliError(f"refused: {exc}", EXIT_REFUSED) from None
+    except BenchBusy as exc:
+        raise CliError(f"refused: {exc} (without --no-wait the {what} waits for it)", EXIT_REFUSED) from None
+    except LockUnavailable as exc:
+        raise CliError(str(exc), EXIT_BAD_INPUT) from None
+    except (asyncio.CancelledError, KeyboardInterrupt):
+        progress.enabled = False
+        emit(f"sparkctl: stopped; {stopped}", sys.stderr)
+        return None, (EXIT_REFUSED if lanes_bad() else EXIT_INTERRUPTED)
+    finally:
+        progress.done()

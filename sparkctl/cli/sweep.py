@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import sys
 
-from sparkctl.cli.exitcodes import (CliError, EXIT_BAD_INPUT, EXIT_ENGINE_ERROR, EXIT_INTERRUPTED, EXIT_OK,
+from sparkctl.cli.exitcodes import (CliError, EXIT_BAD_INPUT, EXIT_ENGINE_ERROR, EXIT_OK,
                                     EXIT_REFUSED)
-from sparkctl.cli.running import STOPPING, emit, recover, run_stoppable
+from sparkctl.cli.running import emit, recover, run_tracked
 
 SWEEP_FLAGS = ("profile", "depth", "concurrency", "slo", "csv", "markdown")
 
@@ -60,8 +60,6 @@ def cmd_sweep(args, cfg, engine, settings, progress) -> int:
     import json
 
     from sparkctl.core import sweep as core_sweep
-    from sparkctl.services.bench import BenchBusy, BenchRefused, Notice
-    from sparkctl.services.bench.lock import LockUnavailable
     from sparkctl.services.bench.sweep import SweepRunner
     from sparkctl.services.factory import make_probes, make_recorder, make_spool_and_store
 
@@ -88,20 +86,10 @@ def cmd_sweep(args, cfg, engine, settings, progress) -> int:
     def lanes_bad() -> bool:
         return bool(box and box[0].result.lane_restore is not None and box[0].result.lane_restore.failed)
 
-    try:
-        result = run_stoppable(work, lambda: progress(Notice(STOPPING)))
-    except BenchRefused as exc:
-        raise CliError(f"refused: {exc}", EXIT_REFUSED) from None
-    except BenchBusy as exc:
-        raise CliError(f"refused: {exc} (without --no-wait the bench waits for it)", EXIT_REFUSED) from None
-    except LockUnavailable as exc:
-        raise CliError(str(exc), EXIT_BAD_INPUT) from None
-    except (asyncio.CancelledError, KeyboardInterrupt):
-        progress.enabled = False
-        emit("sparkctl: stopped; the cells were recorded (the one in flight as KILLED)", sys.stderr)
-        return EXIT_REFUSED if lanes_bad() else EXIT_INTERRUPTED
-    finally:
-        progress.done()
+    result, stopped = run_tracked(work, progress, what="bench", lanes_bad=lanes_bad,
+                                  stopped="the cells were recorded (the one in flight as KILLED)")
+    if stopped is not None:
+        return stopped
     results = result.results
     if args.json:
         emit(json.dumps({"cells": [core_sweep.export_row(r, slo is not None) for r in results]}, indent=2), sys.stdout)

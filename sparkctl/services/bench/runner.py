@@ -38,6 +38,7 @@ from sparkctl.engines.base import DoneEvent, EngineError, EngineUnreachable, Mod
 from sparkctl.services.bench.lanes import LaneRestore, note_lanes, restore_lanes
 from sparkctl.services.bench.lock import BenchLock
 from sparkctl.services.bench.sampler import GpuSampler
+from sparkctl.services.bench.wrapup import finish_shielded
 
 UI_BATCH_S = 0.05
 # Server time not spent loading, prefilling or decoding: waiting behind another request.
@@ -550,13 +551,8 @@ class BenchRunner:
             # The wrap-up (lanes back, runs recorded) runs as its own task: a second Ctrl-C,
             # SIGHUP or Escape while it runs must not leave production unloaded or a run
             # unrecorded. Further cancellations wait for it.
-            wrap_up = asyncio.ensure_future(self._wrap_up(models, runs, lanes_before, outcome))
-            while not wrap_up.done():
-                try:
-                    await asyncio.shield(wrap_up)
-                except asyncio.CancelledError:
-                    if not wrap_up.done():
-                        self.sink(Notice("stopping: putting lane models back and recording the runs first"))
+            wrap_up = await finish_shielded(self._wrap_up(models, runs, lanes_before, outcome),
+                                            lambda text: self.sink(Notice(text)))
             # every ending (finished, stopped, failed) shows the runs as recorded: a stopped
             # bench's finished repetitions belong on the screen, not only in MLflow
             if outcome != "FAILED" and not wrap_up.cancelled() and wrap_up.exception() is None:

@@ -39,6 +39,7 @@ from sparkctl.core.names import model_key
 from sparkctl.core.sweep import Cell, CellResult, RequestSample, cell_stats, context_needed, plan, round_ctx
 from sparkctl.engines.base import TokenEvent
 from sparkctl.services.bench.lanes import LaneRestore, note_lanes, restore_lanes
+from sparkctl.services.bench.wrapup import finish_shielded
 from sparkctl.services.bench.lock import BenchLock
 from sparkctl.services.bench.profiles import Profile
 from sparkctl.services.bench.runner import BenchRefused, BenchRunner, BenchSettings, ModelRun, Notice, Phase, RepResult
@@ -317,13 +318,8 @@ class SweepRunner:
             outcome = "FAILED"
             raise
         finally:
-            wrap = asyncio.ensure_future(self._wrap_up(base, models, lanes_before, outcome))
-            while not wrap.done():
-                try:
-                    await asyncio.shield(wrap)
-                except asyncio.CancelledError:
-                    if not wrap.done():
-                        self.sink(Notice("stopping: putting lane models back and recording the cells first"))
+            await finish_shielded(self._wrap_up(base, models, lanes_before, outcome),
+                                  lambda text: self.sink(Notice(text)), what="the cells")
 
     async def _calibrate(self, base: BenchRunner, model: str) -> tuple[float, dict[str, int | None]]:
         """Chars per token of the depth text and each profile's own prompt tokens, from the

@@ -42,6 +42,7 @@ from sparkctl.services.bench import (
     note_lanes,
     restore_lanes,
 )
+from sparkctl.services.bench.wrapup import finish_shielded
 from sparkctl.services.evals.scoring import chances, passed, score_item
 from sparkctl.services.evals.suites import Suite, SuiteItem
 
@@ -248,13 +249,8 @@ class EvalRunner:
             raise
         finally:
             # like the bench: lanes back and runs recorded even on a second Ctrl-C
-            wrap_up = asyncio.ensure_future(self._wrap_up(models, runs, lanes_before, outcome))
-            while not wrap_up.done():
-                try:
-                    await asyncio.shield(wrap_up)
-                except asyncio.CancelledError:
-                    if not wrap_up.done():
-                        self.sink(Notice("stopping: putting lane models back and recording the runs first"))
+            wrap_up = await finish_shielded(self._wrap_up(models, runs, lanes_before, outcome),
+                                            lambda text: self.sink(Notice(text)))
             if outcome != "FAILED" and not wrap_up.cancelled() and wrap_up.exception() is None:
                 self.sink(EvalFinished(list(runs.values())))  # stopped runs too, with their items
         return list(runs.values())
