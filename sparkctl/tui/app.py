@@ -298,6 +298,27 @@ class SparkApp(App):
                                   timeout=6)
         self.count_pending()
 
+    def action_pull_suites(self) -> None:
+        self.notify("downloading the quality suites (sha256 checked)…", timeout=4)
+        self.pull_suites()
+
+    @work(thread=True, group="suites", exclusive=True, exit_on_error=False)
+    def pull_suites(self) -> None:
+        """`sparkctl suites pull` from the TUI: into the directory the Eval screen reads."""
+        from sparkctl.services.evals import SUITES, SuiteError, pull_suite, suites_dir
+
+        dest, _how = suites_dir(self.config)
+        said = []
+        for name in SUITES:
+            try:
+                p = pull_suite(name, dest=dest)
+                said.append(f"{name}: {'already there' if p.already else 'downloaded'}")
+            except SuiteError as exc:
+                said.append(f"{name}: {exc}")
+        failed = any(": " in s and not s.endswith(("already there", "downloaded")) for s in said)
+        self.call_from_thread(self.notify, f"suites in {dest}: " + "; ".join(said),
+                              severity="error" if failed else "information", timeout=12)
+
     def action_show_config(self) -> None:
         from sparkctl.tui.screens.config_view import ConfigScreen
 

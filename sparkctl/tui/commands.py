@@ -142,6 +142,7 @@ def _runs_commands(app) -> Iterator[Command]:
         ("Runs: promote", "promote", "promote the selected run's model to a lane, after its evidence (P)"),
         ("Runs: re-bench stale lanes", "rebench", "bench lane models again whose last bench ran on "
          "another engine version (B)"),
+        ("Runs: regressions", "regressions", "each model's latest bench against the previous engine version (R)"),
     ):
         yield Command(name, what, _do(app, "runs", action))
 
@@ -157,6 +158,11 @@ def _app_commands(app, screen) -> Iterator[Command]:
     if hasattr(app, "action_show_config"):
         yield Command("Show the config", "each config value and the file it came from (read-only)",
                       _do(app, None, "app.show_config"))
+    if hasattr(app, "action_pull_suites"):
+        yield Command("Pull the quality suites", "download GSM8K and IFEval (sha256 checked) for the Eval screen "
+                      "(sparkctl suites pull)", _do(app, None, "app.pull_suites"))
+    yield Command("Lanes", "each lane's model, since when and by what; roll one back (l on Dashboard)",
+                  _do(app, "dashboard", "lanes"))
     yield Command("Quit", "leave sparkctl (a running bench is stopped and recorded first) (q)",
                   _do(app, None, "app.quit"))
 
