@@ -309,3 +309,91 @@ def result_from_record(params: dict, tags: dict, metrics: dict, run_id: str | No
     return CellResult(cell, st, run_id=run_id, depth_tokens=int(depth) if depth is not None else None,
                       roofline_pct=metrics.get("roofline_pct"), num_predict=int(params.get("num_predict", 0) or 0),
                       prompt_tokens=int(params["profile_prompt_tokens"]) if params.get("profile_prompt_tokens") else None)
+
+
+# ---- a recorded sweep read back (the TUI's matrix and charts) ---------------------------------
+
+
+@dataclass(frozen=True)
+class SweepView:
+    """One sweep as recorded: its cells rebuilt from their runs (profile, depth,
+    concurrency, model order)."""
+
+    sweep_id: str
+    results: tuple[CellResult, ...]
+    slo: str = ""  # the SLO's text as recorded ('' without one)
+    engine: str = ""  # "kind version" of the first cell
+    statuses: tuple[str, ...] = ()  # each cell run's status, as results
+
+    @property
+    def models(self) -> list[str]:
+        return list(dict.fromkeys(r.cell.model for r in self.results))
+
+    @property
+    def columns(self) -> list[tuple[str, int, int]]:
+        """(profile, depth, concurrency) of every column, profiles in plan order."""
+        profiles = list(dict.fromkeys(r.cell.profile for r in self.results))
+        return sorted({(r.cell.profile, r.cell.depth, r.cell.concurrency) for r in self.results},
+                      key=lambda c: (profiles.index(c[0]), c[1], c[2]))
+
+    def get(self, model: str, column: tuple[str, int, int]) -> CellResult | None:
+        for r in self.results:
+            if r.cell.model == model and (r.cell.profile, r.cell.depth, r.cell.concurrency) == column:
+                return r
+        return None
+
+
+def sweep_from_runs(sweep_id: str, runs: Sequence[dict]) -> SweepView:
+    """The cells of one sweep from its runs (MLflow's run dicts: params, tags, metrics,
+    run_id, start_time, status). Runs that are not cells are left out; a cell recorded twice
+    (a replay) keeps its newest run."""
+    ordered = sorted(runs, key=lambda r: (r.get("start_time") or 0, r.get("run_id") or ""))
+    by_cell: dict[tuple, tuple[CellResult, dict]] = {}
+    for run in ordered:
+        r = result_from_record(run.get("params") or {}, run.get("tags") or {}, run.get("metrics") or {},
+                               run.get("run_id"))
+        if r is not None:
+            by_cell[(r.cell.model, r.cell.key)] = (r, run)
+    # every cell run of a sweep carries the sweep's start time: the order is rebuilt from
+    # the cells themselves (models and profiles by name, depth and concurrency rising)
+    pairs = sorted(by_cell.values(), key=lambda p: (p[0].cell.profile, p[0].cell.depth, p[0].cell.concurrency,
+                                                    p[0].cell.model))
+    first = pairs[0][1] if pairs else {}
+    slo = (first.get("params") or {}).get("slo", "")
+    tags = first.get("tags") or {}
+    return SweepView(sweep_id, tuple(r for r, _ in pairs), "" if slo in ("", "none") else slo,
+                     f"{tags.get('engine.kind', '')} {tags.get('engine.version', '')}".strip(),
+                     tuple(str(run.get("status") or "") for _, run in pairs))
+
+
+def heat_share(value: float | None, best: float | None) -> float | None:
+    """A cell's decode tok/s as a share of its row's best (the heat-map's colour)."""
+    if value is None or not best or best <= 0:
+        return None
+    return max(0.0, min(1.0, value / best))
+
+
+def depth_series(results: Sequence[CellResult]) -> list[tuple[tuple[str, str, int], list[tuple[int, float | None]]]]:
+    """Decode tok/s per request against depth: ((model, profile, concurrency), [(depth, tok/s)])."""
+    groups: dict[tuple[str, str, int], dict[int, float | None]] = {}
+    for r in results:
+        groups.setdefault((r.cell.model, r.cell.profile, r.cell.concurrency), {})[r.cell.depth] = \
+            r.stats.decode_tps_per_request_median
+    return [(k, sorted(v.items())) for k, v in groups.items()]
+
+
+def concurrency_series(results: Sequence[CellResult]) \
+        -> list[tuple[tuple[str, str, int], list[tuple[int, float | None, float | None]]]]:
+    """Aggregate throughput and per-request latency (TPOT ms, else ITL p50) against
+    concurrency: ((model, profile, depth), [(concurrency, tok/s, ms per token)])."""
+    groups: dict[tuple[str, str, int], dict[int, tuple[float | None, float | None]]] = {}
+    for r in results:
+        s = r.stats
+        lat = s.tpot_ms_median if s.tpot_ms_median is not None else s.itl_ms_p50
+        groups.setdefault((r.cell.model, r.cell.profile, r.cell.depth), {})[r.cell.concurrency] = (s.throughput_tps, lat)
+    return [(k, [(c, t, lat) for c, (t, lat) in sorted(v.items())]) for k, v in groups.items()]
+
+
+def depth_label(n: int) -> str:
+    """4096 -> '4k' (the matrix's column heads)."""
+    return _k(n)

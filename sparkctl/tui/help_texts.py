@@ -64,7 +64,8 @@ more), read in a worker thread.
 - Enter opens a run (repetitions, guards, GPU samples, output or items); `c` charts the
   selected model across engine versions; `space` marks models and `v` compares them with
   95% intervals; `B` re-benches lane models last benched on another engine version; `R`
-  lists engine-change regressions (as `sparkctl regressions`); `P` promotes.
+  lists engine-change regressions (as `sparkctl regressions`); `P` promotes; `M` shows the
+  workload sweep the selected run is a cell of (matrix and charts).
 """,
     "EvalScreen": """\
 **Eval**: GSM8K or IFEval on one or more models, the same sampled items for each, scored by

@@ -295,6 +295,7 @@ class RunsScreen(Screen):
         Binding("space", "mark", "Mark"),
         Binding("v", "compare", "Compare"),
         Binding("c", "chart", "Chart"),
+        Binding("M", "matrix", "Sweep matrix", show=False),
         Binding("n", "more", "More", show=False),
         Binding("B", "rebench", "Re-bench lanes", show=False),
         Binding("R", "regressions", "Regressions", show=False),
@@ -398,7 +399,7 @@ class RunsScreen(Screen):
         if self.sort_column is not None:
             label = dict((k, lab) for lab, k in COLUMNS)[self.sort_column]
             text += f" · sorted by {label} {'↓' if self.sort_reverse else '↑'}"
-        text += " · Enter details · space mark · c chart · / filter · s sort"
+        text += " · Enter details · space mark · c chart · M sweep · / filter · s sort"
         self.query_one("#runs-status", Label).update(text)
 
     @on(Input.Changed, "#runs-filter")
@@ -479,6 +480,15 @@ class RunsScreen(Screen):
             from sparkctl.tui.screens.run_charts import HistoryChartScreen
 
             self.app.push_screen(HistoryChartScreen(store, row.model))
+
+    def action_matrix(self) -> None:
+        """M: the workload sweep the selected run is a cell of (its sweep.id tag), as a
+        matrix and charts; a run outside any sweep says so."""
+        row, store = self.selected(), getattr(self.app, "store", None)
+        if row is not None and store is not None:
+            from sparkctl.tui.screens.sweep_matrix import SweepMatrixScreen
+
+            self.app.push_screen(SweepMatrixScreen(store, run_id=row.run_id))
 
     def action_promote(self) -> None:
         """P: promote the selected run's model to a lane, after a dialog that shows the
