@@ -174,3 +174,55 @@ def test_sweep_matrix_snapshot(snap_compare, recorded):
         await pilot.pause(0.1)
 
     assert snap_compare(app, terminal_size=(80, 24), run_before=run)
+
+
+async def test_a_sweep_from_the_bench_settings_records_one_run_per_cell_and_opens_the_matrix(
+        mlflow_template_db, tmp_path):  # noqa: F811
+    state = bench_scenario(tokens_per_s=300.0, response_tokens=[" word"] * 40)
+    state.num_parallel = 2
+    server = FakeOllama(state).start()
+    store = copy_template_store(mlflow_template_db, tmp_path / "mlflow")
+    spool = Spool(tmp_path / "spool.jsonl")
+    app = build(server, store, recorder=lambda r: record_run(r, spool, store))
+    try:
+        async with app.run_test(size=(80, 24)) as pilot:
+            await pilot.press("b")
+            await pilot.pause(0.2)
+            bench = app.screen
+            values = {"models": A, "reps": "1", "warmup": "0", "num_predict": "10", "depth": "0,512",
+                      "concurrency": "1,2", "slo": "ttft=5s,itl=1s"}
+            for field, value in values.items():
+                bench.query_one(f"#{field}", Input).value = value
+            await pilot.pause()
+            assert "sweep" in bench.query_one("#settings").title
+            await pilot.click("#run")
+            await until(pilot, lambda: type(app.screen).__name__ == "SweepMatrixScreen" and app.screen.data is not None,
+                        timeout=60)
+            await app.workers.wait_for_complete()
+            view = app.screen.data
+            runs = store.search_runs(f"tags.`sweep.id` = '{view.sweep_id}'")
+            assert len(runs) == 4 == len(view.results)
+            assert sorted(r["tags"]["sweep.cell"] for r in runs) == ["prose/d0/c1", "prose/d0/c2",
+                                                                     "prose/d512/c1", "prose/d512/c2"]
+            by_id = {r["run_id"]: r for r in runs}
+            for cell in view.results:  # the matrix shows what was recorded
+                m = by_id[cell.run_id]["metrics"]
+                assert cell.stats.decode_tps_per_request_median == pytest.approx(m["decode_tps_per_request_median"])
+                assert cell.stats.goodput_pct == pytest.approx(m["goodput_pct"]) == 100.0
+            assert view.slo == "ttft=5s,itl=1s" and view.engine.startswith("ollama")
+            text = chart_text(app)
+            assert "d512 c2" in text and all(len(line) <= 80 for line in text.splitlines())
+            await pilot.press("escape")
+            await pilot.pause(0.1)
+            assert app.screen is bench
+            assert bench.query_one("#summary", DataTable).row_count == 4
+            assert str(bench.query_one("#phase").render()).startswith("sweep finished: 4 cell(s)")
+
+            # a bad list is one line, and nothing runs
+            bench.query_one("#concurrency", Input).value = "1,x"
+            await pilot.click("#run")
+            await pilot.pause(0.1)
+            assert any("concurrency" in n.message and "whole number" in n.message for n in app._notifications)
+            assert len(store.search_runs()) == 4
+    finally:
+        server.stop()

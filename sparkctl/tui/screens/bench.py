@@ -35,12 +35,22 @@ LOG_LINES = 5000
 SUMMARY_COLUMNS = ("Model", "decode tok/s", "min", "max", "CV %", "client", "prefill", "TTFT s", "load s",
                    "roof %", "J/tok", "placement", "DNF", "verdict", "MLflow")
 OLLAMA = "ollama"  # the engine picker's value for the dashboard's engine
+SWEEP_FIELDS = ("profile", "depth", "concurrency", "slo")  # the settings' sweep inputs
 
 
 class BenchEvent(Message):
     def __init__(self, event) -> None:
         super().__init__()
         self.event = event
+
+
+class SweepFinished(Message):
+    """A sweep ended (finished, stopped, refused or failed): its cells so far."""
+
+    def __init__(self, result, view) -> None:
+        super().__init__()
+        self.result = result  # services.bench.sweep.SweepResult
+        self.view = view  # core.sweep.SweepView of the cells with numbers
 
 
 # A one-line explanation of each flag word the runner writes, shown for the selected row.
@@ -127,6 +137,13 @@ class BenchScreen(Screen):
                 yield Label("allow CPU")
                 yield Switch(value=False, id="allow_cpu")
                 yield Input(placeholder="prompt (empty: the configured one)", id="prompt")
+            # any of these makes Run a workload sweep (as bench --profile/--depth/--concurrency/--slo)
+            with Horizontal(id="sweep-row"):
+                yield Label("sweep")
+                yield Input(placeholder="profiles: prose,json", id="profile")
+                yield Input(placeholder="depths: 0,4k,16k", id="depth")
+                yield Input(placeholder="concurrency: 1,2,4", id="concurrency")
+                yield Input(placeholder="SLO: ttft=2s,itl=100ms", id="slo")
         yield Label("", id="phase")
         yield Gauges(id="gauges")
         yield ProgressBar(id="progress", show_eta=False)
@@ -163,8 +180,9 @@ class BenchScreen(Screen):
             return f"settings (ctrl+s): {b.reps} reps · warm-up {b.warmup} · {b.mode} · num_ctx {b.num_ctx} · cold"
         q = self.query_one
         mode = "solo" if q("#solo", Switch).value else "beside"
+        sweep = " · sweep" if any(q(f"#{f}", Input).value.strip() for f in SWEEP_FIELDS) else ""
         return (f"settings (ctrl+s): {q('#reps', Input).value} reps · warm-up {q('#warmup', Input).value} · {mode} · "
-                f"num_ctx {q('#num_ctx', Input).value} · {q('#cache', Select).value}")
+                f"num_ctx {q('#num_ctx', Input).value} · {q('#cache', Select).value}{sweep}")
 
     @on(Input.Changed, "#settings Input")
     @on(Switch.Changed, "#settings Switch")
@@ -274,7 +292,52 @@ class BenchScreen(Screen):
         if got is None:
             return
         models, engine, settings = got
+        plan = self._sweep_form(settings)
+        if plan is False:
+            return
+        if plan is not None:
+            self._launch_sweep(models, settings, engine, plan)
+            return
         self._launch(models, settings, engine)
+
+    def _sweep_form(self, settings: BenchSettings):
+        """(profiles, depths, concurrencies, slo) from the settings' sweep inputs; None when
+        they are all empty (a plain bench); False after telling what is wrong."""
+        from sparkctl.core.latency import parse_slo
+        from sparkctl.core.sweep import parse_int_list
+        from sparkctl.services.bench.profiles import DEFAULT_PROFILE, resolve
+
+        raw = {f: self.query_one(f"#{f}", Input).value.strip() for f in SWEEP_FIELDS}
+        if not any(raw.values()):
+            return None
+        b = self.app.config.bench
+        prompt = self.query_one("#prompt", Input).value.strip() or None
+        try:
+            profiles = resolve(raw["profile"] or DEFAULT_PROFILE, b,
+                               settings.num_predict if settings.num_predict != b.num_predict else None, prompt)
+            depths = parse_int_list(raw["depth"] or "0", "depth", 0)
+            conc = parse_int_list(raw["concurrency"] or "1", "concurrency", 1)
+            if max(conc) > 64:
+                raise ValueError(f"concurrency: {max(conc)} is above 64")
+            try:
+                slo = parse_slo(raw["slo"]) if raw["slo"] else None
+            except ValueError as exc:
+                raise ValueError(f"SLO: {exc}") from None
+        except ValueError as exc:
+            self.notify(str(exc).removeprefix("--"), severity="error")
+            return False
+        return profiles, depths, conc, slo
+
+    def _launch_sweep(self, models: list[str], settings: BenchSettings, engine: str, plan) -> None:
+        self.runs = []
+        # rounds of K streams at once: the phase line names the cell and round, the bar pulses
+        self.query_one("#progress", ProgressBar).update(total=None, progress=0)
+        self.query_one("#summary", DataTable).clear()
+        self.query_one("#why", Label).update("")
+        self.query_one("#run", Button).disabled = True
+        self.query_one("#summary", DataTable).focus()
+        gc.freeze()
+        self.run_sweep(models, settings, engine, plan)
 
     def _launch(self, models: list[str], settings: BenchSettings, engine: str = OLLAMA) -> None:
         self._total_steps = len(models) * (settings.reps + settings.warmup)
@@ -340,6 +403,56 @@ class BenchScreen(Screen):
             if callable(count):
                 count()  # a run MLflow did not take waits in the spool: the header says so
 
+    @work(group="bench", exclusive=True, exit_on_error=False)
+    async def run_sweep(self, models: list[str], settings: BenchSettings, engine_name: str, plan) -> None:
+        """The same worker group and events as a bench; SweepRunner runs the cells (one
+        MLflow run each) and the matrix opens at the end."""
+        from sparkctl.core.sweep import SweepView
+        from sparkctl.services.bench.sweep import SweepRunner
+
+        engine = self.app.engine if engine_name == OLLAMA else self.app.named_engines.get(engine_name)
+        if engine is None:
+            self.post_message(BenchEvent(Phase(f"engine {engine_name!r} could not be built from the config")))
+            self.post_message(BenchEvent(None))
+            return
+        profiles, depths, conc, slo = plan
+        runner = SweepRunner(self.app.config, engine, self.app.probes, settings, profiles, depths, conc, slo,
+                             sink=lambda ev: self.post_message(BenchEvent(ev)), recorder=self.app.recorder,
+                             journal=getattr(self.app, "journal", None), ctx_explicit=settings.ctx_explicit)
+        try:
+            await runner.run(models)
+        except BenchRefused as exc:
+            self.post_message(BenchEvent(Phase(f"REFUSED: {exc}")))
+            self.app.notify(f"sweep refused: {exc}", severity="error", timeout=10)
+        except Exception as exc:  # engine gone, etc.: say so, keep the app alive
+            message = getattr(exc, "message", None) or str(exc)
+            self.post_message(BenchEvent(Phase(f"sweep failed: {message}")))
+            self.app.notify(f"sweep failed: {message}", severity="error", timeout=10)
+        finally:
+            res = runner.result
+            done = [c for c in res.cells if c.result is not None]
+            version = getattr(runner.base, "engine_version", "") if runner.base is not None else ""
+            view = SweepView(res.sweep_id, tuple(c.result for c in done), slo.text() if slo else "",
+                             f"{getattr(engine, 'kind', '')} {version}".strip(), tuple(c.run.status for c in done))
+            self.post_message(SweepFinished(res, view))
+            self.post_message(BenchEvent(None))
+            count = getattr(self.app, "count_pending", None)
+            if callable(count):
+                count()
+
+    def on_sweep_finished(self, message: SweepFinished) -> None:
+        res = message.result
+        if not res.cells:
+            return
+        self._show_summary(res.runs, labels=[f"{c.cell.model} {c.cell.key}" for c in res.cells])
+        stopped = any(c.run.status == "KILLED" for c in res.cells)
+        self.query_one("#phase", Label).update(
+            f"sweep {'stopped' if stopped else 'finished'}: {len(res.cells)} cell(s), sweep.id {res.sweep_id}")
+        if message.view.results:
+            from sparkctl.tui.screens.sweep_matrix import SweepMatrixScreen
+
+            self.app.push_screen(SweepMatrixScreen(view=message.view))
+
     # ---- events from the runner ------------------------------------------------------------
 
     def on_bench_event(self, message: BenchEvent) -> None:
@@ -387,7 +500,7 @@ class BenchScreen(Screen):
     def _append(self, view_id: str, text: str) -> None:
         self.query_one(view_id, StreamTail).append(text)
 
-    def _show_summary(self, runs) -> None:
+    def _show_summary(self, runs, labels: list[str] | None = None) -> None:
         self.runs = list(runs)
         table = self.query_one("#summary", DataTable)
         table.clear()
@@ -395,7 +508,7 @@ class BenchScreen(Screen):
         def f(x, spec=".1f"):
             return "-" if x is None else format(x, spec)
 
-        for run in runs:
+        for i, run in enumerate(runs):
             s = run.summary
             if run.status != "FINISHED":
                 verdict = Text(f"{run.status} ({len(run.reps)} rep)", style="bold yellow")
@@ -410,7 +523,7 @@ class BenchScreen(Screen):
             placement = run.placement_before if run.placement_before == run.placement_after else (
                 f"{run.placement_before} → {run.placement_after}")
             table.add_row(
-                run.model, f(s.get("decode_tps_median")), f(s.get("decode_tps_min")), f(s.get("decode_tps_max")),
+                labels[i] if labels else run.model, f(s.get("decode_tps_median")), f(s.get("decode_tps_min")), f(s.get("decode_tps_max")),
                 f(s.get("decode_tps_cv_pct")), f(s.get("client_decode_tps_median")),
                 f(s.get("prefill_tps_median"), ".0f"), f(s.get("ttft_s_median"), ".2f"),
                 f(s.get("load_s_median"), ".2f"), f(s.get("roofline_pct"), ".0f"), f(s.get("joules_per_token"), ".2f"),
