@@ -51,6 +51,8 @@ and GPU state.
 - *DNF*: repetitions past the ceiling (`[bench] timeout_s`).
 - *verdict*: stable (CV < 5%), unstable, or INVALID (not 100% GPU, cached prefill,
   foreign load, throttled...).
+- *sweep* (settings, `ctrl+s`): profiles, depths, concurrency, SLO as the CLI's flags; any
+  of them makes Run a workload sweep, one run per cell, and the matrix opens at the end.
 """,
     "RunsScreen": """\
 **Runs**: past runs from MLflow (`[tracking] uri`), newest first, 100 at a time (`n` for
