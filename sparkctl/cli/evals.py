@@ -196,7 +196,10 @@ def render_evals(runs) -> str:
         lines.append(f"  {run.model}: " + ", ".join(f"{m.replace(f'{suite}_', '')} {_pct(s.get(m + '_answered'))}"
                                                      for m in metrics))
     for run in runs:
-        lines.append(f"  {run.model}: placement {run.guard.placement_before} -> {run.guard.placement_after}, "
+        g = run.guard
+        where = g.placement_before if g.placement_before == g.placement_after else (
+            f"{g.placement_before} -> {g.placement_after}")
+        lines.append(f"  {run.model}: placement {where}, "
                      f"thinking {'n/a' if run.thinking is None else 'on' if run.thinking else 'off'}")
         for row in grid(run):
             lines.append(f"    {row}")
