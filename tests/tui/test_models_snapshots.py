@@ -52,6 +52,17 @@ def test_pull_view_after_a_pull(snap_compare, fake, tmp_path):
         screen = await open_models(pilot.app, pilot)
         screen._pull_chosen("qwen3:8b")  # what the pull dialog's callback does
         await settle(pilot.app, pilot)
+        # the new model's /api/show details come with the listing after the pull; on a busy
+        # machine that listing can still be on its way when the workers first look idle
+        from textual.widgets import DataTable
+
+        table = screen.query_one(DataTable)
+        for _ in range(100):
+            rows = [[str(c) for c in table.get_row_at(r)] for r in range(table.row_count)]
+            if any(row[0] == "qwen3:8b" and "think tools" in row for row in rows):
+                break
+            await pilot.pause(0.1)
+            await settle(pilot.app, pilot)
 
     assert snap_compare(app, terminal_size=SNAP_SIZE, run_before=run_before)
 
