@@ -10,10 +10,10 @@ roll back, a switch that failed verification or lost a race: the lane is unchang
 
 from __future__ import annotations
 
-import argparse
 import sys
 from typing import Any
 
+from sparkctl.cli.argtypes import duration, positive_int
 from sparkctl.cli.exitcodes import (
     EXIT_BAD_INPUT,
     EXIT_ENGINE_ERROR,
@@ -25,31 +25,13 @@ from sparkctl.cli.exitcodes import (
 )
 
 
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number of tokens, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a context of at least 1 token, got {value}")
-    return value
-
-
-def _duration(text: str) -> str:
-    from sparkctl.core.keepalive import HINT, parse_keep_alive
-
-    try:
-        parse_keep_alive(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected {HINT}, got {text!r}") from None
-    return text.strip()
 
 
 def _switch_args(p) -> None:
     p.add_argument("--swap", action="store_true",
                    help="unload the lane's current model once the new one is verified (first, when both do not fit)")
-    p.add_argument("--ctx", type=_positive_int, metavar="N", help="num_ctx (default: the current lane model's context)")
-    p.add_argument("--keep-alive", type=_duration, metavar="D",
+    p.add_argument("--ctx", type=positive_int, metavar="N", help="num_ctx (default: the current lane model's context)")
+    p.add_argument("--keep-alive", type=duration, metavar="D",
                    help="keep-alive (default: forever when the current lane model is kept forever, else [models] keep_alive)")
     p.add_argument("--force", action="store_true", help="go ahead past unmet preconditions (the override is recorded)")
     p.add_argument("--json", action="store_true", help="one JSON object")

@@ -9,33 +9,15 @@ for them.
 
 from __future__ import annotations
 
-import argparse
 import sys
 from typing import Any, TextIO
 
+from sparkctl.cli.argtypes import duration, positive_int
 from sparkctl.cli.exitcodes import CliError, EXIT_BAD_INPUT, EXIT_ENGINE_ERROR, EXIT_INTERRUPTED, EXIT_OK, EXIT_REFUSED, EXIT_UNREACHABLE
 
 
 
 
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number of tokens, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a context of at least 1 token, got {value}")
-    return value
-
-
-def _duration(text: str) -> str:
-    from sparkctl.core.keepalive import HINT, parse_keep_alive
-
-    try:
-        parse_keep_alive(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected {HINT}, got {text!r}") from None
-    return text.strip()
 
 
 def register(sub) -> None:
@@ -51,14 +33,14 @@ def register(sub) -> None:
 
     p = sub.add_parser("fit", help="estimate a model's resident size and judge it against the memory budget")
     p.add_argument("name")
-    p.add_argument("--ctx", type=_positive_int, metavar="N", help="plan for this num_ctx (default: config, else the engine's)")
+    p.add_argument("--ctx", type=positive_int, metavar="N", help="plan for this num_ctx (default: config, else the engine's)")
     p.add_argument("--json", action="store_true", help="one JSON object")
     p.set_defaults(handler=cmd_fit)
 
     p = sub.add_parser("load", help="load a model beside what is resident, then verify placement and lanes")
     p.add_argument("name")
-    p.add_argument("--keep-alive", type=_duration, metavar="D", help='how long it stays loaded ("30m", "-1" forever); default [models] keep_alive')
-    p.add_argument("--ctx", type=_positive_int, metavar="N", help="num_ctx to load with (a runner option: changing it reloads)")
+    p.add_argument("--keep-alive", type=duration, metavar="D", help='how long it stays loaded ("30m", "-1" forever); default [models] keep_alive')
+    p.add_argument("--ctx", type=positive_int, metavar="N", help="num_ctx to load with (a runner option: changing it reloads)")
     p.add_argument("--force", action="store_true", help="load even if it would evict a lane model or plan below the reserve")
     p.add_argument("--json", action="store_true", help="one JSON object")
     p.set_defaults(handler=cmd_load)
