@@ -426,7 +426,7 @@ class EvalRunner:
             except (ValueError, TypeError, KeyError) as exc:
                 res.error = f"could not score: {exc}"
                 res.done_reason = "error"
-        self._sidecar(model, res)
+        await asyncio.to_thread(self._sidecar, model, res)  # an fsync: off the event loop (the TUI runs on it)
         return res
 
     # ---- wrap-up, journal, record ------------------------------------------------------------
