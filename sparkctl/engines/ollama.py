@@ -17,6 +17,7 @@ import asyncio
 import json
 import os
 import ssl
+import sys
 from collections.abc import AsyncIterator, Mapping, Sequence
 from datetime import datetime, timezone
 from typing import Any
@@ -101,31 +102,41 @@ class OllamaEngine:
         self.connect_timeout = connect_timeout
         self.load_timeout = load_timeout
         self._built = False
+        self._http: Any = None
         self._building: asyncio.Lock | None = None
 
-    async def _ensure(self) -> None:
+    async def _ensure(self, *, http_only: bool = False) -> None:
         """Build the clients on first use, in a thread: importing `ollama` (pydantic models)
         and making a TLS context take ~0.5 s, which must not delay the TUI's first frame
-        nor stall its event loop."""
-        if self._built:
+        nor stall its event loop. `http_only`: the plain HTTP client is enough (version
+        and ps, the dashboard's poll): `ollama` is not imported for them at all."""
+        if self._built or (http_only and self._http is not None):
             return
         if self._building is None:
             self._building = asyncio.Lock()
         async with self._building:
-            if not self._built:
+            if http_only and self._http is None:
+                await asyncio.to_thread(self._build_http)
+            elif not http_only and not self._built:
                 await asyncio.to_thread(self._build)
+
+    def _build_http(self) -> None:
+        import httpx
+
+        quick = httpx.Timeout(self.timeout, connect=self.connect_timeout)
+        self._http = httpx.AsyncClient(base_url=self.host, timeout=quick, verify=_tls_context(self.host))
 
     def _build(self) -> None:
         import httpx
         import ollama
 
+        if self._http is None:
+            self._build_http()
         quick = httpx.Timeout(self.timeout, connect=self.connect_timeout)
         slow = httpx.Timeout(self.load_timeout, connect=self.connect_timeout)
         tls = _tls_context(self.host)
         self._quick = ollama.AsyncClient(host=self.host, timeout=quick, verify=tls)
         self._slow = ollama.AsyncClient(host=self.host, timeout=slow, verify=tls)
-        # /api/version has no client method: a plain GET.
-        self._http = httpx.AsyncClient(base_url=self.host, timeout=quick, verify=tls)
         self._built = True
 
     def __repr__(self) -> str:
@@ -138,9 +149,10 @@ class OllamaEngine:
         await self.close()
 
     async def close(self) -> None:
-        if not self._built:
-            return
-        for closer in (self._quick.close, self._slow.close, self._http.aclose):
+        closers = [self._http.aclose] if self._http is not None else []
+        if self._built:
+            closers += [self._quick.close, self._slow.close]
+        for closer in closers:
             try:
                 await closer()
             except Exception:  # closing must not mask what the caller is handling
@@ -148,24 +160,26 @@ class OllamaEngine:
 
     # ------------------------------------------------------------------ simple calls
     async def version(self) -> str:
-        await self._ensure()
+        await self._ensure(http_only=True)  # /api/version has no client method: a plain GET
         try:
             response = await self._http.get("/api/version")
             if response.status_code >= 400:
-                import ollama
-
-                raise ollama.ResponseError(response.text, response.status_code)
+                raise _status_error(response)
             return str(response.json()["version"])
         except Exception as exc:
             raise self._translate(exc, "version") from exc
 
     async def ps(self) -> list[ResidentModel]:
-        await self._ensure()
+        """/api/ps over plain HTTP, read into sparkctl's own types: the dashboard asks every
+        second, and the `ollama` client's pydantic models cost ~0.3 s to import."""
+        await self._ensure(http_only=True)
         try:
-            response = await self._quick.ps()
+            response = await self._http.get("/api/ps")
+            if response.status_code >= 400:
+                raise _status_error(response)
+            return [_resident(m) for m in response.json()["models"]]
         except Exception as exc:
             raise self._translate(exc, "ps") from exc
-        return [_resident(m) for m in response.models]
 
     async def tags(self) -> list[LocalModel]:
         await self._ensure()
@@ -355,12 +369,13 @@ class OllamaEngine:
     def _translate(self, exc: BaseException, action: str, model: str | None = None) -> EngineError:
         """Turn anything the client stack raises into a base.py error with a short message."""
         import httpx
-        import ollama
-        import pydantic
 
         if isinstance(exc, EngineError):
             return exc
-        if isinstance(exc, ollama.ResponseError):
+        # a library never imported cannot have raised: the plain-HTTP calls do not import them
+        ollama = sys.modules.get("ollama")
+        pydantic = sys.modules.get("pydantic")
+        if ollama is not None and isinstance(exc, ollama.ResponseError):
             message = _clean(str(exc.error))
             status = exc.status_code
             if status == 404 or (status == -1 and "file does not exist" in message):
@@ -379,7 +394,8 @@ class OllamaEngine:
             return EngineUnreachable(f"connection to Ollama at {self.host} dropped during {action}")
         if isinstance(exc, httpx.TransportError):
             return EngineUnreachable(f"cannot talk to Ollama at {self.host}: {type(exc).__name__}")
-        if isinstance(exc, (json.JSONDecodeError, pydantic.ValidationError, KeyError, TypeError, ValueError)):
+        if isinstance(exc, (json.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError)) or (
+                pydantic is not None and isinstance(exc, pydantic.ValidationError)):
             return EngineError(f"unexpected {action} response from {self.host}: {type(exc).__name__}")
         return EngineError(f"{action} failed on {self.host}: {exc}")
 
@@ -418,16 +434,31 @@ def _clean(message: str) -> str:
     return " ".join(message.split())
 
 
+def _status_error(response: Any) -> EngineError:
+    """An HTTP error answer as the `ollama` client reads one: the body's "error" text when
+    it is JSON, else the body; 404 is a missing model."""
+    try:
+        message = str(json.loads(response.text)["error"])
+    except (ValueError, KeyError, TypeError):
+        message = response.text
+    message = _clean(message)
+    if response.status_code == 404:
+        return ModelNotFound(message, response.status_code)
+    return EngineError(message, response.status_code)
+
+
 def _details(details: Any) -> ModelDetails:
+    """ModelDetails from the client's model object or from the API's JSON object."""
     if details is None:
         return ModelDetails()
+    get = details.get if isinstance(details, Mapping) else (lambda key: getattr(details, key, None))
     return ModelDetails(
-        family=details.family or "",
-        parameter_size=details.parameter_size or "",
-        quantization_level=details.quantization_level or "",
-        format=details.format or "",
-        parent_model=details.parent_model or "",
-        families=tuple(details.families or ()),
+        family=get("family") or "",
+        parameter_size=get("parameter_size") or "",
+        quantization_level=get("quantization_level") or "",
+        format=get("format") or "",
+        parent_model=get("parent_model") or "",
+        families=tuple(get("families") or ()),
     )
 
 
@@ -437,15 +468,19 @@ def _aware(moment: datetime | None) -> datetime | None:
     return moment if moment.tzinfo is not None else moment.replace(tzinfo=timezone.utc)
 
 
-def _resident(model: Any) -> ResidentModel:
+def _resident(model: Mapping[str, Any]) -> ResidentModel:
+    """One entry of /api/ps's "models" (api/types.go ProcessModelResponse)."""
+    expires = model.get("expires_at")
+    context = model.get("context_length")
     return ResidentModel(
-        name=model.name or model.model or "",
-        size=int(model.size or 0),
-        size_vram=int(model.size_vram or 0),
-        digest=model.digest or "",
-        expires_at=_aware(model.expires_at),
-        context_length=model.context_length,
-        details=_details(model.details),
+        name=model.get("name") or model.get("model") or "",
+        size=int(model.get("size") or 0),
+        size_vram=int(model.get("size_vram") or 0),
+        digest=model.get("digest") or "",
+        # RFC 3339 with nanoseconds: Python 3.11 reads it (to the microsecond)
+        expires_at=_aware(datetime.fromisoformat(expires)) if expires else None,
+        context_length=int(context) if context is not None else None,
+        details=_details(model.get("details")),
     )
 
 

@@ -152,10 +152,10 @@ class SparkApp(App):
     def recover_runs(self) -> None:
         """Close runs whose sparkctl died mid-bench (KILLED, with their finished repetitions).
         MLflow is not touched here: `sparkctl sync` writes them."""
-        from sparkctl.tracking.spool import recover_orphans
+        from sparkctl.services.tracking import recover_interrupted
 
         try:
-            records = recover_orphans(self.spool)
+            records = recover_interrupted(self.spool)
         except OSError as exc:
             self.call_from_thread(self.notify, f"could not read the spool {self.spool.path}: {exc}",
                                   severity="warning", timeout=10)
@@ -245,7 +245,7 @@ class SparkApp(App):
         self._engine_status = status
         if status.reachable and status.version and (status.kind, status.version) != self._drift_checked:
             self._drift_checked = (status.kind, status.version)
-            # MLflow is imported by this check: after the first frames, never in their way
+            # SQLite or HTTP, never MLflow in this process: after the first frames all the same
             self.set_timer(DRIFT_DELAY_S, lambda: self.check_drift(status.kind, status.version))
         if changed:  # the host sample rebuilds every refresh anyway; don't paint twice
             self._rebuild()
@@ -266,8 +266,10 @@ class SparkApp(App):
 
     @work(thread=True, group="spool-count", exclusive=True, exit_on_error=False)
     def count_pending(self) -> None:
+        from sparkctl.services.tracking import pending_count
+
         try:
-            n = len(self.spool.pending()) if self.spool is not None else 0
+            n = pending_count(self.spool)
         except OSError:
             return
         self.call_from_thread(setattr, self, "pending_runs", n)
@@ -283,10 +285,10 @@ class SparkApp(App):
     def sync_runs(self) -> None:
         """`sparkctl sync` from the TUI: every spooled run into MLflow, then a recount."""
         from sparkctl.core.redact import redact_text
-        from sparkctl.tracking.sync import sync_pending
+        from sparkctl.services.tracking import sync_spooled
 
         try:
-            synced, failed = sync_pending(self.spool, self.store)
+            synced, failed = sync_spooled(self.spool, self.store)
         except Exception as exc:
             self.call_from_thread(self.notify, f"sync failed: {redact_text(str(exc))}", severity="error", timeout=10)
             return
@@ -334,16 +336,16 @@ class SparkApp(App):
     @work(thread=True, group="drift", exclusive=True, exit_on_error=False)
     def check_drift(self, kind: str, version: str) -> None:
         """Which lane models were last benched on another engine version (the dashboard
-        says so; the Runs screen's B re-benches them)."""
+        says so; the Runs screen's B re-benches them). Never imports MLflow here."""
         if not self.config.lanes or self.store is None:
             return
-        from sparkctl.services.runs.drift import stale_lanes
+        from sparkctl.services.runs.drift import engine_change_notes
 
         try:
-            stale = stale_lanes(self.store, self.config.lanes, kind, version)
+            notes = engine_change_notes(self.store, self.config.lanes, kind, version)
         except Exception:  # no store yet, a server away: the note is a nicety, not a failure
             return
-        self.call_from_thread(setattr, self, "stale_lanes", tuple((s.lane, s.message) for s in stale))
+        self.call_from_thread(setattr, self, "stale_lanes", tuple(notes))
 
     def _rebuild(self) -> None:
         if self._host is None:
@@ -468,14 +470,11 @@ def make_app(
 
         user_theme_dir = default_dir()
     if recorder is None:
-        from sparkctl.services.factory import make_spool_and_store
-        from sparkctl.tracking.sync import record_run
+        from sparkctl.services.tracking import open_tracking, recorder_for
 
-        spool, made = make_spool_and_store(config)  # mlflow itself is imported on the first write only
+        spool, made = open_tracking(config)  # mlflow itself is imported on the first write only
         store = made if store is None else store
-
-        def recorder(record, spool=spool, store=store):
-            return record_run(record, spool, store)
+        recorder = recorder_for(spool, store)
     if named_engines is None and config.engines:
         from sparkctl.services.factory import make_named_engines
 
