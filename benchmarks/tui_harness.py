@@ -48,8 +48,10 @@ def fake_engine(version: str | None = None) -> FakeOllama:
 class AppRun:
     """One app in a pty. ``what``: "sparkctl" or "bare"."""
 
-    def __init__(self, what: str, engine_url: str, *, config: str = "", env: dict | None = None) -> None:
+    def __init__(self, what: str, engine_url: str, *, config: str = "", env: dict | None = None,
+                 watch: tuple[str, ...] = (BARE_TEXT, SPARKCTL_FIRST_FRAME, FIRST_MODEL)) -> None:
         self.what = what
+        self.watch = tuple(watch)  # texts whose first appearance is noted, whatever is waited for
         self.tmp = tempfile.TemporaryDirectory(prefix="sparkctl-bench-")
         folder = Path(self.tmp.name)
         (folder / "data").mkdir()
@@ -61,6 +63,9 @@ class AppRun:
                     "SPARKCTL_DATA_DIR": str(folder / "data"), "XDG_CONFIG_HOME": str(folder / "config"),
                     "SPARKCTL_BENCH_MARKS": str(self.marks_file), "COLUMNS": str(COLUMNS), "LINES": str(LINES),
                     **(env or {})}
+        # as installed: with bytecode caches (a wheel's install writes them; a checkout gets
+        # them on its first run), not compiling every module from source at each start
+        self.env.pop("PYTHONDONTWRITEBYTECODE", None)
         self.seen: dict[str, float] = {}
         self._tail = b""
         self.proc: subprocess.Popen | None = None
@@ -98,7 +103,7 @@ class AppRun:
                 return
             now = self.elapsed()
             window = self._tail + data
-            for text in texts:
+            for text in self.watch + tuple(texts):
                 if text not in self.seen and text.encode() in window:
                     self.seen[text] = now
             self._tail = window[-200:]

@@ -102,36 +102,25 @@ class OllamaEngine:
         self.connect_timeout = connect_timeout
         self.load_timeout = load_timeout
         self._built = False
-        self._http: Any = None
         self._building: asyncio.Lock | None = None
+        self._poll = _JsonGetter(self.host, timeout, connect_timeout)
 
-    async def _ensure(self, *, http_only: bool = False) -> None:
+    async def _ensure(self) -> None:
         """Build the clients on first use, in a thread: importing `ollama` (pydantic models)
         and making a TLS context take ~0.5 s, which must not delay the TUI's first frame
-        nor stall its event loop. `http_only`: the plain HTTP client is enough (version
-        and ps, the dashboard's poll): `ollama` is not imported for them at all."""
-        if self._built or (http_only and self._http is not None):
+        nor stall its event loop. version and ps need neither (see _JsonGetter)."""
+        if self._built:
             return
         if self._building is None:
             self._building = asyncio.Lock()
         async with self._building:
-            if http_only and self._http is None:
-                await asyncio.to_thread(self._build_http)
-            elif not http_only and not self._built:
+            if not self._built:
                 await asyncio.to_thread(self._build)
-
-    def _build_http(self) -> None:
-        import httpx
-
-        quick = httpx.Timeout(self.timeout, connect=self.connect_timeout)
-        self._http = httpx.AsyncClient(base_url=self.host, timeout=quick, verify=_tls_context(self.host))
 
     def _build(self) -> None:
         import httpx
         import ollama
 
-        if self._http is None:
-            self._build_http()
         quick = httpx.Timeout(self.timeout, connect=self.connect_timeout)
         slow = httpx.Timeout(self.load_timeout, connect=self.connect_timeout)
         tls = _tls_context(self.host)
@@ -149,37 +138,39 @@ class OllamaEngine:
         await self.close()
 
     async def close(self) -> None:
-        closers = [self._http.aclose] if self._http is not None else []
-        if self._built:
-            closers += [self._quick.close, self._slow.close]
-        for closer in closers:
+        self._poll.close()
+        if not self._built:
+            return
+        for closer in (self._quick.close, self._slow.close):
             try:
                 await closer()
             except Exception:  # closing must not mask what the caller is handling
                 pass
 
     # ------------------------------------------------------------------ simple calls
-    async def version(self) -> str:
-        await self._ensure(http_only=True)  # /api/version has no client method: a plain GET
+    def version_blocking(self) -> str:
+        """/api/version in the calling thread (the dashboard's poll, which runs in one)."""
         try:
-            response = await self._http.get("/api/version")
-            if response.status_code >= 400:
-                raise _status_error(response)
-            return str(response.json()["version"])
+            return str(self._poll.get("/api/version", "version")["version"])
+        except EngineError:
+            raise
         except Exception as exc:
             raise self._translate(exc, "version") from exc
 
-    async def ps(self) -> list[ResidentModel]:
-        """/api/ps over plain HTTP, read into sparkctl's own types: the dashboard asks every
-        second, and the `ollama` client's pydantic models cost ~0.3 s to import."""
-        await self._ensure(http_only=True)
+    def ps_blocking(self) -> list[ResidentModel]:
+        """/api/ps in the calling thread, read into sparkctl's own types."""
         try:
-            response = await self._http.get("/api/ps")
-            if response.status_code >= 400:
-                raise _status_error(response)
-            return [_resident(m) for m in response.json()["models"]]
+            return [_resident(m) for m in self._poll.get("/api/ps", "ps")["models"]]
+        except EngineError:
+            raise
         except Exception as exc:
             raise self._translate(exc, "ps") from exc
+
+    async def version(self) -> str:
+        return await asyncio.to_thread(self.version_blocking)
+
+    async def ps(self) -> list[ResidentModel]:
+        return await asyncio.to_thread(self.ps_blocking)
 
     async def tags(self) -> list[LocalModel]:
         await self._ensure()
@@ -213,7 +204,6 @@ class OllamaEngine:
 
     async def status(self) -> EngineStatus:
         """Version and resident models in one answer that never raises."""
-        await self._ensure()
         try:
             version = await self.version()
             resident = await self.ps()
@@ -368,32 +358,33 @@ class OllamaEngine:
     # ------------------------------------------------------------------ errors
     def _translate(self, exc: BaseException, action: str, model: str | None = None) -> EngineError:
         """Turn anything the client stack raises into a base.py error with a short message."""
-        import httpx
-
         if isinstance(exc, EngineError):
             return exc
-        # a library never imported cannot have raised: the plain-HTTP calls do not import them
-        ollama = sys.modules.get("ollama")
-        pydantic = sys.modules.get("pydantic")
+        # a library never imported cannot have raised: the dashboard's calls import none of them
+        httpx, ollama, pydantic = (sys.modules.get(m) for m in ("httpx", "ollama", "pydantic"))
         if ollama is not None and isinstance(exc, ollama.ResponseError):
             message = _clean(str(exc.error))
             status = exc.status_code
             if status == 404 or (status == -1 and "file does not exist" in message):
                 return ModelNotFound(message, status)
             return EngineError(message, status)
-        if isinstance(exc, httpx.ConnectTimeout):
-            return EngineUnreachable(f"Ollama at {self.host} did not accept a connection within {self.connect_timeout:g}s")
-        if isinstance(exc, httpx.ReadTimeout) and action in ("generate", "chat"):
-            return EngineStalled(f"Ollama at {self.host} sent nothing for {self.load_timeout:g}s during {action}")
-        if isinstance(exc, httpx.TimeoutException):
-            limit = self.load_timeout if action in ("load", "pull", "generate", "chat") else self.timeout
-            return EngineUnreachable(f"Ollama at {self.host} did not answer {action} within {limit:g}s")
-        if isinstance(exc, (ConnectionError, httpx.ConnectError)):
+        if httpx is not None:
+            if isinstance(exc, httpx.ConnectTimeout):
+                return EngineUnreachable(
+                    f"Ollama at {self.host} did not accept a connection within {self.connect_timeout:g}s")
+            if isinstance(exc, httpx.ReadTimeout) and action in ("generate", "chat"):
+                return EngineStalled(f"Ollama at {self.host} sent nothing for {self.load_timeout:g}s during {action}")
+            if isinstance(exc, httpx.TimeoutException):
+                limit = self.load_timeout if action in ("load", "pull", "generate", "chat") else self.timeout
+                return EngineUnreachable(f"Ollama at {self.host} did not answer {action} within {limit:g}s")
+            if isinstance(exc, httpx.ConnectError):
+                return EngineUnreachable(f"cannot connect to Ollama at {self.host} (is it running?)")
+            if isinstance(exc, (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError)):
+                return EngineUnreachable(f"connection to Ollama at {self.host} dropped during {action}")
+            if isinstance(exc, httpx.TransportError):
+                return EngineUnreachable(f"cannot talk to Ollama at {self.host}: {type(exc).__name__}")
+        if isinstance(exc, ConnectionError):
             return EngineUnreachable(f"cannot connect to Ollama at {self.host} (is it running?)")
-        if isinstance(exc, (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError)):
-            return EngineUnreachable(f"connection to Ollama at {self.host} dropped during {action}")
-        if isinstance(exc, httpx.TransportError):
-            return EngineUnreachable(f"cannot talk to Ollama at {self.host}: {type(exc).__name__}")
         if isinstance(exc, (json.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError)) or (
                 pydantic is not None and isinstance(exc, pydantic.ValidationError)):
             return EngineError(f"unexpected {action} response from {self.host}: {type(exc).__name__}")
@@ -434,17 +425,108 @@ def _clean(message: str) -> str:
     return " ".join(message.split())
 
 
-def _status_error(response: Any) -> EngineError:
+def _status_error(status: int, text: str) -> EngineError:
     """An HTTP error answer as the `ollama` client reads one: the body's "error" text when
     it is JSON, else the body; 404 is a missing model."""
     try:
-        message = str(json.loads(response.text)["error"])
+        message = str(json.loads(text)["error"])
     except (ValueError, KeyError, TypeError):
-        message = response.text
+        message = text
     message = _clean(message)
-    if response.status_code == 404:
-        return ModelNotFound(message, response.status_code)
-    return EngineError(message, response.status_code)
+    if status == 404:
+        return ModelNotFound(message, status)
+    return EngineError(message, status)
+
+
+_PROXY_VARS = ("http_proxy", "https_proxy", "all_proxy")
+
+
+class _JsonGetter:
+    """GET a JSON answer from Ollama in the calling thread: /api/version and /api/ps, which
+    the dashboard asks every second.
+
+    On plain http:// with no proxy in the environment (a Spark's own 127.0.0.1:11434): the
+    standard library's http.client on kept-alive connections, ~0.1 ms of CPU a request
+    against ~1 ms through httpx's async client, and no httpx import before the first
+    frame. With TLS or a proxy configured: a sync httpx client, which honours both as every
+    other call of this adapter does (the `ollama` client is httpx too).
+    """
+
+    def __init__(self, host: str, timeout: float, connect_timeout: float) -> None:
+        from urllib.parse import urlsplit
+
+        self.host = host
+        self.timeout, self.connect_timeout = timeout, connect_timeout
+        url = urlsplit(host)
+        self._netloc, self._prefix = url.netloc, url.path.rstrip("/")
+        proxied = any(os.environ.get(v) or os.environ.get(v.upper()) for v in _PROXY_VARS)
+        self._plain = url.scheme == "http" and not proxied
+        self._idle: list[Any] = []  # kept-alive http.client connections (list.pop/append are atomic)
+        self._httpx: Any = None
+
+    def get(self, path: str, action: str) -> Any:
+        if not self._plain:
+            return self._get_httpx(path)
+        import http.client
+
+        for attempt in (0, 1):
+            conn, reused = (self._idle.pop(), True) if self._idle else (self._connect(action), False)
+            try:
+                conn.request("GET", self._prefix + path)
+                response = conn.getresponse()
+                body = response.read()
+            except (http.client.HTTPException, ConnectionError) as exc:
+                conn.close()
+                if reused and attempt == 0:
+                    continue  # the server closed a kept-alive connection meanwhile: a fresh one
+                raise EngineUnreachable(f"connection to Ollama at {self.host} dropped during {action}") from exc
+            except TimeoutError as exc:
+                conn.close()
+                raise EngineUnreachable(f"Ollama at {self.host} did not answer {action} within {self.timeout:g}s") \
+                    from exc
+            except BaseException:
+                conn.close()
+                raise
+            if response.will_close:
+                conn.close()
+            else:
+                self._idle.append(conn)
+            text = body.decode("utf-8", errors="replace")
+            if response.status >= 400:
+                raise _status_error(response.status, text)
+            return json.loads(text)
+        raise AssertionError("unreachable")
+
+    def _connect(self, action: str) -> Any:
+        import http.client
+
+        conn = http.client.HTTPConnection(self._netloc, timeout=self.connect_timeout)
+        try:
+            conn.connect()
+        except TimeoutError as exc:
+            raise EngineUnreachable(
+                f"Ollama at {self.host} did not accept a connection within {self.connect_timeout:g}s") from exc
+        except OSError as exc:  # refused, no route, unknown host
+            raise EngineUnreachable(f"cannot connect to Ollama at {self.host} (is it running?)") from exc
+        conn.sock.settimeout(self.timeout)
+        return conn
+
+    def _get_httpx(self, path: str) -> Any:
+        if self._httpx is None:
+            import httpx
+
+            self._httpx = httpx.Client(base_url=self.host, timeout=httpx.Timeout(
+                self.timeout, connect=self.connect_timeout), verify=_tls_context(self.host))
+        response = self._httpx.get(path)
+        if response.status_code >= 400:
+            raise _status_error(response.status_code, response.text)
+        return response.json()
+
+    def close(self) -> None:
+        while self._idle:
+            self._idle.pop().close()
+        if self._httpx is not None:
+            self._httpx.close()
 
 
 def _details(details: Any) -> ModelDetails:

@@ -169,6 +169,8 @@ def test_sweep_matrix_snapshot(snap_compare, recorded):
         from sparkctl.tui.screens.sweep_matrix import SweepMatrixScreen
 
         await pilot.pause(0.1)
+        await app.workers.wait_for_complete()  # the dashboard's first samples drawn before it is covered
+        await pilot.pause(0.1)
         app.push_screen(SweepMatrixScreen(view=fixed_view()))
         await until(pilot, lambda: type(app.screen).__name__ == "SweepMatrixScreen" and app.screen.data is not None)
         await pilot.pause(0.1)
