@@ -32,11 +32,6 @@ def _marks() -> None:
 def main() -> int:
     atexit.register(_marks)
     what, args = sys.argv[1], sys.argv[2:]
-    if what.startswith("file:"):
-        import runpy
-
-        runpy.run_path(what[5:], run_name="__main__")
-        return 0
     if what == "bare":
         from textual.app import App
         from textual.widgets import Static

@@ -243,8 +243,10 @@ class SparkApp(App):
         except Exception as exc:  # a failed probe is logged and tried again next refresh
             self.log.error(f"{group} sample failed: {exc!r}")
             return
-        if sample is not None and not self._stopping:
-            self.post_message(message(sample))
+        # an engine that says what it said last time changes nothing: no message to handle
+        if sample is None or self._stopping or (group == "engine" and sample == self._engine_status):
+            return
+        self.post_message(message(sample))
 
     def _sample_loop(self, group: str, read: Callable[[], Any], message: type) -> None:
         wake = self._wake[group]
