@@ -117,7 +117,7 @@ def test_pull_failures_are_one_line_naming_the_version(run, fake, name, code, te
 def test_pull_refuses_when_the_disk_is_too_small(run, fake, monkeypatch, tmp_path):
     fake.state = pull_scenario()
     monkeypatch.setenv("OLLAMA_MODELS", str(tmp_path))
-    monkeypatch.setattr("sparkctl.services.models._disk_free", lambda path: 1 * GIB)
+    monkeypatch.setattr("sparkctl.services.models.pull._disk_free", lambda path: 1 * GIB)
     code, _, err = run("pull", "qwen3:8b")
     assert code == 4 and "not enough disk space to pull qwen3:8b" in one_line(err)
 
