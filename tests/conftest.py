@@ -1,5 +1,6 @@
 """Every test runs with its own config and data dirs: nothing reads or writes the real
-~/.config/sparkctl or ~/.local/share/sparkctl, and OLLAMA_HOST from the shell is ignored."""
+~/.config/sparkctl or ~/.local/share/sparkctl, OLLAMA_HOST from the shell is ignored, and no
+test reaches a real model registry."""
 
 from __future__ import annotations
 
@@ -15,6 +16,10 @@ def _isolated_dirs(tmp_path_factory, monkeypatch):
     monkeypatch.delenv("SPARKCTL_CONFIG", raising=False)
     monkeypatch.delenv("OLLAMA_HOST", raising=False)
     monkeypatch.setenv("MLFLOW_DISABLE_TELEMETRY", "true")
+    # Fit-before-pull reads a model registry: never the real one from a test. A closed
+    # loopback port answers at once ("fit unknown"); tests that need one start
+    # tests/fakes/registry_server.py and point SPARKCTL_REGISTRY at it.
+    monkeypatch.setenv("SPARKCTL_REGISTRY", "http://127.0.0.1:9")
 
 
 @pytest.fixture

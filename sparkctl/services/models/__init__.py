@@ -60,6 +60,8 @@ from sparkctl.services.models.fit import (
     refusal_reason,
     override_blocker,
     override_offered,
+    judge_model,
+    kv_cache_type,
 )
 from sparkctl.services.models.load import (
     parse_keep_alive,
@@ -70,6 +72,15 @@ from sparkctl.services.models.load import (
     side_load,
     UnloadReport,
     unload_model,
+)
+from sparkctl.services.models.remote import (
+    FIT_UNKNOWN,
+    REMOTE_SOURCE,
+    RemoteFitReport,
+    RemoteModel,
+    fit_anywhere,
+    read_remote_model,
+    remote_fit_check,
 )
 
 __all__ = [
@@ -113,6 +124,8 @@ __all__ = [
     "refusal_reason",
     "override_blocker",
     "override_offered",
+    "judge_model",
+    "kv_cache_type",
     "parse_keep_alive",
     "keep_alive_label",
     "Verification",
@@ -121,4 +134,11 @@ __all__ = [
     "side_load",
     "UnloadReport",
     "unload_model",
+    "FIT_UNKNOWN",
+    "REMOTE_SOURCE",
+    "RemoteFitReport",
+    "RemoteModel",
+    "fit_anywhere",
+    "read_remote_model",
+    "remote_fit_check",
 ]

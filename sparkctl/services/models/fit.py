@@ -13,6 +13,7 @@ from typing import Any
 from sparkctl.config import Config
 from sparkctl.core.budget import MemoryBudget, Pool, build_budget, choose_pool
 from sparkctl.core.fit import (
+    KV_CACHE_TYPE_BYTES,
     FitEstimate,
     FitKind,
     FitVerdict,
@@ -176,11 +177,50 @@ async def fit_check(
     stored = _find(local, name)
     if stored is None:
         raise not_found(name, local)
+    return await judge_model(cfg, engine.host, probes, name, stored.size, show.model_info, tuple(resident),
+                             num_ctx, env=env, modelfile_ctx=modelfile_num_ctx(show.parameters),
+                             engine_version=version)
+
+
+def kv_cache_type(env: Mapping[str, str]) -> tuple[str, float]:
+    """OLLAMA_KV_CACHE_TYPE and its bytes per element (f16 when unset or unknown).
+
+    Ollama applies a quantised type only with flash attention, which it turns on where the
+    model and GPU allow unless OLLAMA_FLASH_ATTENTION says otherwise; an explicit "off"
+    (0/false) keeps f16 here too."""
+    kind = env.get("OLLAMA_KV_CACHE_TYPE", "").strip().lower()
+    if kind not in KV_CACHE_TYPE_BYTES:
+        return "f16", KV_CACHE_TYPE_BYTES["f16"]
+    if kind != "f16" and env.get("OLLAMA_FLASH_ATTENTION", "").strip().lower() in ("0", "false"):
+        return "f16", KV_CACHE_TYPE_BYTES["f16"]
+    return kind, KV_CACHE_TYPE_BYTES[kind]
+
+
+async def judge_model(
+    cfg: Config,
+    engine_host: str,
+    probes: Any,
+    name: str,
+    size: int,
+    model_info: Mapping[str, Any],
+    resident: tuple[ResidentModel, ...],
+    num_ctx: int | None = None,
+    *,
+    env: Mapping[str, str],
+    modelfile_ctx: int | None = None,
+    engine_version: str | None = None,
+) -> FitReport:
+    """The verdict for a model of `size` bytes with this `model_info` (GGUF metadata), at
+    the context the engine would choose here, beside what is `resident`. The one judge for
+    stored models (/api/show) and remote ones (the registry's GGUF header)."""
     host = await asyncio.to_thread(probes.read)
 
-    local_engine = _is_local(engine.host)
+    # The engine's environment is only knowable when it runs here (this shell's variables
+    # stand in for it); a remote engine gets Ollama's defaults.
+    local_engine = _is_local(engine_host)
     env_ctx = _env_int(env, "OLLAMA_CONTEXT_LENGTH") if local_engine else None
     parallel = (_env_int(env, "OLLAMA_NUM_PARALLEL") if local_engine else None) or 1
+    cache_type, cache_bytes = kv_cache_type(env) if local_engine else ("f16", KV_CACHE_TYPE_BYTES["f16"])
     if num_ctx is not None and num_ctx > 0:
         request, source = num_ctx, "user"
     elif cfg.models.num_ctx > 0:
@@ -188,16 +228,16 @@ async def fit_check(
     else:
         request, source = None, "user"
     total_gpu = gpu_memory_total(host)
-    mf_ctx = modelfile_num_ctx(show.parameters)
     estimate = estimate_fit(
-        stored.size,
-        show.model_info,
+        size,
+        model_info,
         request,
         context_source=source,
         total_memory_bytes=total_gpu,
         env_context=env_ctx,
-        modelfile_num_ctx=mf_ctx,
+        modelfile_num_ctx=modelfile_ctx,
         num_parallel=parallel,
+        kv_bytes_per_element=cache_bytes,
     )
 
     mine = _find(resident, name)
@@ -223,24 +263,24 @@ async def fit_check(
         )
     else:
         unavailable = f"memory budget unreadable: {host.meminfo.reason}"
+    note = context_note(estimate, total_gpu=total_gpu, trained=model_context_length(model_info),
+                        modelfile=modelfile_ctx, env_ctx=env_ctx, parallel=parallel)
+    if cache_type != "f16":
+        note += f"; KV cache {cache_type} (OLLAMA_KV_CACHE_TYPE)"
     return FitReport(
         model=name,
-        size=stored.size,
+        size=size,
         estimate=estimate,
         verdict=verdict,
         budget=budget,
         unavailable=unavailable,
-        context_note=context_note(
-            estimate, total_gpu=total_gpu, trained=model_context_length(show.model_info),
-            modelfile=mf_ctx, env_ctx=env_ctx, parallel=parallel,
-        ),
-        resident=tuple(resident),
+        context_note=note,
+        resident=resident,
         already_resident=already,
         request_num_ctx=request,
         host=host,
-        engine_version=version,
+        engine_version=engine_version,
     )
-
 
 
 def refusal_reason(fit: FitReport) -> str | None:
