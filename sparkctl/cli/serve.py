@@ -13,8 +13,6 @@ import sys
 
 from sparkctl.cli.exitcodes import EXIT_BAD_INPUT, EXIT_OK, CliError
 
-LOOPBACK = ("127.0.0.1", "localhost", "::1")
-
 
 def register(sub) -> None:
     s = sub.add_parser("serve", help="serve the TUI to a web browser (loopback only unless --host says otherwise)",
@@ -24,7 +22,8 @@ def register(sub) -> None:
     s.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1: this machine only)")
     s.add_argument("--port", type=int, default=8000, help="port (default 8000)")
     s.add_argument("--public-url", metavar="URL",
-                   help="the URL the browser uses, when it differs (a tunnel to another local port, a proxy)")
+                   help="the URL the browser uses when it is not loopback (a proxy, a host name); the page "
+                        "connects back there and only that origin may open the websocket")
     s.set_defaults(handler=cmd_serve)
 
 
@@ -44,14 +43,12 @@ def cmd_serve(args, cfg) -> int:
     if not 0 < args.port < 65536:
         raise CliError(f"--port must be 1-65535, not {args.port}", EXIT_BAD_INPUT)
     try:
-        from sparkctl.web.server import LockedServer
+        from sparkctl.web.server import LockedServer, is_loopback_name, origin_of
     except ImportError:
         raise CliError("textual-serve is not installed (pip install textual-serve)", EXIT_BAD_INPUT) from None
-    from sparkctl.web.server import origin_of
-
     if args.public_url is not None and origin_of(args.public_url) is None:
         raise CliError(f"--public-url must be an http:// or https:// URL, not {args.public_url!r}", EXIT_BAD_INPUT)
-    if args.host not in LOOPBACK:
+    if not is_loopback_name(args.host):
         print(f"sparkctl: WARNING: serving on {args.host}:{args.port}: whoever gets the URL (over plain "
               "HTTP its token can be read on the way) controls the models (load, unload, delete) and sees "
               "your runs; prefer an ssh tunnel to 127.0.0.1", file=sys.stderr)
