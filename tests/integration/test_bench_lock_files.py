@@ -23,6 +23,8 @@ REPO = Path(__file__).resolve().parents[2]
 SECRET_URL = "http://user:pass@127.0.0.1:8080/v1?api_key=XYZ"
 SECRETS = ("user", "pass", "XYZ")
 NOBODY = 65534  # another user's uid (Debian's `nobody`)
+ENGINE = "http://127.0.0.1:11434"
+PRECIOUS = "a file of the user's own, put under the lock's name by someone else\n"
 
 
 @pytest.fixture
@@ -30,6 +32,16 @@ def locks(tmp_path, monkeypatch) -> Path:
     folder = tmp_path / "locks"
     monkeypatch.setenv("SPARKCTL_LOCK_DIR", str(folder))
     return folder
+
+
+def _planted(locks: Path, tmp_path: Path, link, url: str = ENGINE) -> Path:
+    """The shared lock directory with `link` (os.symlink, os.link) of a file of the user's
+    own standing where the engine's lock file would be; returns that file."""
+    locks.mkdir(mode=0o1777)
+    victim = tmp_path / "victim.txt"
+    victim.write_text(PRECIOUS)
+    link(victim, lock_path(url))
+    return victim
 
 
 def _holding(url: str) -> int:
@@ -74,7 +86,7 @@ def test_a_url_with_credentials_is_neither_in_the_lock_file_nor_in_what_a_waiter
 
 
 def test_the_lock_file_is_readable_by_all_writable_by_its_owner_only(locks):
-    lock = BenchLock("http://127.0.0.1:11434", ["m"])
+    lock = BenchLock(ENGINE, ["m"])
     assert lock.try_acquire() is None
     lock.release()
     assert stat.S_IMODE(lock.path.stat().st_mode) == 0o644
@@ -82,18 +94,15 @@ def test_the_lock_file_is_readable_by_all_writable_by_its_owner_only(locks):
 
 
 def test_a_planted_symlink_is_not_followed_and_its_target_stays_intact(locks, tmp_path):
-    locks.mkdir(mode=0o1777)
-    victim = tmp_path / "victim.txt"
-    victim.write_text("the victim's precious file\n")
-    url = "http://127.0.0.1:11434"
-    os.symlink(victim, lock_path(url))
+    url = ENGINE
+    victim = _planted(locks, tmp_path, os.symlink)
     with pytest.raises(LockUnavailable) as refused:
         BenchLock(url, ["m"]).try_acquire()
     message = str(refused.value)
     assert message == (f"cannot use the bench lock {lock_path(url)}: it is a symbolic link (left there by "
                        "someone else?); it was not followed; remove it or set $SPARKCTL_LOCK_DIR to a "
                        "directory of your own")
-    assert victim.read_text() == "the victim's precious file\n"
+    assert victim.read_text() == PRECIOUS
     # a dangling link (to where a file would be created) is refused the same way
     os.unlink(lock_path(url))
     os.symlink(tmp_path / "would-be-created", lock_path(url))
@@ -108,10 +117,7 @@ def test_the_cli_refuses_a_planted_symlink_in_one_line_and_leaves_the_target_alo
         config = tmp_path / "sparkctl.toml"
         config.write_text(f'[engine]\nhost = "{fake.url}"\n[tracking]\nuri = "http://127.0.0.1:9"\n'
                           "[bench]\nwarmup = 0\nreps = 1\n")
-        locks.mkdir(mode=0o1777)
-        victim = tmp_path / "victim.txt"
-        victim.write_text("the victim's precious file\n")
-        os.symlink(victim, lock_path(fake.url))
+        victim = _planted(locks, tmp_path, os.symlink, fake.url)
         done = subprocess.run([sys.executable, "-m", "sparkctl.cli", "--config", str(config), "bench", "llama3.2:3b"],
                               capture_output=True, text=True, timeout=120,
                               env={**os.environ, "SPARKCTL_DATA_DIR": str(tmp_path / "data"),
@@ -121,26 +127,22 @@ def test_the_cli_refuses_a_planted_symlink_in_one_line_and_leaves_the_target_alo
     assert done.returncode == 2, done.stderr
     assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
     assert done.stderr.startswith(f"sparkctl: cannot use the bench lock {lock_path(fake.url)}: it is a symbolic link")
-    assert victim.read_text() == "the victim's precious file\n"
+    assert victim.read_text() == PRECIOUS
     assert not [c for c in fake.calls("/api/generate") if c.body.get("prompt")]  # no bench ran
 
 
 def test_a_hard_link_to_a_users_own_file_is_locked_but_never_written(locks, tmp_path):
-    locks.mkdir(mode=0o1777)
-    mine = tmp_path / "my-notes.txt"
-    mine.write_text("my own file, linked into the lock directory by someone else\n")
-    url = "http://127.0.0.1:11434"
-    os.link(mine, lock_path(url))
-    lock = BenchLock(url, ["m"])
+    mine = _planted(locks, tmp_path, os.link)
+    lock = BenchLock(ENGINE, ["m"])
     assert lock.try_acquire() is None
     lock.release()
-    assert mine.read_text() == "my own file, linked into the lock directory by someone else\n"
+    assert mine.read_text() == PRECIOUS
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="planting another user's file needs root (chown)")
 def test_another_users_lock_file_is_locked_but_never_truncated(locks):
     locks.mkdir(mode=0o1777)
-    url = "http://127.0.0.1:11434"
+    url = ENGINE
     theirs = lock_path(url)
     theirs.write_text('{"pid": 4242, "models": ["theirs:1b"], "since": 1700000000.0}')
     os.chown(theirs, NOBODY, NOBODY)
@@ -158,7 +160,7 @@ def test_a_lock_directory_that_is_a_symlink_is_refused(locks, tmp_path):
     elsewhere.mkdir()
     os.symlink(elsewhere, locks)
     with pytest.raises(LockUnavailable) as refused:
-        BenchLock("http://127.0.0.1:11434", ["m"]).try_acquire()
+        BenchLock(ENGINE, ["m"]).try_acquire()
     assert str(refused.value) == (f"cannot use the bench lock directory {locks}: it is a symbolic link; "
                                   "set $SPARKCTL_LOCK_DIR to a directory of your own")
     assert list(elsewhere.iterdir()) == []
@@ -170,18 +172,18 @@ def test_another_users_lock_directory_must_have_the_sticky_bit(locks):
     os.chown(locks, NOBODY, NOBODY)
     os.chmod(locks, 0o777)  # its owner, or anyone, could swap the lock file for a link between two calls
     with pytest.raises(LockUnavailable) as refused:
-        BenchLock("http://127.0.0.1:11434", ["m"]).try_acquire()
+        BenchLock(ENGINE, ["m"]).try_acquire()
     assert str(refused.value) == (f"cannot use the bench lock directory {locks}: it belongs to uid {NOBODY} "
                                   "and anyone may replace the files in it (mode 777, no sticky bit); remove it "
                                   "or set $SPARKCTL_LOCK_DIR to a directory of your own")
     os.chmod(locks, 0o1777)  # /tmp's own arrangement: shared, each file safe from the others
-    lock = BenchLock("http://127.0.0.1:11434", ["m"])
+    lock = BenchLock(ENGINE, ["m"])
     assert lock.try_acquire() is None
     lock.release()
 
 
 def test_what_another_holder_wrote_reaches_the_terminal_without_control_characters(locks):
-    url = "http://127.0.0.1:11434"
+    url = ENGINE
     locks.mkdir(mode=0o1777)
     lock_path(url).write_text(json.dumps({"pid": 4242, "models": ["\x1b]0;owned\x07\x1b[2Jqwen3:8b"],
                                           "since": 1e300}))
