@@ -55,3 +55,14 @@ def huge_kv_gguf(smol_gguf, tmp_path_factory):
 
     out = tmp_path_factory.mktemp("gguf") / "huge-kv.gguf"
     return fit_accuracy.make_random(out, HUGE_KV_SHAPE, smol_gguf, 262144)
+
+
+@pytest.fixture
+def registry(monkeypatch):
+    """A FAKE model registry on loopback (tests/fakes/registry_server.py), with
+    SPARKCTL_REGISTRY pointing at it; publish models with `registry.state.add_model`."""
+    from tests.fakes.registry_server import FakeRegistry
+
+    with FakeRegistry() as reg:
+        monkeypatch.setenv("SPARKCTL_REGISTRY", reg.url)
+        yield reg

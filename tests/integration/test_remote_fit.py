@@ -44,13 +44,6 @@ def gemma_like(smol, tmp_path_factory) -> Path:
 
 
 @pytest.fixture
-def registry(monkeypatch):
-    with FakeRegistry() as reg:
-        monkeypatch.setenv("SPARKCTL_REGISTRY", reg.url)
-        yield reg
-
-
-@pytest.fixture
 def run(spark_fake: FakeOllama, tmp_path, capsys, monkeypatch):
     probes = FakeProbes(spark_snapshot(61.0, runner_gib=78.5))
     monkeypatch.setattr("sparkctl.services.factory.make_probes", lambda: probes)

@@ -11,15 +11,7 @@ from textual.widgets import Input
 from sparkctl.tui.widgets.model_dialogs import ConfirmDialog, PullDialog
 from sparkctl.tui.widgets.pull_view import PullProgressView
 from tests.fakes.ollama_server import pull_scenario
-from tests.fakes.registry_server import FakeRegistry
 from tests.tui.models_helpers import SIZE, build, info, open_models, settle
-
-
-@pytest.fixture
-def registry(monkeypatch):
-    with FakeRegistry() as reg:
-        monkeypatch.setenv("SPARKCTL_REGISTRY", reg.url)
-        yield reg
 
 
 @pytest.fixture
