@@ -312,7 +312,7 @@ def cmd_pull(args, cfg) -> int:
             _json({"model": name, "pulled": False, "refused": report.summary(), "fit": report.to_dict()})
         else:
             print("\n".join(report.lines()))
-        _err(f"refused: pull of {name}: {report.summary()} (--force to pull anyway)")
+        _err(f"refused: pull of {name}: {report.summary()} (--ctx N plans for a smaller context; --force pulls anyway)")
         return EXIT_REFUSED
     view = last[0]
     if args.json:

@@ -146,11 +146,14 @@ def test_pull_refuses_a_model_that_cannot_fit_with_the_numbers(run, registry, hu
     registry.state.add_model("library/qwen3:8b", gguf=huge_kv)
     code, out, err = run("pull", "qwen3:8b")
     assert code == 4 and spark_fake.calls("/api/pull") == []
-    assert err.startswith("sparkctl: refused: pull of qwen3:8b: does not fit: needs ") and "(--force to pull anyway)" in err
+    assert err.startswith("sparkctl: refused: pull of qwen3:8b: does not fit: needs ") and "(--ctx N plans for a smaller context; --force pulls anyway)" in err
     assert "KV cache 128.0 GiB" in out and "num_ctx 262144" in out
     code, out, err = run("pull", "qwen3:8b", "--force")
     assert code == 0 and len(spark_fake.calls("/api/pull")) == 1
     assert out.startswith("pulled qwen3:8b") and err.startswith("sparkctl: forced past: does not fit")
+    code, out, err = run("pull", "qwen3:8b", "--ctx", "8192", "--json")  # 1/32 of the context: 4 GiB of KV
+    data = json.loads(out)
+    assert code == 0 and data["fit"]["verdict"]["kind"] == "fits" and data["fit"]["estimate"]["num_ctx"] == 8192
 
 
 def test_pull_json_carries_the_verdict(run, registry, smol, spark_fake):
