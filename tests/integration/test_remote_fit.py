@@ -136,6 +136,21 @@ def test_sliding_window_layers_are_read_from_the_header(run, registry, gemma_lik
     assert any("10 of 12 layers keep only 512 + 512 tokens" in n for n in data["estimate"]["notes"])
 
 
+def test_a_remote_model_that_would_evict_the_production_lane(run, registry, smol, tmp_path):
+    # 64 layers x 8 KV heads x (128 + 128) x 2 bytes x 262144 tokens: a 64 GiB KV cache, more
+    # than the 53 GiB above the reserve, less than that plus the resident gpt-oss:120b (68 GiB)
+    path = fit_accuracy.make_random(tmp_path / "kv64.gguf", ["--embd", "256", "--layers", "64", "--heads", "8",
+                                                             "--kv-heads", "8", "--head-dim", "128", "--ffn", "256"],
+                                    smol, 262144)
+    registry.state.add_model("library/big-context:latest", gguf=path)
+    code, out, _ = run("fit", "big-context", "--json")
+    verdict = json.loads(out)["verdict"]
+    assert code == 4 and verdict["kind"] == "fits by evicting"
+    assert verdict["evicts_lanes"] == ["gpt-oss:120b"] and verdict["refused_by_default"] is True
+    code, out, _ = run("fit", "big-context")
+    assert "fits only by evicting gpt-oss:120b (lane production)" in out.splitlines()[0]
+
+
 # ---------------------------------------------------------------------------- pull
 
 
