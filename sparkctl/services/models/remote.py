@@ -253,7 +253,12 @@ async def read_remote_model(name: str, *, registry: str = "", client: RegistryCl
                           header_bytes_read=client.bytes_read.get(layer.digest, 0))
         except HeaderIncomplete as exc:
             read = client.bytes_read.get(layer.digest, 0)
-            limit = f"the {size_label(cap)} cap" if exc.have >= cap else "the end of the blob"
+            if exc.have >= cap:
+                limit = f"the {size_label(cap)} cap"
+            elif exc.have >= layer.size:
+                limit = "the end of the blob (a truncated GGUF)"
+            else:
+                limit = "what the storage host sent"
             return failed("header", f"the GGUF header does not end within {limit} "
                                     f"({size_label(read)} read)", header_bytes_read=read)
         except RegistryError as exc:
