@@ -43,6 +43,11 @@ def spool_file() -> Path:
     return data_dir() / "spool.jsonl"
 
 
+def residency_dir() -> Path:
+    """Where a bench journals the models it found resident (tracking/residency.py)."""
+    return data_dir() / "residency"
+
+
 def atomic_write_text(path: Path, text: str) -> None:
     """Write via a temp file in the same directory and rename, so readers never see half a file."""
     atomic_write_bytes(path, text.encode("utf-8"))

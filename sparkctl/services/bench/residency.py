@@ -1,8 +1,8 @@
 """Residency is borrowed, not taken: every model a bench finds resident is written down
 before the bench touches anything, and put back (verified) when it ends, however it ends.
 
-- ``ResidencyGuard.begin`` reads /api/ps and writes a journal file (fsynced) into
-  ``<data dir>/residency/``, beside the run spool: what was resident (context, kept
+- ``ResidencyGuard.begin`` reads /api/ps and writes a journal file (fsynced, see
+  tracking/residency.py) into ``<data dir>/residency/``, beside the run spool: what was resident (context, kept
   forever or when it expires, lane), what the bench will measure, which resident models it
   will have to unload or reload, and which process owns it.
 - While the bench runs, ``keep_alive(model)`` says what its requests carry: nothing for a
@@ -21,12 +21,9 @@ Blocking file I/O goes through ``asyncio.to_thread``.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
-import os
 import secrets
-from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -34,126 +31,16 @@ from typing import Any
 from sparkctl.core.keepalive import format_seconds
 from sparkctl.core.names import model_key
 from sparkctl.core.redact import redact_text, redact_uri
-from sparkctl.core.residency import EXPIRED, KEEP, KEPT_LOADED, RESTORE, UNLOAD, Held, find, plan, snapshot, verify
+from sparkctl.core.residency import EXPIRED, KEEP, KEPT_LOADED, RESTORE, UNLOAD, find, plan, snapshot, verify
 from sparkctl.engines.base import EngineError
 from sparkctl.services.bench.lanes import LaneRestore
+from sparkctl.tracking.residency import FAILED, ResidencyJournal
 
 log = logging.getLogger(__name__)
-
-JOURNAL_VERSION = 1
-RUNNING, FAILED = "running", "failed"
-
-
-def journal_dir() -> Path:
-    from sparkctl import paths
-
-    return paths.data_dir() / "residency"
 
 
 def _now() -> datetime:
     return datetime.now(timezone.utc)
-
-
-@dataclass
-class ResidencyJournal:
-    """One bench's record of what it found resident and what it will change."""
-
-    id: str
-    engine_key: str  # lock.engine_key of the engine: matched against the config at recovery
-    engine: str  # the engine's URL, redacted (for messages)
-    kind: str  # "bench", "sweep", "eval"
-    models: list[str]
-    mode: str
-    keep_loaded: bool
-    before: list[Held]
-    disturbed: list[str]  # model keys whose runner the bench unloads or reloads
-    lane_keep_alive: dict[str, Any]
-    owner: dict[str, Any]
-    started: str
-    state: str = RUNNING
-    failures: list[str] = field(default_factory=list)
-    path: Path | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"version": JOURNAL_VERSION, "id": self.id, "engine_key": self.engine_key, "engine": self.engine,
-                "kind": self.kind, "models": self.models, "mode": self.mode, "keep_loaded": self.keep_loaded,
-                "before": [h.to_dict() for h in self.before], "disturbed": self.disturbed,
-                "lane_keep_alive": self.lane_keep_alive, "owner": self.owner, "started": self.started,
-                "state": self.state, "failures": self.failures}
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any], path: Path | None = None) -> "ResidencyJournal":
-        return cls(str(d["id"]), str(d["engine_key"]), str(d.get("engine", "")), str(d.get("kind", "bench")),
-                   [str(m) for m in d.get("models") or []], str(d.get("mode", "beside")),
-                   bool(d.get("keep_loaded")), [Held.from_dict(h) for h in d.get("before") or []],
-                   [str(k) for k in d.get("disturbed") or []], dict(d.get("lane_keep_alive") or {}),
-                   dict(d.get("owner") or {}), str(d.get("started", "")), str(d.get("state", RUNNING)),
-                   [str(f) for f in d.get("failures") or []], path)
-
-    def describe(self) -> str:
-        pid = self.owner.get("pid", "?")
-        when = self.started[11:19] if len(self.started) >= 19 else self.started
-        return f"a {self.kind} of {', '.join(self.models) or '?'} (pid {pid}, started {when} UTC) on {self.engine}"
-
-    # -- the file ---------------------------------------------------------------------------
-
-    def save(self, directory: Path | None = None) -> Path:
-        """Write atomically and durably (temp file, fsync, rename, fsync the directory): a
-        power cut after this returns still leaves the journal. Blocking."""
-        d = directory or (self.path.parent if self.path else journal_dir())
-        d.mkdir(parents=True, exist_ok=True)
-        path = self.path or d / f"{self.id}.json"
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        data = json.dumps(self.to_dict(), indent=1).encode()
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
-        try:
-            os.write(fd, data)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, path)
-        _fsync_dir(d)
-        self.path = path
-        return path
-
-    def remove(self) -> None:
-        if self.path is not None:
-            try:
-                self.path.unlink()
-            except FileNotFoundError:
-                pass
-            _fsync_dir(self.path.parent)
-
-
-def read_journals(directory: Path | None = None) -> list[ResidencyJournal]:
-    """Every journal left in the directory (cheap when there is none: one stat). A file
-    that cannot be read is logged and skipped, never fatal. Blocking."""
-    d = directory or journal_dir()
-    try:
-        names = sorted(p for p in d.iterdir() if p.suffix == ".json" and not p.name.startswith("."))
-    except (FileNotFoundError, NotADirectoryError):
-        return []
-    out = []
-    for p in names:
-        try:
-            out.append(ResidencyJournal.from_dict(json.loads(p.read_text()), p))
-        except (OSError, ValueError, KeyError, TypeError) as exc:
-            log.warning("residency journal %s unreadable, skipped (%s)", p, exc)
-    return out
-
-
-def _fsync_dir(path: Path) -> None:
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
 
 # ---- putting things back ------------------------------------------------------------------
 
