@@ -47,6 +47,13 @@ def _duration(cfg, settings, models: list[str], sizes: dict[str, int]) -> tuple[
     return rough, worst
 
 
+def _roughly(seconds: float) -> str:
+    """"under a minute", "4 min", "1 h 5 min": a duration to the nearest minute."""
+    if seconds < 60:
+        return "under a minute"
+    return humanize_duration(round(seconds / 60) * 60)
+
+
 def _ago(h: Held, lane_keep_alive, now: datetime) -> str:
     """When a timed lane's last request ended, from its expiry and its configured session."""
     if h.forever or h.expires_at is None or not h.lane or h.lane not in lane_keep_alive:
@@ -57,12 +64,14 @@ def _ago(h: Held, lane_keep_alive, now: datetime) -> str:
     ago = session - (h.expires_at - now).total_seconds()
     if ago < 0:
         return ""
-    return f", last request ended about {humanize_duration(ago)} ago"
+    return f", last request ended about {_roughly(ago)} ago"
 
 
 async def solo_preview(cfg, engine, models: list[str], settings, gpu_busy_pct: float | None = None,
-                       watch_s: float = WATCH_S) -> SoloPreview:
-    """Read /api/ps twice, `watch_s` apart, and say what solo will do (EngineError propagates)."""
+                       watch_s: float | None = None) -> SoloPreview:
+    """Read /api/ps twice, `watch_s` (WATCH_S) apart, and say what solo will do (EngineError
+    propagates)."""
+    watch_s = WATCH_S if watch_s is None else watch_s
     first = {r.name: r.expires_at for r in await engine.ps()}
     try:
         sizes = {model_key(m.name): m.size for m in await engine.tags()}
@@ -79,7 +88,7 @@ async def solo_preview(cfg, engine, models: list[str], settings, gpu_busy_pct: f
     if not others:
         lines.append("Solo: nothing else is resident, so nothing will be unloaded.")
     else:
-        how_long = (f"about {humanize_duration(rough)} at the memory-bandwidth ceiling, at most "
+        how_long = (f"about {_roughly(rough)} at the memory-bandwidth ceiling, at most "
                     f"{humanize_duration(worst)} with every request at its {settings.timeout_s:g} s ceiling"
                     if rough is not None else f"at most {humanize_duration(worst)}")
         lines.append(f"Solo unloads {len(others)} model(s) for the whole bench ({how_long}), "
