@@ -100,7 +100,7 @@ def main(argv: list[str] | None = None) -> int:
         # `config --init` writes the file that loading would look for: nothing to load yet
         cfg = None if (args.command == "config" and getattr(args, "init", False)) else _load_config(args)
         handler = getattr(args, "handler", None) or cmd_tui
-        if handler is not cmd_tui and args.command != "serve" and not getattr(args, "own_recovery", False):
+        if handler is not cmd_tui and args.command != "serve" and not getattr(args, "restore", False):
             # a bench that died left models changed: put them back first (the TUI and the
             # served TUI do it in a worker; `lanes --restore` does it itself)
             from sparkctl.cli.recovery import recover_at_start

@@ -50,7 +50,7 @@ def register(sub) -> None:
     p.add_argument("--restore", action="store_true",
                    help="put back the models a bench changed and could not put back itself (it died, or its "
                         "restore failed): contexts and keep-alive as the bench found them; verified")
-    p.set_defaults(handler=cmd_lanes, own_recovery=True)
+    p.set_defaults(handler=cmd_lanes)
 
     p = sub.add_parser("rollback", help="put a lane back on the model its last promotion replaced; verify, record")
     p.add_argument("lane")
@@ -125,6 +125,8 @@ def _switch(args, cfg, plan_fn) -> int:
         print("\n".join(outcome.lines()))
     if outcome.error:
         _err(outcome.error)
+        if outcome.unreachable:
+            return EXIT_UNREACHABLE
         return EXIT_ENGINE_ERROR if outcome.engine_error else EXIT_REFUSED
     if outcome.hook is not None and not outcome.hook.ok:
         _err(f"lane {plan.lane} now serves {plan.model}, but the on_change hook failed: {outcome.hook.line()}")

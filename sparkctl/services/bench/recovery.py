@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from sparkctl.core.names import same_model
 from sparkctl.tracking.residency import FAILED, ResidencyJournal, owner_dead, read_journals, residency_warnings
 
 __all__ = ["RecoveryReport", "recover_residency", "residency_warnings"]
@@ -64,8 +65,13 @@ async def recover_residency(cfg, *, directory: Path | None = None, retry_failed:
     todo = []
     for j in journals:
         dead = await asyncio.to_thread(owner_dead, j)
-        if dead or (retry_failed and j.state == FAILED):
-            todo.append(j)
+        if not (dead or (retry_failed and j.state == FAILED)):
+            continue
+        if j.lane and j.models and same_model(cfg.lanes.get(j.lane, ""), j.models[0]):
+            # a promotion that died after writing the lane change: what it loaded is wanted
+            await asyncio.to_thread(j.remove)
+            continue
+        todo.append(j)
     if not todo:
         return report
     built = [] if engines is not None else _engines_for(cfg)

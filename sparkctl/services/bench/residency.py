@@ -117,7 +117,8 @@ class ResidencyGuard:
     serve one fixed model): nothing is journaled, nothing put back."""
 
     def __init__(self, cfg, engine, models: Iterable[str], *, kind: str = "bench", mode: str = "beside",
-                 keep_loaded: bool = False, directory: Path | None = None) -> None:
+                 keep_loaded: bool = False, directory: Path | None = None, disturbs: Iterable[str] = (),
+                 lane_of: Callable[[str], str | None] | None = None, lane: str = "") -> None:
         self.cfg = cfg
         self.engine = engine
         self.models = list(dict.fromkeys(models))
@@ -128,6 +129,9 @@ class ResidencyGuard:
         self.active = hasattr(engine, "ps") and getattr(engine, "reports_placement", True)
         self.journal: ResidencyJournal | None = None
         self._held: set[str] = set()
+        self._disturbs = {model_key(m) for m in disturbs}  # other models it will unload (promote --swap)
+        self._lane_of = lane_of or cfg.lane_of
+        self.lane = lane  # a promotion's lane: recovery leaves a switch that went through alone
 
     async def begin(self, num_ctx: Callable[[str], int], say: Callable[[str], None]) -> None:
         """Note what is resident and journal it, before the bench touches anything."""
@@ -137,10 +141,10 @@ class ResidencyGuard:
         from sparkctl.tracking.owner import current_owner
 
         now = _now()
-        before = snapshot(await self.engine.ps(), self.cfg.lane_of, now)
+        before = snapshot(await self.engine.ps(), self._lane_of, now)
         self._held = {h.key for h in before}
         bench = {model_key(m) for m in self.models}
-        disturbed = set()
+        disturbed = self._disturbs & self._held
         for h in before:
             if h.key not in bench:
                 if self.mode == "solo":
@@ -152,7 +156,8 @@ class ResidencyGuard:
         self.journal = ResidencyJournal(
             secrets.token_hex(8), engine_key(self.engine.host), redact_uri(self.engine.host), self.kind,
             self.models, self.mode, self.keep_loaded, before, sorted(disturbed),
-            dict(getattr(self.cfg, "lane_keep_alive", {}) or {}), {}, now.isoformat(timespec="seconds"))
+            dict(getattr(self.cfg, "lane_keep_alive", {}) or {}), {}, now.isoformat(timespec="seconds"),
+            lane=self.lane)
         try:
             self.journal.owner = await asyncio.to_thread(current_owner)
             await asyncio.to_thread(self.journal.save, self.directory)
@@ -168,6 +173,15 @@ class ResidencyGuard:
         """What a request to `model` carries: nothing for a model that was resident (Ollama
         keeps its runner's session), the bench's keep-alive for one the bench loads."""
         return None if self.was_resident(model) else bench_keep_alive
+
+    async def discard(self) -> None:
+        """What the caller changed is what the user wanted (a promotion went through): forget
+        the journal, put nothing back."""
+        if self.journal is not None and self.journal.path is not None:
+            try:
+                await asyncio.to_thread(self.journal.remove)
+            except OSError as exc:
+                log.warning("residency journal %s not removed: %s", self.journal.path, exc)
 
     async def end(self, say: Callable[[str], None]) -> LaneRestore:
         """Put everything back, verify, and drop the journal (or mark it failed)."""
