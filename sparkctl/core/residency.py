@@ -160,8 +160,8 @@ def plan(before: Iterable[Held], models: Iterable[str], disturbed: Iterable[str]
     first, so the ones put back have room."""
     before = list(before)
     held_keys = {h.key for h in before}
-    touched = {model_key(m) for m in models} | set(disturbed)
-    disturbed = set(disturbed)
+    disturbed = {model_key(d) for d in disturbed}
+    touched = {model_key(m) for m in models} | disturbed
     steps: list[Step] = []
     for m in dict.fromkeys(models):
         if model_key(m) in held_keys:
