@@ -12,83 +12,52 @@ router would feel it: after one request with no keep_alive, how long until it ex
 
 from __future__ import annotations
 
-import fcntl
 import os
-import pty
 import signal
-import struct
 import subprocess
 import sys
 import tempfile
-import termios
-import threading
 import time
-from datetime import datetime
 from pathlib import Path
 
-import httpx
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tests.fakes.ollama_server import FakeOllama, default_state, make_model  # noqa: E402
-
-FOREVER_S = 100 * 365 * 86400
+from tests.fakes.ollama_server import FakeOllama, make_model  # noqa: E402
+from tests.integration.lanes_fixtures import (  # noqa: E402
+    FOREVER_AFTER_S, LANES_TOML, Tui, lanes_state, ps as read_ps, router_request, sparkctl_env, streaming, wait_for,
+)
 
 
 def fake() -> FakeOllama:
-    state = default_state()
-    state.tokens_per_s = 40.0
-    state.add_model(make_model("qwen3:4b", size_gib=2.5, parameter_size="4.0B", context_length=40960))
+    state = lanes_state(runaway=None)
     state.add_model(make_model("cpuonly:7b", size_gib=4.1, parameter_size="7.6B", vram_fraction=0.0))
-    state.add_resident("qwen3:8b", expires_in_s=None, context_length=32768)
-    state.add_resident("qwen3:4b", expires_in_s=1800, context_length=8192)
     return FakeOllama(state).start()
 
 
 def config(d: Path, server: FakeOllama, reps: int = 3, num_predict: int = 100000) -> Path:
     cfg = d / "sparkctl.toml"
-    cfg.write_text(f'[engine]\nhost = "{server.url}"\n'
-                   '[lanes]\nproduction = "qwen3:8b"\nfast = "qwen3:4b"\n[lanes.keep_alive]\nfast = "30m"\n'
+    cfg.write_text(f'[engine]\nhost = "{server.url}"\n{LANES_TOML}'
                    '[tracking]\nuri = "http://127.0.0.1:9"\n[ui]\nrefresh_s = 2.0\n'
                    f'[bench]\nwarmup = 0\nreps = {reps}\nnum_predict = {num_predict}\ntimeout_s = 60\n')
     return cfg
 
 
-def env(d: Path) -> dict[str, str]:
-    return {**os.environ, "SPARKCTL_DATA_DIR": str(d / "data"), "SPARKCTL_LOCK_DIR": str(d / "locks"),
-            "PYTHONPATH": str(ROOT), "TERM": "xterm-256color"}
-
-
 def cli(d: Path, cfg: Path, *args: str) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, "-m", "sparkctl.cli", "--config", str(cfg), *args],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env(d))
-
-
-def streaming(server: FakeOllama) -> bool:
-    return any(c.body.get("prompt") for c in server.calls("/api/generate"))
-
-
-def wait(pred, what: str, timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not pred():
-        if time.monotonic() > deadline:
-            raise SystemExit(f"timed out: {what}")
-        time.sleep(0.05)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=sparkctl_env(d))
 
 
 def ps(server: FakeOllama) -> str:
     """/api/ps in one line; the fast lane's session measured after a router request."""
-    if any(m["name"] == "qwen3:4b" for m in httpx.get(f"{server.url}/api/ps").json()["models"]):
-        httpx.post(f"{server.url}/api/generate", json={"model": "qwen3:4b", "prompt": "hi", "stream": False,
-                                                       "options": {"num_ctx": 8192, "num_predict": 2}}, timeout=30)
-    now = time.time()
+    if "qwen3:4b" in read_ps(server):
+        router_request(server, "qwen3:4b", 8192)
     out = []
-    for m in httpx.get(f"{server.url}/api/ps").json()["models"]:
-        left = datetime.fromisoformat(m["expires_at"]).timestamp() - now
-        until = "forever" if left > FOREVER_S else f"{left / 60:.0f} min session" if m["name"] == "qwen3:4b" \
+    for name, (ctx, left) in read_ps(server).items():
+        until = "forever" if left > FOREVER_AFTER_S else f"{left / 60:.0f} min session" if name == "qwen3:4b" \
             else f"expires in {left / 60:.0f} min"
-        out.append(f"{m['name']} ctx {m['context_length']} {until}")
+        out.append(f"{name} ctx {ctx} {until}")
     return "; ".join(sorted(out)) or "(nothing)"
 
 
@@ -97,43 +66,6 @@ def spool_status(d: Path) -> str:
 
     recs = Spool(d / "data" / "spool.jsonl").pending()
     return ",".join(r.status for r in recs) or "-"
-
-
-class Tui:
-    def __init__(self, d: Path, cfg: Path) -> None:
-        self.pid, self.master = pty.fork()
-        if self.pid == 0:
-            fcntl.ioctl(0, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 120, 0, 0))
-            os.execve(sys.executable, [sys.executable, "-m", "sparkctl.cli", "--config", str(cfg)], env(d))
-        self.seen = bytearray()
-        threading.Thread(target=self._drain, daemon=True).start()
-
-    def _drain(self) -> None:
-        while True:
-            try:
-                data = os.read(self.master, 65536)
-            except OSError:
-                return
-            if not data:
-                return
-            self.seen.extend(data)
-
-    def has(self, text: str) -> bool:
-        return text.encode() in self.seen
-
-    def keys(self, data: str) -> None:
-        os.write(self.master, data.encode())
-
-    def exit_code(self, timeout: float = 60.0) -> int:
-        deadline = time.monotonic() + timeout
-        while True:
-            done, status = os.waitpid(self.pid, os.WNOHANG)
-            if done:
-                return os.waitstatus_to_exitcode(status)
-            if time.monotonic() > deadline:
-                os.kill(self.pid, signal.SIGKILL)
-                return -9
-            time.sleep(0.1)
 
 
 def run_cli(path: str, d: Path, server: FakeOllama) -> tuple[str, str]:
@@ -154,7 +86,7 @@ def run_cli(path: str, d: Path, server: FakeOllama) -> tuple[str, str]:
     server.state.runaway = "response"
     cfg = config(d, server)
     p = cli(d, cfg, "bench", "--solo", "llama3.2:3b")
-    wait(lambda: streaming(server), "streaming")
+    wait_for(lambda: streaming(server), "streaming")
     time.sleep(0.5)
     if path == "SIGINT (CLI)":
         p.send_signal(signal.SIGINT)
@@ -175,45 +107,33 @@ def run_tui(path: str, d: Path, server: FakeOllama) -> tuple[str, str]:
     server.state.runaway = "response"
     cfg = config(d, server)
     cfg.write_text(cfg.read_text().replace("[bench]\n", '[bench]\nmode = "solo"\n'))  # the switch starts on
-    t = Tui(d, cfg)
-    wait(lambda: t.has("Resident models"), "dashboard")
-    t.keys("b")
-    wait(lambda: t.has("models to bench"), "bench screen")
-    time.sleep(0.5)
-    t.keys("llama3.2:3b")
-    time.sleep(0.2)
-    t.keys("\x12")
-    wait(lambda: t.has("Unload them and run solo"), "solo confirmation")
-    t.keys("y")
-    wait(lambda: streaming(server), "streaming")
-    time.sleep(0.5)
+    t = Tui(cfg, d)
+    t.start_solo_bench(server)
     if path == "Esc (TUI), then q":
         t.keys("\x1b")
-        wait(lambda: spool_status(d) != "-", "the stopped run recorded")
+        wait_for(lambda: spool_status(d) != "-", "the stopped run recorded")
         server.state.runaway = None
         mark = len(t.seen)
-        wait(lambda: b"bench stopped" in t.seen[mark - 20000:], "the Bench screen says it stopped")
+        wait_for(lambda: b"bench stopped" in t.seen[mark - 20000:], "the Bench screen says it stopped")
         after_esc = ps(server)  # what Esc left, before quitting the TUI
         t.keys("q")
         time.sleep(2.0)
         if t.has("Quit anyway"):
             t.keys("y")
         code = t.exit_code()
+        t.close()
         return f"{code} (ps after Esc, TUI still open: {after_esc})", spool_status(d)
     elif path == "quit (TUI: q, Stop and quit)":
         t.keys("q")
-        wait(lambda: t.has("Stop and quit"), "quit dialog")
+        wait_for(lambda: t.has("Stop and quit"), "quit dialog")
         t.keys("y")
     elif path == "SIGHUP (TUI: ssh drop)":
-        os.close(t.master)
+        t.hang_up()
     elif path == "SIGTERM (TUI)":
         os.kill(t.pid, signal.SIGTERM)
     code = t.exit_code()
     server.state.runaway = None
-    try:
-        os.close(t.master)
-    except OSError:
-        pass
+    t.close()
     return str(code), spool_status(d)
 
 

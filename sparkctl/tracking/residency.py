@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from sparkctl.core.residency import Held
+from sparkctl.tracking.spool import _fsync_dir  # the spool's: after a rename, the directory too
 
 log = logging.getLogger(__name__)
 
@@ -121,19 +122,6 @@ def read_journals(directory: Path | None = None) -> list[ResidencyJournal]:
         except (OSError, ValueError, KeyError, TypeError) as exc:
             log.warning("residency journal %s unreadable, skipped (%s)", p, exc)
     return out
-
-
-def _fsync_dir(path: Path) -> None:
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
 
 
 def owner_dead(j: ResidencyJournal) -> bool:

@@ -8,39 +8,29 @@ from __future__ import annotations
 
 import asyncio
 import time
-from dataclasses import replace
 
-import httpx
 import pytest
 
 from sparkctl.config import Config
 from sparkctl.engines.ollama import OllamaEngine
-from sparkctl.services.bench import BenchRefused, BenchRunner, BenchSettings, RepStarted
+from sparkctl.services.bench import BenchRefused, BenchRunner, RepStarted
 from tests.fakes.host import FakeProbes, spark_snapshot
-from tests.fakes.ollama_server import FakeOllama, default_state, make_model
+from tests.fakes.ollama_server import FakeOllama, make_model
+from tests.integration.lanes_fixtures import FOREVER_AFTER_S, HALF_HOUR, lanes_state, ps, router_request
+from tests.integration.test_bench_lanes import settings
 
 LANES = {"production": "qwen3:8b", "fast": "qwen3:4b"}
-FOREVER_AFTER_S = 100 * 365 * 86400
-HALF_HOUR = 1800
 
 
 def spark_lanes(fast_left_s: float = 600.0):
-    """production qwen3:8b kept forever at 32768; fast qwen3:4b with a 30-minute session at
-    8192 that went idle 20 minutes ago (10 minutes left), as a router would leave it."""
-    state = default_state()
-    state.tokens_per_s = None
-    state.add_model(make_model("qwen3:4b", size_gib=2.5, parameter_size="4.0B", context_length=40960))
+    """The lanes of lanes_fixtures, the fast one idle for 20 minutes of its 30 (10 left), as a
+    router would leave it; gemma3:4b and a CPU-only model on disk; unpaced streams."""
+    state = lanes_state(tokens_per_s=None, runaway=None)
     state.add_model(make_model("gemma3:4b", size_gib=3.3, parameter_size="4.3B", context_length=131072))
     state.add_model(make_model("cpuonly:7b", size_gib=4.1, parameter_size="7.6B", vram_fraction=0.0))
-    state.add_resident("qwen3:8b", expires_in_s=None, context_length=32768)
-    fast = state.add_resident("qwen3:4b", expires_in_s=HALF_HOUR, context_length=8192)
+    fast = state.resident["qwen3:4b"]
     fast.expires_at_ns = time.time_ns() + int(fast_left_s * 1e9)  # session 30m, 10m of it left
     return state
-
-
-def settings(cfg: Config, **kw) -> BenchSettings:
-    return replace(BenchSettings.from_config(cfg.bench), **{"warmup": 1, "reps": 2, "num_predict": 20,
-                                                           "timeout_s": 30.0, "think": False, **kw})
 
 
 async def bench(server: FakeOllama, cfg: Config, models, s, sink=None):
@@ -54,23 +44,6 @@ async def bench(server: FakeOllama, cfg: Config, models, s, sink=None):
         return runner, runs
     finally:
         await engine.close()
-
-
-def ps(server: FakeOllama) -> dict[str, tuple[int, float]]:
-    """/api/ps as a user reads it: name -> (context, seconds until it expires)."""
-    body = httpx.get(f"{server.url}/api/ps", timeout=5).json()
-    now = time.time()
-    from datetime import datetime
-
-    return {m["name"]: (m["context_length"], datetime.fromisoformat(m["expires_at"]).timestamp() - now)
-            for m in body["models"]}
-
-
-def router_request(server: FakeOllama, model: str, ctx: int) -> None:
-    """What the user's router does next: a request with its options and NO keep_alive."""
-    r = httpx.post(f"{server.url}/api/generate", json={"model": model, "prompt": "hello", "stream": False,
-                                                       "options": {"num_ctx": ctx, "num_predict": 3}}, timeout=10)
-    r.raise_for_status()
 
 
 # ---- point 3: a restored timed lane gets its whole session back --------------------------

@@ -13,11 +13,9 @@ import httpx
 from textual.widgets import Input, Label, Switch
 
 from sparkctl.config import Config
-from sparkctl.engines.ollama import OllamaEngine
-from sparkctl.tui.app import make_app
 from sparkctl.tui.widgets.model_dialogs import ConfirmDialog
-from tests.fakes.host import FakeProbes, spark_snapshot
 from tests.fakes.ollama_server import FakeOllama, default_state, make_model
+from tests.tui.test_bench_screen import build
 
 LANES = {"production": "qwen3:8b", "fast": "qwen3:4b"}
 
@@ -40,13 +38,6 @@ def config(mode: str = "beside") -> Config:
     return dataclasses.replace(base, bench=b, ui=dataclasses.replace(base.ui, refresh_s=5.0))
 
 
-def build(server, cfg):
-    engine = OllamaEngine(server.url, timeout=5.0, connect_timeout=3.0)
-    app = make_app(cfg, engine=engine, probes=FakeProbes(spark_snapshot()), recorder=lambda r: None)
-    app.animation_level = "none"
-    return app
-
-
 async def open_bench(app, pilot, models: str, solo: bool | None = True):
     await pilot.press("b")
     await pilot.pause(0.2)
@@ -62,6 +53,16 @@ async def dialog(app, pilot) -> ConfirmDialog:
             return app.screen
         await pilot.pause(0.05)
     raise AssertionError("solo started without asking")
+
+
+async def run_solo(app, pilot) -> None:
+    """Run, answer the solo question yes, wait for the bench to end."""
+    await pilot.click("#run")
+    await dialog(app, pilot)
+    await pilot.press("y")
+    await pilot.pause(0.2)
+    await app.workers.wait_for_complete()
+    await pilot.pause(0.2)
 
 
 def prompts(server) -> list:
@@ -129,12 +130,7 @@ async def test_the_switch_is_visible_in_the_form_and_resets_after_the_run():
             await pilot.pause(0.05)
             assert badge.display and "SOLO" in str(badge.render())
             assert app.screen.query_one("#settings").collapsed  # visible although the settings are closed
-            await pilot.click("#run")
-            await dialog(app, pilot)
-            await pilot.press("y")
-            await pilot.pause(0.2)
-            await app.workers.wait_for_complete()
-            await pilot.pause(0.2)
+            await run_solo(app, pilot)
             assert prompts(server) and unloads(server)  # it ran solo
             assert app.screen.query_one("#solo", Switch).value is False  # back to the config's beside
             assert not badge.display
@@ -150,12 +146,7 @@ async def test_solo_pinned_in_the_config_stays_on_after_the_run():
         async with app.run_test(size=(140, 45)) as pilot:
             await open_bench(app, pilot, "llama3.2:3b", solo=None)
             assert app.screen.query_one("#solo-badge", Label).display
-            await pilot.click("#run")
-            await dialog(app, pilot)
-            await pilot.press("y")
-            await pilot.pause(0.2)
-            await app.workers.wait_for_complete()
-            await pilot.pause(0.2)
+            await run_solo(app, pilot)
             assert app.screen.query_one("#solo", Switch).value is True
     finally:
         server.stop()
