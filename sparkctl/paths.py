@@ -48,6 +48,16 @@ def residency_dir() -> Path:
     return data_dir() / "residency"
 
 
+def residency_journals() -> list[Path]:
+    """The journals left there, by a single directory listing: every CLI start and `status`
+    call this, so it imports nothing (the journal module is read only when there is one)."""
+    d = residency_dir()
+    try:
+        return [d / n for n in sorted(os.listdir(d)) if n.endswith(".json") and not n.startswith(".")]
+    except OSError:
+        return []
+
+
 def atomic_write_text(path: Path, text: str) -> None:
     """Write via a temp file in the same directory and rename, so readers never see half a file."""
     atomic_write_bytes(path, text.encode("utf-8"))

@@ -5,24 +5,15 @@ budget; only a journal left behind imports the engine and does the work."""
 
 from __future__ import annotations
 
-import os
 import sys
-
-
-def journals_left() -> bool:
-    from sparkctl import paths
-
-    try:
-        names = os.listdir(paths.residency_dir())
-    except OSError:
-        return False
-    return any(n.endswith(".json") and not n.startswith(".") for n in names)
 
 
 def recover_at_start(cfg) -> None:
     """Say on stderr what was put back (stdout stays the command's, e.g. JSON). Never fails
     the command: a recovery that cannot run is a warning, and the journal stays."""
-    if cfg is None or not journals_left():
+    from sparkctl import paths
+
+    if cfg is None or not paths.residency_journals():
         return
     import asyncio
 

@@ -241,16 +241,25 @@ def redact_named_status(e: NamedEngineStatus) -> NamedEngineStatus:
 
 async def collect_status(cfg: Config, engine: Engine, probes: Any) -> StatusReport:
     """Engine and host in parallel; probes are blocking, so they run in a thread."""
-    from sparkctl.tracking.residency import residency_warnings
-
     host_task = asyncio.to_thread(probes.read)
     named: tuple[NamedEngineStatus, ...] = ()
     if cfg.engines:
         eng, host, named = await asyncio.gather(engine_status(engine), host_task, openai_engines_status(cfg))
     else:
         eng, host = await asyncio.gather(engine_status(engine), host_task)
-    left = await asyncio.to_thread(residency_warnings)  # one directory listing when there is none
-    return build_report(cfg, eng, host, datetime.now(timezone.utc), named, tuple(left))
+    return build_report(cfg, eng, host, datetime.now(timezone.utc), named, tuple(await _residency_warnings()))
+
+
+async def _residency_warnings() -> list[str]:
+    """Models a dead bench (or a failed restore) left changed; one directory listing, and
+    the journal module imported only when a journal is there."""
+    from sparkctl import paths
+
+    if not await asyncio.to_thread(paths.residency_journals):
+        return []
+    from sparkctl.tracking.residency import residency_warnings
+
+    return await asyncio.to_thread(residency_warnings)
 
 
 # ---- JSON for `sparkctl status --json` -----------------------------------------------------

@@ -194,7 +194,12 @@ class SparkApp(App):
     @work(group="recover-residency", exclusive=True, exit_on_error=False)
     async def recover_residency(self) -> None:
         """Put back what a bench that died changed (services/bench/recovery.py), once it
-        holds the engine's bench lock; say what it did; warn on the dashboard if it could not."""
+        holds the engine's bench lock; say what it did; warn on the dashboard if it could not.
+        Nothing is imported before a journal is seen: the first frames do not pay for it."""
+        from sparkctl import paths
+
+        if not await asyncio.to_thread(paths.residency_journals):
+            return
         from sparkctl.services.bench.recovery import recover_residency
 
         report = await recover_residency(self.config, engines=[self.engine, *self.named_engines.values()])
@@ -207,9 +212,13 @@ class SparkApp(App):
     @work(thread=True, group="residency", exclusive=True, exit_on_error=False)
     def check_residency(self) -> None:
         """Restores that failed and dead benches not yet repaired: loud on the dashboard."""
-        from sparkctl.tracking.residency import residency_warnings
+        from sparkctl import paths
 
-        warnings = tuple(residency_warnings())
+        warnings: tuple[str, ...] = ()
+        if paths.residency_journals():
+            from sparkctl.tracking.residency import residency_warnings
+
+            warnings = tuple(residency_warnings())
         self.call_from_thread(self._set_residency_warnings, warnings)
 
     def _set_residency_warnings(self, warnings: tuple[str, ...]) -> None:
