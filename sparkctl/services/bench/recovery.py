@@ -58,7 +58,7 @@ async def recover_residency(cfg, *, directory: Path | None = None, retry_failed:
     """Put back what dead benches changed. `retry_failed`: also journals of a live process
     whose own restore failed (`sparkctl lanes --restore`, asked for by the user). Engines
     not given are built from the config and closed again."""
-    from sparkctl.services.bench.lock import BenchLock, engine_key
+    from sparkctl.services.bench.lock import BenchLock, LockUnavailable, engine_key
 
     report = RecoveryReport()
     journals = await asyncio.to_thread(read_journals, directory)
@@ -84,7 +84,11 @@ async def recover_residency(cfg, *, directory: Path | None = None, retry_failed:
                                        "name; run `sparkctl lanes --restore` with the config that names it")
                 continue
             lock = BenchLock(engine.host, ["putting back what a dead bench changed"])
-            holder = await asyncio.to_thread(lock.try_acquire)
+            try:
+                holder = await asyncio.to_thread(lock.try_acquire)
+            except LockUnavailable as exc:
+                report.warnings.append(f"{j.describe()} left models changed; not put back: {exc}")
+                continue
             if holder is not None:
                 report.warnings.append(f"{j.describe()} left models changed; another bench is running "
                                        f"({holder.describe()}), so they are put back later (`sparkctl lanes --restore`)")
