@@ -1,6 +1,7 @@
 """Solo asks first (issue 17, point 5): starting a solo bench in the TUI names each model it
 will unload, for about how long, and what can be known about their use; the switch is
-visibly on in the Bench form and goes back to the config's mode after the run. Pilot tests
+visibly on in the Bench form and goes back to the config's mode after the run. And the
+Bench screen's "keep loaded" switch (point 4). Pilot tests
 against the FAKE Ollama (tests/fakes/ollama_server.py, real HTTP) and FAKE Spark probes."""
 
 from __future__ import annotations
@@ -148,5 +149,31 @@ async def test_solo_pinned_in_the_config_stays_on_after_the_run():
             assert app.screen.query_one("#solo-badge", Label).display
             await run_solo(app, pilot)
             assert app.screen.query_one("#solo", Switch).value is True
+    finally:
+        server.stop()
+
+
+async def test_keep_loaded_in_the_bench_settings_leaves_the_model_resident():
+    server = FakeOllama(lanes_state()).start()
+    try:
+        app = build(server, config())
+        async with app.run_test(size=(140, 45)) as pilot:
+            await open_bench(app, pilot, "llama3.2:3b", solo=None)
+            app.screen.query_one("#keep_loaded", Switch).value = True
+            await pilot.pause(0.05)
+            assert "keep loaded" in app.screen.query_one("#settings").title
+            await pilot.click("#run")
+            await pilot.pause(0.2)
+            await app.workers.wait_for_complete()
+            await pilot.pause(0.1)
+            assert "llama3.2:3b" in server.state.resident_names()
+            app.screen.query_one("#keep_loaded", Switch).value = False
+            with server.state.lock:  # gone again: a model resident before a bench is left resident after it
+                server.state.resident.pop("llama3.2:3b", None)
+            await pilot.click("#run")
+            await pilot.pause(0.2)
+            await app.workers.wait_for_complete()
+            await pilot.pause(0.1)
+            assert "llama3.2:3b" not in server.state.resident_names()  # the default: unloaded at its end
     finally:
         server.stop()

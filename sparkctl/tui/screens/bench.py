@@ -157,6 +157,9 @@ class BenchScreen(Screen):
                 yield Switch(value=b.think, id="think")
                 yield Label("allow CPU")
                 yield Switch(value=False, id="allow_cpu")
+                yield Label("keep loaded")
+                yield Switch(value=b.keep_loaded, id="keep_loaded",
+                             tooltip="leave the models the bench loads resident afterwards (default: unloaded)")
                 yield Input(placeholder="prompt (empty: the configured one)", id="prompt")
             # any of these makes Run a workload sweep (as bench --profile/--depth/--concurrency/--slo)
             with Horizontal(id="sweep-row"):
@@ -203,8 +206,9 @@ class BenchScreen(Screen):
         q = self.query_one
         mode = "solo" if q("#solo", Switch).value else "beside"
         sweep = " · sweep" if any(q(f"#{f}", Input).value.strip() for f in SWEEP_FIELDS) else ""
+        keep = " · keep loaded" if q("#keep_loaded", Switch).value else ""
         return (f"settings (ctrl+s): {q('#reps', Input).value} reps · warm-up {q('#warmup', Input).value} · {mode} · "
-                f"num_ctx {q('#num_ctx', Input).value} · {q('#cache', Select).value}{sweep}")
+                f"num_ctx {q('#num_ctx', Input).value} · {q('#cache', Select).value}{sweep}{keep}")
 
     @on(Input.Changed, "#settings Input")
     @on(Switch.Changed, "#settings Switch")
@@ -306,6 +310,7 @@ class BenchScreen(Screen):
             num_ctx=num_ctx if num_ctx != b.num_ctx else None, prompt=prompt,
             mode="solo" if solo else "beside", cache=str(self.query_one("#cache", Select).value),
             think=self.query_one("#think", Switch).value, allow_cpu=self.query_one("#allow_cpu", Switch).value,
+            keep_loaded=self.query_one("#keep_loaded", Switch).value,
         )
         return models, engine, settings
 
