@@ -99,7 +99,9 @@ async def _restore_one(engine, step, say, out: LaneRestore, planned_at: datetime
     if problems:
         out.failed.append(f"{h.name}: after the restore still {', '.join(problems)}")
         return
-    out.restored.append(f"{h.title} (context {h.context_length or 'n/a'}, keep-alive {session.label})")
+    kept = "" if session.exact else (f" from {session.source.split(':')[0]}" if session.wire is not None else "")
+    lost = "" if session.exact else ", a whole session: the time it had left cannot be kept"
+    out.restored.append(f"{h.title} (context {h.context_length or 'n/a'}, keep-alive {session.label}{kept}{lost})")
     if not session.exact and h.expires_at is not None:
         left = (h.expires_at - planned_at).total_seconds()
         had = f"the {format_seconds(max(0, round(left)))} it had left" if left > 0 else "its remaining time"
