@@ -23,6 +23,7 @@ SCREENS = {
     "bench": ("Bench", "benchmark a model live, every run recorded in MLflow (b)"),
     "runs": ("Runs", "past bench and eval runs: filter, compare, chart, promote (h)"),
     "eval": ("Eval", "quality suites (GSM8K, IFEval) on one or more models (e)"),
+    "fleet": ("Fleet", "every [hosts.NAME] over ssh: memory, models, engine, GPU, warnings (F)"),
     "config": ("Config", "each config value and the file it came from"),
 }
 
