@@ -320,12 +320,13 @@ class FleetScreen(Screen):
         self.app.push_screen(HostDashboardScreen(name, self, view))
 
 
-class HostDashboardScreen(DashboardScreen):
+class HostDashboardScreen(DashboardScreen, inherit_bindings=False):
     """A host's dashboard, read-only: its own status (budget, models, engine, GPU) as that
-    host computed it, refreshed by the fleet's asks. No keys change anything."""
+    host computed it, refreshed by the fleet's asks. No keys change anything: the local
+    dashboard's keys are not inherited (its Lanes act on this machine)."""
 
-    inherit_bindings = False
-    BINDINGS = [Binding("escape", "close", "Back to the fleet"), Binding("r", "refresh", "Refresh now")]
+    BINDINGS = [*Screen.BINDINGS, Binding("escape", "close", "Back to the fleet"),
+                Binding("r", "refresh", "Refresh now")]
 
     def __init__(self, host_name: str, fleet: FleetScreen, view) -> None:
         super().__init__()
