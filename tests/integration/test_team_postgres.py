@@ -12,6 +12,7 @@ import asyncio
 import dataclasses
 import time
 
+import httpx
 import psutil
 import pytest
 
@@ -50,11 +51,19 @@ def pg_server(postgres, tmp_path):
                           env={"PGPASSFILE": str(postgres.pgpass)})
     t0 = time.monotonic()
     server.start()  # the first start creates MLflow's tables in PostgreSQL
+    ready(server)
     server.first_start_s = time.monotonic() - t0
     try:
         yield server
     finally:
         server.stop()
+
+
+def ready(server) -> None:
+    """Wait until the server answers from its store, not only its /health: the first query
+    after a start opens its database connections (seconds on a busy machine)."""
+    r = httpx.post(f"{server.url}/api/2.0/mlflow/experiments/search", json={"max_results": 1}, timeout=120)
+    assert r.status_code == 200, r.text
 
 
 class Host:
@@ -95,9 +104,12 @@ class Host:
 
 async def test_two_hosts_bench_and_eval_on_a_postgres_backed_server_and_a_restart_loses_nothing(
         postgres, pg_server, serve, tmp_path):
-    state = bench_scenario(tokens_per_s=None)
-    state.answers = lambda model, prompt: (f"The answer is {gold_of(prompt)}." if gold_of(prompt) else None)
-    ollama = serve(state)
+    def engine():  # each Spark has its own engine (one bench per engine at a time)
+        state = bench_scenario(tokens_per_s=None)
+        state.answers = lambda model, prompt: (f"The answer is {gold_of(prompt)}." if gold_of(prompt) else None)
+        return serve(state)
+
+    ollama_a, ollama_b = engine(), engine()
     suites = write_gsm8k(tmp_path / "suites")
     a = Host("spark-01", pg_server.url, suites, tmp_path)
     b = Host("spark-02", pg_server.url, suites, tmp_path)
@@ -116,11 +128,11 @@ async def test_two_hosts_bench_and_eval_on_a_postgres_backed_server_and_a_restar
             postgres.stop()
 
     async def host_a():
-        return [await a.bench(ollama.url), await a.eval(ollama.url)]
+        return [await a.bench(ollama_a.url), await a.eval(ollama_a.url)]
 
     async def host_b():
         await asyncio.sleep(0.2)  # A's bench is under way: the two write at the same time
-        return [await b.bench(ollama.url, sink=outage), await b.eval(ollama.url)]
+        return [await b.bench(ollama_b.url, sink=outage), await b.eval(ollama_b.url)]
 
     runs_a, runs_b = await asyncio.gather(host_a(), host_b())
     assert down, "the outage never happened"
@@ -131,14 +143,15 @@ async def test_two_hosts_bench_and_eval_on_a_postgres_backed_server_and_a_restar
 
     postgres.start()  # the same cluster, the same data
     pg_server.start()  # the same port
+    ready(pg_server)
     for host in (a, b):
-        store = MlflowStore(pg_server.url, None, EXPERIMENT)
+        # `sparkctl sync` as a user runs it; a server just restarted may answer slowly at first
+        store = MlflowStore(pg_server.url, None, EXPERIMENT, timeout_s=30)
         pending = len(host.spool.pending())
         synced, failed = sync_pending(host.spool, store)
         assert (synced, failed) == (pending, [])
         assert host.spool.pending() == []
 
-    store = MlflowStore(pg_server.url, None, EXPERIMENT)
     rows = list_runs(store, limit=50)
     assert sorted((r.host, r.kind) for r in rows) == [
         ("spark-01", "bench"), ("spark-01", "eval"), ("spark-02", "bench"), ("spark-02", "eval")]
