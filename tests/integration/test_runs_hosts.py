@@ -172,3 +172,26 @@ async def test_runs_screen_filters_by_host_and_groups_by_host(three_hosts):
             assert hosts() == ["spark-02"]
     finally:
         server.stop()
+
+
+def test_the_fleet_shows_each_lanes_last_bench_on_that_host_and_an_engine_changed_since(three_hosts):
+    from sparkctl.core.fleet import fleet_warnings, parse_status
+    from sparkctl.services.fleet.lastbench import lane_benches
+
+    store, _config = three_hosts
+    (run,) = list_runs(store, host="spark-01")
+    benched_on = run.engine_version
+    # spark-01's status now: llama3.2:3b on its production lane, resident, on a newer engine
+    status = parse_status({
+        "schema": 2, "host": {"hostname": "spark-01"},
+        "engine": {"kind": "ollama", "reachable": True, "version": "0.99.0", "error": None},
+        "resident": [{"name": LLAMA, "lane": "production", "placement": "100% GPU"}],
+        "lanes": [{"lane": "production", "model": LLAMA, "resident": True},
+                  {"lane": "fast", "model": QWEN, "resident": False}]})
+    benches = lane_benches(store, status, experiment=TEST_EXPERIMENT)
+    # spark-01's own run only: qwen3:8b ran on spark-02 and the H200, never on spark-01
+    assert [(b.lane, b.model, b.engine_version) for b in benches] == [
+        ("production", LLAMA, benched_on), ("fast", QWEN, None)]
+    assert benches[0].decode_tps == run.decode_tps_median
+    assert f"lane production: engine 0.99.0 since its last bench ({benched_on}): re-bench" in \
+        fleet_warnings(status, None, benches)
