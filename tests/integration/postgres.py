@@ -14,12 +14,11 @@ import os
 import pwd
 import secrets
 import shutil
-import socket
 import subprocess
 import tempfile
 from pathlib import Path
 
-import pytest
+from tests.integration.system_tools import free_port, missing
 
 USER = "sparkctl"
 DATABASE = "mlflow"
@@ -35,16 +34,7 @@ def find_pg_bin() -> Path:
     found = shutil.which("initdb")
     if found:
         return Path(found).parent
-    message = "PostgreSQL not found: apt-get install postgresql (`make test` installs it where it can)"
-    if os.environ.get("CI") == "true":
-        pytest.fail(message)
-    pytest.skip(message)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    missing("PostgreSQL", "postgresql")
 
 
 class PostgresCluster:

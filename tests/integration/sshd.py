@@ -21,6 +21,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.integration.system_tools import free_port, missing
+
 SSHD_CANDIDATES = ("/usr/sbin/sshd", "/usr/local/sbin/sshd")
 
 
@@ -32,16 +34,7 @@ def find_sshd() -> str:
     found = shutil.which("sshd")
     if found:
         return found
-    message = "sshd not found: apt-get install openssh-server (`make test` installs it where it can)"
-    if os.environ.get("CI") == "true":
-        pytest.fail(message)
-    pytest.skip(message)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    missing("sshd", "openssh-server")
 
 
 def keygen(path: Path) -> None:
@@ -165,3 +158,15 @@ class SshLab:
     def close(self) -> None:
         for s in self.servers:
             s.stop()
+
+
+@pytest.fixture
+def lab(tmp_path):
+    """An SshLab in the test's tmp dir; every sshd it started is stopped after the test."""
+    root = tmp_path / "ssh"
+    root.mkdir()
+    lab = SshLab(root)
+    try:
+        yield lab
+    finally:
+        lab.close()

@@ -6,10 +6,7 @@ are FAKES too (a GB10 Spark)."""
 from __future__ import annotations
 
 import asyncio
-import time
-from dataclasses import replace
 
-import pytest
 from textual.widgets import DataTable
 
 from sparkctl.config import load_config
@@ -17,19 +14,8 @@ from sparkctl.engines.ollama import OllamaEngine
 from sparkctl.tui.app import make_app
 from tests.fakes.host import FakeProbes, spark_snapshot
 from tests.fakes.ollama_server import FakeOllama, default_state, two_models_resident
-from tests.integration.sshd import SshLab
+from tests.integration.sshd import lab  # noqa: F401  (the fixture)
 from tests.integration.test_fleet import fleet_config, install
-
-
-@pytest.fixture
-def lab(tmp_path):
-    root = tmp_path / "ssh"
-    root.mkdir()
-    lab = SshLab(root)
-    try:
-        yield lab
-    finally:
-        lab.close()
 
 
 def cells(app, name: str) -> dict[str, str]:
