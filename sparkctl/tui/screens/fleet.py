@@ -127,7 +127,7 @@ def _seen_cell(view, now: datetime) -> Text:
 
 
 def row_cells(view, now: datetime) -> tuple[Text, ...]:
-    state = view.state if not (view.state == "waiting" and view.status) else "waiting"
+    state = view.state
     return (Text(view.name, style="bold"), Text(state, style=STATE_STYLE.get(state, "")), _engine_cell(view),
             _memory_cell(view), _gpu_cell(view), _models_cell(view), _warnings_cell(view), _seen_cell(view, now))
 
@@ -317,7 +317,8 @@ class FleetScreen(Screen):
         if view.status is None:
             self.notify(f"{name}: no status yet ({view.reason or 'asking…'})", severity="warning")
             return
-        self.app.push_screen(HostDashboardScreen(name, self, view))
+        if not isinstance(self.app.screen, HostDashboardScreen):  # Enter on the table and the screen's key: once
+            self.app.push_screen(HostDashboardScreen(name, self, view))
 
 
 class HostDashboardScreen(DashboardScreen, inherit_bindings=False):
@@ -372,6 +373,8 @@ class HostDashboardScreen(DashboardScreen, inherit_bindings=False):
 
     def _show_history(self, r) -> None:
         mem, gpu = list(self._mem), list(self._gpu)
+        if isinstance(r.host.meminfo, MemInfo):  # available out of that host's MemTotal
+            self.query_one("#spark-mem").bounds = (0.0, round(r.host.meminfo.total / GIB, 1))
         if mem:
             self.query_one("#spark-mem").data = mem
         if gpu:
