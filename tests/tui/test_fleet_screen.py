@@ -63,7 +63,12 @@ async def test_the_live_host_shows_within_2_s_while_the_other_is_down_and_enter_
             assert "gpt-oss:120b [production]" in row_a["models"] and row_a["seen"] == "now"
             await wait_for(pilot, lambda: cells(app, "spark-b")["state"] == "unreachable", timeout=10)
             row_b = cells(app, "spark-b")
-            assert "Connection refused" in row_b["warnings"] and row_b["seen"] == "never"
+            assert row_b["warnings"].endswith(": Connection refused") and row_b["seen"] == "never"
+            table = app.screen.query_one("#fleet", DataTable)
+            table.move_cursor(row=table.get_row_index("spark-b"))
+            await pilot.pause(0.1)  # the line under the table: the whole reason
+            detail = str(app.screen.query_one("#fleet-detail").render())
+            assert f"unreachable: ssh: connect to host 127.0.0.1 port {sshd_b.port}: Connection refused" in detail
             assert live_after <= 2.0, f"spark-a shown live {live_after:.2f} s after the fleet opened"
 
             # spark-b comes up, answers, then goes away in the middle of the refreshes

@@ -24,12 +24,13 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Header, Label, Static
 
 from sparkctl.core.fleet import age_label, lane_of
-from sparkctl.core.fmt import gib
 from sparkctl.core.snapshots import GIB, MemInfo
 from sparkctl.tui.screens.dashboard import DashboardScreen, set_if_changed
 
-COLUMNS = (("Host", "host"), ("State", "state"), ("Engine", "engine"), ("Memory", "memory"), ("GPU", "gpu"),
-           ("Models", "models"), ("Warnings", "warnings"), ("Seen", "seen"))
+# the long cells last: at 80-120 columns a row still says what state a host is in and why
+COLUMNS = (("Host", "host"), ("State", "state"), ("Seen", "seen"), ("Warnings", "warnings"), ("Memory", "memory"),
+           ("GPU", "gpu"), ("Engine", "engine"), ("Models", "models"))
+CELL_MAX = 44  # a warning or reason cut here; the line under the table has it whole
 BENCHES_EVERY_S = 60.0  # lanes' last benches change when someone benches: a minute is fresh enough
 STATE_STYLE = {"live": "bold green", "engine-down": "bold red", "engine-error": "bold red",
                "unreachable": "bold red", "waiting": "dim"}
@@ -72,8 +73,10 @@ def _memory_cell(view) -> Text:
         return Text("-", style="dim")
     style = {"critical": "bold red", "warn": "bold yellow"}.get(s.level or "", "")
     head = s.headroom
-    return Text(f"{gib(s.available)} / {gib(s.total)} · +{gib(head)}" if head is not None and head >= 0
-                else f"{gib(s.available)} / {gib(s.total)} · {gib(head)}", style=style)
+    text = f"{s.available / GIB:.1f}/{s.total / GIB:.1f} GiB"
+    if head is not None:
+        text += f" {head / GIB:+.1f}"  # headroom above that host's reserve
+    return Text(text, style=style)
 
 
 def _gpu_cell(view) -> Text:
@@ -111,12 +114,24 @@ def _warnings_cell(view) -> Text:
     from sparkctl.services.fleet import UNREACHABLE
 
     if view.state == UNREACHABLE:
-        return Text(view.reason, style="red")
+        return Text(_clip_middle(view.reason), style="red")
     warnings = view.warnings
     if not warnings:
         return Text("-", style="dim")
     more = f" (+{len(warnings) - 1})" if len(warnings) > 1 else ""
-    return Text(warnings[0] + more, style="yellow")
+    return Text(_clip(warnings[0], CELL_MAX - len(more)) + more, style="yellow")
+
+
+def _clip(text: str, width: int = CELL_MAX) -> str:
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def _clip_middle(text: str, width: int = CELL_MAX) -> str:
+    """A reason keeps its head and its tail ("ssh: connect…: Connection refused")."""
+    if len(text) <= width:
+        return text
+    head = width // 3
+    return text[:head] + "…" + text[len(text) - (width - head - 1):]
 
 
 def _seen_cell(view, now: datetime) -> Text:
@@ -127,9 +142,10 @@ def _seen_cell(view, now: datetime) -> Text:
 
 
 def row_cells(view, now: datetime) -> tuple[Text, ...]:
-    state = view.state
-    return (Text(view.name, style="bold"), Text(state, style=STATE_STYLE.get(state, "")), _engine_cell(view),
-            _memory_cell(view), _gpu_cell(view), _models_cell(view), _warnings_cell(view), _seen_cell(view, now))
+    by_key = {"host": Text(view.name, style="bold"), "state": Text(view.state, style=STATE_STYLE.get(view.state, "")),
+              "seen": _seen_cell(view, now), "warnings": _warnings_cell(view), "memory": _memory_cell(view),
+              "gpu": _gpu_cell(view), "engine": _engine_cell(view), "models": _models_cell(view)}
+    return tuple(by_key[key] for _label, key in COLUMNS)
 
 
 def detail_text(view, now: datetime) -> Text:
