@@ -22,6 +22,7 @@ from typing import Any
 
 from sparkctl.config import Config, HostConfig
 from sparkctl.core.fleet import (
+    STATUS_SCHEMA,
     HostStatus,
     LaneBench,
     StatusFormatError,
@@ -98,7 +99,7 @@ class HostView:
             "age": age_label(age) if age is not None else None,
             "status_is_current": self.current,
             "status_schema": s.schema if s else None,
-            "older_sparkctl": bool(s and self.schema_note and "older" in self.schema_note),
+            "older_sparkctl": bool(s and s.schema < STATUS_SCHEMA),
             "note": self.schema_note,
             "warnings": self.warnings,
             "hardware": None,
