@@ -114,7 +114,7 @@ def test_fleet_reads_every_host_over_ssh_and_says_why_the_others_gave_no_status(
     assert list(hosts) == ["a", "b", "old", "gone", "ancient"]
 
     ha = hosts["a"]
-    assert ha["state"] == "live" and ha["status_is_current"] and ha["age"] == "0 s"
+    assert ha["state"] == "live" and ha["status_is_current"] and ha["age_s"] < 20  # read during this call
     assert ha["status"]["engine"]["reachable"] is True and ha["status_schema"] == 2
     assert {r["name"] for r in ha["status"]["resident"]} == {"gpt-oss:120b", "qwen3:30b-a3b"}
     assert any(w.startswith("lane fast: qwen3:30b-a3b spilled") and "CPU/GPU" in w for w in ha["warnings"])
