@@ -5,7 +5,7 @@ MLflow SQLite store.
 
 The suites here are small files written by the tests in the suites' own formats (so the
 expected scores are known by construction); tests/integration/test_eval_suites.py reads the
-real GSM8K and IFEval files from ../shared/suites."""
+real GSM8K and IFEval files the package ships."""
 
 from __future__ import annotations
 
