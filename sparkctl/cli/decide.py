@@ -15,12 +15,12 @@ def register(sub) -> None:
     c.add_argument("models", nargs="+", metavar="MODEL", help="two or more models; the first is the baseline")
     c.add_argument("--any-engine", action="store_true",
                    help="also compare runs on another engine kind or version (said so in the output)")
-    c.add_argument("--json", action="store_true", help="one JSON object (keys in README)")
+    c.add_argument("--json", action="store_true", help="one JSON object (keys in docs/runs.md)")
     c.set_defaults(handler=cmd_compare)
 
     r = sub.add_parser("regressions", help="each model's latest bench against its last one on the previous "
                                            "engine version; exit 4 when a drop is flagged")
-    r.add_argument("--json", action="store_true", help="a JSON list (keys in README)")
+    r.add_argument("--json", action="store_true", help="a JSON list (keys in docs/runs.md)")
     r.set_defaults(handler=cmd_regressions)
 
 

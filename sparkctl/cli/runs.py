@@ -23,7 +23,7 @@ def register(sub) -> None:
     r.add_argument("-n", "--limit", type=int, default=DEFAULT_N, metavar="N",
                    help=f"at most N runs (default {DEFAULT_N})")
     fmt = r.add_mutually_exclusive_group()
-    fmt.add_argument("--json", action="store_true", help="a JSON list of runs (keys in README)")
+    fmt.add_argument("--json", action="store_true", help="a JSON list of runs (keys in docs/runs.md)")
     fmt.add_argument("--csv", action="store_true", help="CSV with a header row (same keys as --json)")
     r.set_defaults(handler=cmd_runs)
 
