@@ -192,9 +192,9 @@ class EvalScreen(Screen):
             yield Label("think")
             yield Switch(value=e.think, id="think")
         with Horizontal(id="eval-copy"):
-            yield Label("", id="suite-copy")
+            yield Label("", id="suite-copy", markup=False)
             yield Button("Suites dir…", id="suites-dir", compact=True)
-        yield Label("", id="eval-phase")
+        yield Label("", id="eval-phase", markup=False)  # errors quote "[eval] suites_dir": text, not markup
         yield EvalStats(id="stats")
         yield ItemGrid(id="grid")
         with Horizontal(id="eval-streams"):
