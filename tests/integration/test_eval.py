@@ -254,7 +254,8 @@ def test_cli_missing_suite_says_how_to_get_it(tmp_path, data_dir, capsys):
     cfg = cli_config(tmp_path, "http://127.0.0.1:9", tmp_path / "empty")
     assert cli.main(["--config", str(cfg), "eval", A, "--suite", "ifeval"]) == 2
     err = capsys.readouterr().err.strip()
-    assert "IFEval" in err and "sparkctl suites pull" in err and "\n" not in err
+    assert "IFEval" in err and str(tmp_path / "empty") in err and "\n" not in err
+    assert "remove [eval] suites_dir from the config to read the shipped copy" in err
 
 
 @pytest.mark.parametrize("argv, message", [
