@@ -5,7 +5,6 @@ FAKE Spark probes; the suites are the package's own copies or small files writte
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 from pathlib import Path
 
@@ -16,6 +15,7 @@ from sparkctl.tui.screens.eval import EvalScreen, EvalStats
 from sparkctl.tui.widgets.suites_dialog import SuitesDirDialog
 from tests.fakes.ollama_server import bench_scenario
 from tests.integration.test_eval import write_gsm8k
+from tests.tui.test_dashboard import wait_for as until
 from tests.tui.test_eval_screen import A, build, config, serve, start  # noqa: F401
 
 GSM8K_SHA256 = "3730d312f6e3440559ace48831e51066acaca737f6eabec99bccb9e4b3c39d14"  # the published files
@@ -27,16 +27,6 @@ def default_config():
     return type(cfg)(**{**cfg.__dict__, "eval": type(cfg.eval)()})
 
 
-async def until(pilot, predicate, timeout=5.0) -> None:
-    loop = asyncio.get_running_loop()
-    end = loop.time() + timeout
-    while loop.time() < end:
-        await pilot.pause(0.05)
-        if predicate():
-            return
-    raise AssertionError("condition not reached in time")
-
-
 def copy_line(app) -> str:
     return str(app.screen.query_one("#suite-copy", Label).render())
 
@@ -45,6 +35,14 @@ async def open_eval(app, pilot) -> EvalScreen:
     await pilot.press("e")
     await until(pilot, lambda: isinstance(app.screen, EvalScreen) and copy_line(app))
     return app.screen
+
+
+async def choose_dir(app, pilot, folder: Path) -> None:
+    """Suites dir…, type FOLDER, enter."""
+    await pilot.click("#suites-dir")
+    await until(pilot, lambda: isinstance(app.screen, SuitesDirDialog))
+    app.screen.query_one("#suites-dir-path", Input).value = str(folder)
+    await pilot.press("enter")
 
 
 async def test_the_copy_line_names_the_shipped_copy_and_its_sha256(serve):
@@ -63,10 +61,7 @@ async def test_suites_dir_points_at_a_directory_and_back_to_the_shipped_copy(ser
     app = build(serve(bench_scenario(tokens_per_s=None)), default_config())
     async with app.run_test(size=(100, 30)) as pilot:
         await open_eval(app, pilot)
-        await pilot.click("#suites-dir")
-        await until(pilot, lambda: isinstance(app.screen, SuitesDirDialog))
-        app.screen.query_one("#suites-dir-path", Input).value = str(mine)
-        await pilot.press("enter")
+        await choose_dir(app, pilot, mine)
         await until(pilot, lambda: "suites path copy" in copy_line(app))
         assert copy_line(app) == f"gsm8k: suites path copy · sha256 {mine_sha[:12]} · differs from the published file"
         # remembered as `sparkctl suites path` would: the CLI reads the same directory
@@ -83,10 +78,7 @@ async def test_a_directory_without_suites_is_refused_and_nothing_changes(serve, 
     app = build(serve(bench_scenario(tokens_per_s=None)), default_config())
     async with app.run_test(size=(100, 30)) as pilot:
         await open_eval(app, pilot)
-        await pilot.click("#suites-dir")
-        await until(pilot, lambda: isinstance(app.screen, SuitesDirDialog))
-        app.screen.query_one("#suites-dir-path", Input).value = str(tmp_path)
-        await pilot.press("enter")
+        await choose_dir(app, pilot, tmp_path)
         await until(pilot, lambda: any("holds none of" in n.message for n in app._notifications))
         assert copy_line(app).startswith("gsm8k: shipped copy")
         assert not (paths.data_dir() / "suites" / "location").exists()
