@@ -40,7 +40,9 @@ def test_eval_gsm8k_20_items_offline_reads_the_shipped_suite(serve, data_dir, tm
     cfg.write_text(f'[engine]\nhost = "{server.url}"\n[tracking]\nexperiment = "offline"\n')  # no [eval] suites_dir
 
     assert cli.main(["--config", str(cfg), "eval", A, "--suite", "gsm8k", "--n", "20", "--json"]) == 0
-    (run,) = json.loads(capsys.readouterr().out)
+    captured = capsys.readouterr()
+    (run,) = json.loads(captured.out)
+    assert "gsm8k: shipped copy · sha256 3730d312f6e3 · 1319 items" in captured.err  # which file it read
     assert run["status"] == "FINISHED" and run["summary"]["items"] == 20 and run["summary"]["dnf_count"] == 0
     assert run["summary"]["gsm8k_flexible"] == 1.0  # every item was a real GSM8K question, answered right
     assert no_network == []  # nothing beyond loopback was even looked up

@@ -131,6 +131,12 @@ class Suite:
         """A copy that is not the published file: its scores do not compare with others'."""
         return self.sha256 != self.spec.sha256
 
+    def describe(self) -> str:
+        """Which file an eval reads, in one line: ``gsm8k: shipped copy · sha256 3730d312f6e3 · 1319 items``."""
+        label = f"{COPY_LABELS[self.copy]} copy" if self.copy else str(self.path)
+        differs = " · differs from the published file" if self.modified else ""
+        return f"{self.name}: {label} · sha256 {self.sha256[:12]} · {len(self.items)} items{differs}"
+
     def by_id(self) -> dict[str, SuiteItem]:
         return {it.id: it for it in self.items}
 
