@@ -119,7 +119,10 @@ def _path(args, cfg) -> int:
     if args.reset:
         if args.dir:
             raise CliError("suites path takes a DIR or --reset, not both", EXIT_BAD_INPUT)
-        forgot = clear_location()
+        try:
+            forgot = clear_location()
+        except SuiteError as exc:
+            raise CliError(str(exc), EXIT_BAD_INPUT) from None
         print("forgot the suites directory" if forgot else "no suites directory was remembered")
     else:
         if not args.dir:

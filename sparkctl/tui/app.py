@@ -307,7 +307,7 @@ class SparkApp(App):
         """`sparkctl suites pull` from the TUI: the source checked, a new file kept where evals read."""
         from sparkctl.services.evals import pull_all
 
-        dest, _how, reports = pull_all(self.config)
+        _dest, _how, reports = pull_all(self.config)
         said = [f"{r.name}: {r.pulled.describe() if r.pulled else r.error}" for r in reports]
         failed = any(r.pulled is None for r in reports)
         self.call_from_thread(self.notify, "; ".join(said), severity="error" if failed else "information",

@@ -331,15 +331,21 @@ def set_location(folder: Path) -> Path:
     if not found:
         raise SuiteError(f"{folder}: holds none of " + ", ".join(s.file for s in SUITES.values()))
     loc = _location_file()
-    paths.atomic_write_text(loc, f"{folder}\n")
+    try:
+        paths.atomic_write_text(loc, f"{folder}\n")
+    except OSError as exc:  # a read-only or full data dir
+        raise SuiteError(f"{loc}: cannot remember the directory ({exc.strerror or exc})") from None
     return loc
 
 
 def clear_location() -> bool:
     """Forget the remembered directory (evals go back to the pulled or shipped copy); False
     when none was remembered."""
+    loc = _location_file()
     try:
-        _location_file().unlink()
+        loc.unlink()
     except FileNotFoundError:
         return False
+    except OSError as exc:
+        raise SuiteError(f"{loc}: cannot forget the directory ({exc.strerror or exc})") from None
     return True

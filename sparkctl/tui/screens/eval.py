@@ -28,6 +28,7 @@ from textual.widgets import Button, DataTable, Footer, Header, Input, Label, Sel
 from sparkctl.services.bench import Notice, Phase
 from sparkctl.services.evals import (
     SUITE_NAMES,
+    CopyState,
     EvalFinished,
     EvalModelDone,
     EvalRunner,
@@ -36,7 +37,6 @@ from sparkctl.services.evals import (
     ItemDone,
     ItemLive,
     ItemStarted,
-    CopyState,
     SuiteError,
     clear_location,
     copy_state,
