@@ -243,7 +243,7 @@ class CopyState:
     def summary(self) -> str:
         """One short line without the path (a path is long and differs per machine)."""
         if self.sha256 is None:
-            return f"{self.suite}: {self.copy.label} {self.state} ({forget_hint(self.copy.kind)} reads the shipped one)"
+            return f"{self.suite}: {self.copy.label} {self.state} · {forget_hint(self.copy.kind)} to read the shipped one"
         differs = " · differs from the published file" if self.state == "differs" else ""
         return f"{self.suite}: {self.copy.label} · sha256 {self.sha256[:12]}{differs}"
 
