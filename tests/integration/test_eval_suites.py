@@ -11,8 +11,6 @@ import hashlib
 import json
 import shutil
 import threading
-import tomllib
-from fnmatch import fnmatch
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -22,8 +20,6 @@ from sparkctl import cli
 from sparkctl.config import Config, EvalConfig
 from sparkctl.services.evals import SuiteError, load_suite, pull_suite, shipped_dir
 from sparkctl.services.evals import suites as suites_module
-
-REPO = Path(__file__).resolve().parents[2]
 
 # The published files' sha256, taken from the upstream files themselves (openai/grade-school-math
 # test.jsonl; google-research instruction_following_eval input_data.jsonl): an expectation
@@ -56,17 +52,6 @@ def test_the_package_ships_the_published_files_with_their_licences_and_sums():
     data = {p.name for p in d.iterdir() if p.is_file() and p.suffix != ".py" and p.name != "SHA256SUMS"}
     assert set(listed) == data  # every shipped file is in the manifest, and only those
     assert all(sha(d / name) == digest for name, digest in listed.items())
-
-
-def test_every_shipped_file_is_package_data_so_a_wheel_carries_it():
-    project = tomllib.loads((REPO / "pyproject.toml").read_text())
-    tool = project["tool"]["setuptools"]
-    assert "sparkctl.suites_data" in tool["packages"]
-    globs = tool["package-data"]["sparkctl.suites_data"]
-    for p in shipped_dir().iterdir():
-        if p.is_file() and p.suffix != ".py":
-            assert any(fnmatch(p.name, g) for g in globs), f"{p.name} would be left out of the wheel"
-    assert project["project"]["license"] == "Apache-2.0"  # an SPDX string: no setuptools deprecation
 
 
 def test_with_nothing_set_up_the_shipped_suites_are_read_whole(no_network):
