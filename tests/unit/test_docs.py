@@ -66,6 +66,7 @@ def config_keys() -> list[tuple[str, str]]:
     """(table, key) for every key the config accepts, from the schema the loader checks with."""
     keys = [(section, key) for section, (_cls, checks) in config_module.SECTIONS.items() for key in checks]
     keys += [("engines.NAME", key) for key in config_module.NAMED_ENGINE_KEYS]
+    keys += [("hosts.NAME", key) for key in [*config_module.HOST_KEYS, "lanes"]]
     keys += [("bench.profiles.NAME", key) for key in config_module.PROFILE_KEYS]
     keys += [("lanes", key) for key in config_module.LANES_RESERVED]
     return keys
