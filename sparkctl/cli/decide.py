@@ -15,12 +15,14 @@ def register(sub) -> None:
     c.add_argument("models", nargs="+", metavar="MODEL", help="two or more models; the first is the baseline")
     c.add_argument("--any-engine", action="store_true",
                    help="also compare runs on another engine kind or version (said so in the output)")
-    c.add_argument("--json", action="store_true", help="one JSON object (keys in README)")
+    c.add_argument("--any-hardware", action="store_true",
+                   help="also compare runs from hosts of another hardware class (GPU, memory, driver)")
+    c.add_argument("--json", action="store_true", help="one JSON object (keys in docs/runs.md)")
     c.set_defaults(handler=cmd_compare)
 
     r = sub.add_parser("regressions", help="each model's latest bench against its last one on the previous "
                                            "engine version; exit 4 when a drop is flagged")
-    r.add_argument("--json", action="store_true", help="a JSON list (keys in README)")
+    r.add_argument("--json", action="store_true", help="a JSON list (keys in docs/runs.md)")
     r.set_defaults(handler=cmd_regressions)
 
 
@@ -46,7 +48,8 @@ def cmd_compare(args, cfg) -> int:
     if len(models) < 2 or any(not m for m in models):
         raise CliError("compare needs at least two different models", EXIT_BAD_INPUT)
     try:
-        cmp = compare_models(_store(cfg), models, any_engine=args.any_engine, lanes=cfg.lanes)
+        cmp = compare_models(_store(cfg), models, any_engine=args.any_engine, lanes=cfg.lanes,
+                             any_hardware=args.any_hardware)
     except NothingToCompare as exc:
         raise CliError(str(exc), EXIT_REFUSED) from None
     except TrackingError as exc:

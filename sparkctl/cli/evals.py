@@ -51,7 +51,7 @@ def register(sub) -> None:
     e.add_argument("--engine", metavar="NAME", help="evaluate on the [engines.NAME] server from the config")
     e.add_argument("--engine-kind", choices=("ollama", "openai"), help="an engine given by URL (openai: llama-server, vLLM, SGLang)")
     e.add_argument("--engine-url", metavar="URL", help="that engine's base URL")
-    e.add_argument("--json", action="store_true", help="print the results as JSON (keys in README)")
+    e.add_argument("--json", action="store_true", help="print the results as JSON (keys in docs/quality.md)")
     e.set_defaults(handler=cmd_eval)
 
     sc = sub.add_parser("eval-score", help="score saved {prompt, response} lines (`sparkctl eval score --suite S FILE`)",
@@ -62,7 +62,7 @@ def register(sub) -> None:
     sc.add_argument("file", metavar="FILE", help="JSONL of {prompt, response}")
     sc.add_argument("--suite", required=True, choices=SUITE_CHOICES, help="gsm8k or ifeval")
     sc.add_argument("--json", action="store_true",
-                    help='one object: {"suite", "summary", "samples"} (sample keys in README)')
+                    help='one object: {"suite", "summary", "samples"} (sample keys in docs/quality.md)')
     sc.set_defaults(handler=cmd_score)
 
 
@@ -269,6 +269,7 @@ def _run_eval(args, cfg) -> int:
     except ValueError as exc:  # --n larger than the suite
         raise CliError(f"--n: {exc}", EXIT_BAD_INPUT) from None
     runner_box.append(runner)
+    emit(suite.describe(), sys.stderr)  # which file the scores are on (stderr: --json stays one document)
 
     async def work():
         try:

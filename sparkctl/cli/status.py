@@ -7,7 +7,7 @@ from sparkctl.cli.exitcodes import EXIT_ENGINE_ERROR, EXIT_OK, EXIT_UNREACHABLE
 
 def register(sub) -> None:
     s = sub.add_parser("status", help="engine, resident models, memory budget and GPU, as text or JSON")
-    s.add_argument("--json", action="store_true", help="one JSON object (keys in README)")
+    s.add_argument("--json", action="store_true", help="one JSON object (keys in docs/dashboard.md)")
     s.set_defaults(handler=cmd_status)
 
 

@@ -38,7 +38,7 @@ CFG = Config()
 EXPERIMENT = CFG.tracking.experiment
 DAY_MS = 86_400_000
 OLD, NEW = "0.12.6", "0.13.0"
-README = Path(__file__).resolve().parents[2] / "README.md"
+RUNS_DOC = Path(__file__).resolve().parents[2] / "docs" / "runs.md"
 
 
 def _settings(**kw) -> BenchSettings:
@@ -245,7 +245,7 @@ def test_json_and_csv_keys_are_the_documented_ones(seeded, capsys):
     table = list(csv.DictReader(io.StringIO(out)))
     assert list(table[0]) == list(ROW_KEYS) and len(table) == 2
     assert [t["model"] for t in table] == ["smollm2:latest", "smollm2"]
-    section = README.read_text().split("### Runs", 1)[1].split("\n## ", 1)[0]
+    section = RUNS_DOC.read_text().split("## Runs", 1)[1].split("\n## ", 1)[0]
     assert all(f"`{k}`" in section for k in ROW_KEYS), [k for k in ROW_KEYS if f"`{k}`" not in section]
 
 
