@@ -470,20 +470,23 @@ class _JsonGetter:
         import http.client
 
         for attempt in (0, 1):
-            conn, reused = (self._idle.pop(), True) if self._idle else (self._connect(action), False)
+            try:
+                conn, reused = self._idle.pop(), True
+            except IndexError:  # none idle (or another thread took the last one)
+                conn, reused = self._connect(action), False
             try:
                 conn.request("GET", self._prefix + path)
                 response = conn.getresponse()
                 body = response.read()
-            except (http.client.HTTPException, ConnectionError) as exc:
-                conn.close()
-                if reused and attempt == 0:
-                    continue  # the server closed a kept-alive connection meanwhile: a fresh one
-                raise EngineUnreachable(f"connection to Ollama at {self.host} dropped during {action}") from exc
             except TimeoutError as exc:
                 conn.close()
                 raise EngineUnreachable(f"Ollama at {self.host} did not answer {action} within {self.timeout:g}s") \
                     from exc
+            except (http.client.HTTPException, OSError) as exc:  # reset, broken pipe, a cut-off answer
+                conn.close()
+                if reused and attempt == 0:
+                    continue  # the server closed a kept-alive connection meanwhile: a fresh one
+                raise EngineUnreachable(f"connection to Ollama at {self.host} dropped during {action}") from exc
             except BaseException:
                 conn.close()
                 raise
