@@ -476,6 +476,17 @@ class MlflowStore:
             raise self._error(exc, "read") from None
         return [m.value for m in sorted(points, key=lambda m: m.step)]
 
+    def metric_steps(self, run_id: str, key: str) -> dict[int, float]:
+        """One metric's values of one run by step (a bench's step is its repetition): a
+        repetition that logged no value for it is simply absent, so per-repetition metrics
+        line up by step, never by position. Blocking."""
+        try:
+            client = self._get_client()
+            points = client.get_metric_history(run_id, key)
+        except Exception as exc:
+            raise self._error(exc, "read") from None
+        return {int(m.step): float(m.value) for m in sorted(points, key=lambda m: (m.step, m.timestamp))}
+
     def read_artifact(self, run_id: str, path: str) -> str:
         """One text artifact of a run (``items.jsonl``, ``outputs.json``). Blocking."""
         import tempfile

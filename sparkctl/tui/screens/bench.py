@@ -402,6 +402,9 @@ class BenchScreen(Screen):
             count = getattr(self.app, "count_pending", None)
             if callable(count):
                 count()  # a run MLflow did not take waits in the spool: the header says so
+            recheck = getattr(self.app, "recheck_drift", None)
+            if callable(recheck):
+                recheck()  # the dashboard's "re-bench" warnings, computed again
 
     @work(group="bench", exclusive=True, exit_on_error=False)
     async def run_sweep(self, models: list[str], settings: BenchSettings, engine_name: str, plan) -> None:
@@ -439,6 +442,9 @@ class BenchScreen(Screen):
             count = getattr(self.app, "count_pending", None)
             if callable(count):
                 count()
+            recheck = getattr(self.app, "recheck_drift", None)
+            if callable(recheck):
+                recheck()  # the dashboard's "re-bench" warnings, computed again
 
     def on_sweep_finished(self, message: SweepFinished) -> None:
         res = message.result
