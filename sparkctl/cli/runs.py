@@ -77,6 +77,7 @@ def render_table(rows) -> str:
 def render_csv(rows) -> str:
     import csv
     import io
+    import json
 
     from sparkctl.services.runs import ROW_KEYS
 
@@ -86,6 +87,7 @@ def render_csv(rows) -> str:
     for row in rows:
         d = row.to_dict()
         d["flags"] = ";".join(d["flags"])
+        d["identity"] = json.dumps(d["identity"], sort_keys=True)  # one cell: the workload as JSON
         writer.writerow({k: "" if v is None else str(v).lower() if isinstance(v, bool) else v
                          for k, v in d.items()})
     return buf.getvalue()
