@@ -108,8 +108,12 @@ def render_comparison(cmp) -> str:
     the runs and every difference in detail."""
     from sparkctl.services.runs.decision import decision_table
 
-    lines = [decision_table(cmp).text(), ""]
-    lines.append(f"engine: {cmp.engine.get('kind')} {cmp.engine.get('version')}")
+    return decision_table(cmp).text() + "\n\n" + render_comparison_detail(cmp)
+
+
+def render_comparison_detail(cmp) -> str:
+    """The runs compared and every difference, with what each run's summary left out."""
+    lines = [f"engine: {cmp.engine.get('kind')} {cmp.engine.get('version')}"]
     names = [s.model + (f" ({s.note})" if s.note else "") for s in cmp.sides]
     w = max([len("MODEL")] + [len(n) for n in names])
     head = (f"{'MODEL':<{w}} {'REPS':>4} {'DECODE tok/s':>12} {'CV%':>5} {'TTFT s':>7} {'PREFILL':>8} {'J/tok':>6} "
