@@ -115,12 +115,15 @@ def judge(suite: str, diff: ProportionDiff | PairedDiff, margin_pp: float, suite
     shown = diff.ci_low_pp > -margin_pp
     if isinstance(diff, PairedDiff):
         var = variance_per_item(diff.p_a, diff.p_b, discordant=(diff.only_a / diff.n, diff.only_b / diff.n))
-        var = max(var, 1.0 / diff.n)  # no disagreement seen is not certainty: at least one item's worth
         n, paired = diff.n, True
     else:
         var = variance_per_item(diff.p_a, diff.p_b)
-        var = max(var, 1.0 / min(diff.n_a, diff.n_b))
         n, paired = min(diff.n_a, diff.n_b), False
+    # The score intervals reported are wider than the normal approximation where items
+    # disagree rarely (or never): the estimate uses the variance the reported interval's
+    # lower half implies when that is larger, so it never promises the sample at hand.
+    z = _z(0.5 + CONFIDENCE / 2.0)
+    var = max(var, n * ((diff.diff_pp - diff.ci_low_pp) / 100.0 / z) ** 2)
     needed = None if shown else items_needed(diff.diff_pp, margin_pp, var)
     return GateResult(suite, margin_pp, diff.diff_pp, diff.ci_low_pp, diff.ci_high_pp, n, paired, shown, needed,
                       suite_items)

@@ -149,8 +149,9 @@ class WorkloadIdentity:
             if a != b:
                 out.append(Difference(f.name, _LABELS[f.name], _show(f.name, a), _show(f.name, b)))
         if {d.name for d in out} & {"profile", "depth", "concurrency"}:
-            # a cell's coordinates read best together
-            out = [d for d in out if d.name not in ("profile", "depth", "concurrency")]
+            # a cell's coordinates read best together (and say the kind: a cell or a plain bench)
+            plain = {self.kind, other.kind} <= {BENCH, SWEEP_CELL}
+            out = [d for d in out if d.name not in ("profile", "depth", "concurrency") and not (plain and d.name == "kind")]
             out.insert(0, Difference("cell", "sweep cell", self.cell or "plain bench", other.cell or "plain bench"))
         return out
 

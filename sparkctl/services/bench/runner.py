@@ -295,6 +295,10 @@ class BenchRunner:
                     # said before any request, even when output is piped: the context is part
                     # of what the run measures (a run at another context is not comparable)
                     self.sink(Notice(self._ctx_note[m]))
+            if len({self.num_ctx(m) for m in models}) > 1:
+                at = ", ".join(f"{m} at {self.num_ctx(m)}" for m in models)
+                self.sink(Notice(f"contexts differ ({at}): these runs will not compare like for like; "
+                                 f"--ctx N benches every model at one context"))
         try:
             for lm in await self.engine.tags():
                 for m in models:
