@@ -92,10 +92,14 @@ class _ChartScreen(ModalScreen[None]):
     def render_chart(self, width: int) -> Text:
         raise NotImplementedError
 
+    def status_text(self) -> str:
+        """The line under the chart once the data is in: the keys that apply."""
+        return "Esc closes"
+
     def on_chart_loaded(self, message: ChartLoaded) -> None:
         self.data = message.data
         self._draw()
-        self.query_one("#chart-status", Label).update("Esc closes")
+        self.query_one("#chart-status", Label).update(self.status_text())
 
     def on_chart_failed(self, message: ChartFailed) -> None:
         self.query_one("#chart-status", Label).update(Text(f"✘ {message.error}", style="bold red"))
@@ -191,11 +195,10 @@ class HeadToHeadScreen(_ChartScreen):
             self.mismatch = exc if exc.num_ctx else None
             return str(exc)
 
-    def on_chart_loaded(self, message: ChartLoaded) -> None:
-        super().on_chart_loaded(message)
-        if self.mismatch is not None:
-            self.query_one("#chart-status", Label).update(
-                f"b: bench {' '.join(self.mismatch.models)} at num_ctx {self.mismatch.num_ctx} · Esc closes")
+    def status_text(self) -> str:
+        if self.mismatch is None:
+            return "Esc closes"
+        return f"b: bench {' '.join(self.mismatch.models)} at num_ctx {self.mismatch.num_ctx} · Esc closes"
 
     def action_bench_matching(self) -> None:
         """Bench every model of the comparison at the baseline's context (forced, so a
