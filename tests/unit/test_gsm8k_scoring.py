@@ -114,14 +114,9 @@ def test_prompt_templates_are_named_and_hashed_and_lm_eval_s_is_unmodified():
     assert "gsm8k_cot_zeroshot" in RULES_VERSION and "4e7e0d47" in RULES_VERSION
     with pytest.raises(ValueError, match="unknown GSM8K prompt template"):
         build_prompt(q, "few-shot")
-
-
-def test_trailing_zeros_are_kept_as_lm_eval_main_keeps_them():
-    """The ignore list on lm-eval's main branch (read at 4e7e0d47) has no `\\.0+$`: "18.00"
-    is not "18" there, so it is not here either (the proposal to drop them, pull request
-    3254, is on a branch main does not contain). A strict score stays the reference's."""
-    from sparkctl.core.suites.gsm8k import gold_answer, score_response
-
+    # the rules are main's at that commit: its ignore list has no `\.0+$`, so "18.00" is not
+    # "18" (the proposal to drop trailing zeros, pull request 3254, is on a branch main does
+    # not contain): a strict score stays the reference's
     gold = gold_answer("#### 18")
     assert not score_response("The answer is 18.00.", gold).strict_ok
     assert score_response("The answer is 18.", gold).strict_ok
