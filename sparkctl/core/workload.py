@@ -186,9 +186,7 @@ class WorkloadIdentity:
     def to_dict(self) -> dict[str, object]:
         return {f.name: getattr(self, f.name) for f in fields(self)}
 
-    def bench_flags(self) -> list[str]:
-        """`sparkctl bench` flags that reproduce this workload where the command line can say
-        it (the prompt itself is named by its sha256 only)."""
+    def _shared_flags(self) -> list[str]:
         out = []
         if self.num_ctx and self.num_ctx != UNRECORDED:
             out += ["--ctx", self.num_ctx]
@@ -196,6 +194,12 @@ class WorkloadIdentity:
             out += ["--num-predict", self.num_predict]
         if self.think == "false":
             out.append("--no-think")
+        return out
+
+    def bench_flags(self) -> list[str]:
+        """`sparkctl bench` flags that reproduce this workload where the command line can say
+        it (the prompt itself is named by its sha256 only)."""
+        out = self._shared_flags()
         if self.cache_policy == "warm":
             out += ["--cache", "warm"]
         if self.kind == SWEEP_CELL:
@@ -203,14 +207,8 @@ class WorkloadIdentity:
         return out
 
     def eval_flags(self) -> list[str]:
-        out = ["--suite", self.suite] if self.suite else []
-        if self.num_ctx and self.num_ctx != UNRECORDED:
-            out += ["--ctx", self.num_ctx]
-        if self.num_predict and self.num_predict != UNRECORDED:
-            out += ["--num-predict", self.num_predict]
-        if self.think == "false":
-            out.append("--no-think")
-        return out
+        """`sparkctl eval` flags for this workload (the suite first)."""
+        return (["--suite", self.suite] if self.suite else []) + self._shared_flags()
 
 
 def _bool(value: object) -> str:

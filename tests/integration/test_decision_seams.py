@@ -345,3 +345,35 @@ async def test_7_regressions_name_the_newer_run_that_is_not_usable(serve, mlflow
     from sparkctl.textreport import render_regressions
 
     assert bad.run_id[:8] in render_regressions(report.rows, report.notes)
+
+
+def test_3_eval_for_promotion_runs_the_whole_suite_at_one_context(serve, tmp_path, monkeypatch, capsys,
+                                                                   mlflow_template_db):  # noqa: F811
+    """Point 3: `sparkctl eval --for-promotion` runs what the gate needs: every item, every
+    model at one context (here the contender is resident at 4096 and is evaluated at
+    [bench] num_ctx 8192 like the incumbent), so the two runs pair item by item."""
+    from tests.integration.tracking_fixtures import copy_template_store
+
+    data = tmp_path / "data"
+    store = copy_template_store(mlflow_template_db, data)  # the CLI's default store
+    monkeypatch.setenv("SPARKCTL_DATA_DIR", str(data))
+    monkeypatch.setattr("sparkctl.services.factory.make_probes", lambda: FakeProbes(spark_snapshot()))
+    monkeypatch.delenv("OLLAMA_HOST", raising=False)
+    state = bench_scenario(tokens_per_s=None)
+    state.answers = answers_for({INC: 90, CON: 88})
+    state.add_resident(CON, context_length=4096, expires_in_s=None)
+    server = serve(state)
+    suites = write_gsm8k(tmp_path / "suites")
+    config = tmp_path / "sparkctl.toml"
+    config.write_text(f'[engine]\nhost = "{server.url}"\n[tracking]\nexperiment = "{TEST_EXPERIMENT}"\n'
+                      f'[eval]\nsuites_dir = "{suites}"\nnum_predict = 64\n')
+    code, out, err = run_cli(config, capsys, "eval", INC, CON, "--suite", "gsm8k", "--for-promotion", "--no-think",
+                             "--json")
+    assert code == 0, err
+    runs = json.loads(out)
+    assert [len(r["item_ids"]) for r in runs] == [QUESTIONS, QUESTIONS]
+    recorded = {r["tags"]["model.name"]: r for r in store.search_runs()}
+    assert {recorded[m]["params"]["num_ctx"] for m in (INC, CON)} == {"8192"}
+    assert recorded[CON]["tags"]["workload.num_ctx"] == "8192"
+    code, _, err = run_cli(config, capsys, "eval", INC, "--suite", "gsm8k", "--for-promotion", "--n", "10")
+    assert code == 2 and "--for-promotion runs the whole suite" in err

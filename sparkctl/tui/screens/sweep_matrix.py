@@ -89,8 +89,8 @@ def render_matrix(view: SweepView, width: int) -> Text:
                 out.append("\n")
     out.append("top: decode tok/s per request, coloured by its share of the row's best\n"
                "(green ≥95%, yellow ≥80%, orange ≥60%, red below) · Σ aggregate tok/s\n"
-               "p90: TTFT p90 (needs 10 requests)" + (" · good: goodput, share of requests meeting the SLO"
-                                                      if with_goodput else ""),
+               "p90: TTFT p90 (- below 10 requests)" + (" · good: share of requests meeting the SLO"
+                                                        if with_goodput else ""),
                style="dim")
     return out
 
