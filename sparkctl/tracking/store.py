@@ -98,6 +98,8 @@ def _configure_mlflow_env(timeout_s: float, max_retries: int) -> None:
     os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", str(max(0, int(max_retries))))
     os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", str(max(1, math.ceil(timeout_s))))
     os.environ.setdefault("MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR", "1")
+    # compare reads each eval's items.jsonl: no "Downloading artifacts" bars on stderr
+    os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
 
 
 # Loggers MLflow writes through while opening a store: its own, the schema migrations
