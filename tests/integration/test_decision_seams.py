@@ -377,3 +377,23 @@ def test_3_eval_for_promotion_runs_the_whole_suite_at_one_context(serve, tmp_pat
     assert recorded[CON]["tags"]["workload.num_ctx"] == "8192"
     code, _, err = run_cli(config, capsys, "eval", INC, "--suite", "gsm8k", "--for-promotion", "--n", "10")
     assert code == 2 and "--for-promotion runs the whole suite" in err
+
+
+async def test_1_regressions_name_a_changed_workload_and_the_bench_that_repeats_it(serve, mlflow_store,
+                                                                                   tmp_path):  # noqa: F811
+    """Point 1 (where no match exists): a bench after the upgrade at another context has no
+    earlier run to be compared with; regressions say what differs and how to repeat it."""
+    state = bench_scenario(tokens_per_s=None)
+    server = serve(state)
+    bench = recording_bench(server.url, mlflow_store, tmp_path / "spool.jsonl", warmup=0, reps=3, num_predict=12)
+    await bench(INC)
+    state.version = "0.13.0"
+    small = recording_bench(server.url, mlflow_store, tmp_path / "spool2.jsonl", warmup=0, reps=3, num_predict=12,
+                            num_ctx=4096, ctx_explicit=True)
+    await small(INC)
+    report = regression_report(mlflow_store)
+    assert report.rows == []
+    (note,) = report.notes
+    assert note.startswith("llama3.2:3b: its newest bench on ollama 0.13.0 (run ")
+    assert "differ: num_ctx 8192 (0.12.6) vs 4096 (0.13.0);" in note
+    assert "`sparkctl bench llama3.2:3b --ctx 8192 --num-predict 12 --no-think` repeats the earlier workload" in note

@@ -299,6 +299,7 @@ def regression_report(store, *, limit: int = 2000, experiment: str | None = None
             groups.setdefault((r.model_key, r.engine_kind, r.identity), []).append(r)
     rows: list[RegressionRow] = []
     notes: list[str] = []
+    unmatched: list[RunRow] = []  # newest of a workload with no earlier version of the same workload
     for (_key, _kind, _identity), runs in groups.items():
         good = [r for r in runs if usable(r, r.identity.kind)]
         if not good:
@@ -314,12 +315,41 @@ def regression_report(store, *, limit: int = 2000, experiment: str | None = None
                          f"compared with {after.engine_version}; re-bench it")
         before = next((r for r in good[1:] if r.engine_version != after.engine_version), None)
         if before is None:
+            unmatched.append(after)
             continue
         a, b = read_reps(store, before), read_reps(store, after)
         result = compare.regression(a.values["decode_tps"], b.values["decode_tps"])
         label = after.model + what
         rows.append(RegressionRow(label, "decode_tps", before, after, result))
+    notes.extend(_workload_changed(unmatched, groups))
     return RegressionReport(rows, notes)
+
+
+def _workload_changed(unmatched: list[RunRow], groups: dict[tuple, list[RunRow]]) -> list[str]:
+    """A model whose newest plain bench has no earlier engine version of its workload while
+    an older version has a bench of another workload (the context changed, say): what
+    differs, and the bench that would make the pair."""
+    out = []
+    compared = {(k, kind) for (k, kind, _i), runs in groups.items()
+                if any(r.engine_version != runs[0].engine_version for r in runs if usable(r, r.identity.kind))}
+    newest: dict[tuple, RunRow] = {}
+    for r in unmatched:
+        key = (r.model_key, r.engine_kind)
+        if r.identity.kind == BENCH and key not in compared and (key not in newest or (r.start_ms or 0) >
+                                                                   (newest[key].start_ms or 0)):
+            newest[key] = r
+    for (key, kind), latest in newest.items():
+        older = [r for (k, kd, _i), runs in groups.items() if (k, kd) == (key, kind) for r in runs
+                 if usable(r) and r.engine_version != latest.engine_version and r.identity != latest.identity]
+        if not older:
+            continue
+        old = max(older, key=lambda r: r.start_ms or 0)
+        said = "; ".join(d.text(old.engine_version, latest.engine_version) for d in old.identity.differences(
+            latest.identity))
+        out.append(f"{latest.model}: its newest bench on {latest.engine_kind} {latest.engine_version} "
+                   f"(run {latest.run_id[:8]}) and the one on {old.engine_version} (run {old.run_id[:8]}) differ: "
+                   f"{said}; `{matching_command([latest.model], old.identity)}` repeats the earlier workload")
+    return out
 
 
 def find_regressions(store, *, limit: int = 2000, experiment: str | None = None) -> list[RegressionRow]:
