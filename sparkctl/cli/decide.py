@@ -17,6 +17,8 @@ def register(sub) -> None:
                    help="two or more models; the incumbent lane model (else the first) is the baseline")
     c.add_argument("--any-engine", action="store_true",
                    help="also compare runs on another engine kind or version (said so in the output)")
+    c.add_argument("--any-hardware", action="store_true",
+                   help="also compare runs from hosts of another hardware class (GPU, memory, driver)")
     out = c.add_mutually_exclusive_group()
     out.add_argument("--json", action="store_true", help="one JSON object (keys in docs/runs.md)")
     out.add_argument("--table", action="store_true", help="the decision table in Markdown")
@@ -51,7 +53,7 @@ def cmd_compare(args, cfg) -> int:
         raise CliError("compare needs at least two different models", EXIT_BAD_INPUT)
     try:
         cmp = compare_models(_store(cfg), models, any_engine=args.any_engine, lanes=cfg.lanes,
-                             margins=cfg.promote.quality_margin_pp)
+                             margins=cfg.promote.quality_margin_pp, any_hardware=args.any_hardware)
     except NothingToCompare as exc:
         raise CliError(str(exc), EXIT_REFUSED) from None
     except TrackingError as exc:

@@ -22,6 +22,9 @@ sampled every `[ui] refresh_s` in worker threads.
 - **Memory pressure** (PSI, /proc/pressure/memory): stall share over 10 s and 60 s.
 - A yellow line under the resident models names lanes last benched on another engine
   version: `h` then `B` re-benches them with the settings of their last run.
+- Warnings under the resident models: in red, models a bench that died (or whose restore
+  failed) did not put back (`sparkctl lanes --restore`); in yellow, lanes spilled to the
+  CPU (decode bound by host memory) or not resident.
 """,
     "ModelsScreen": """\
 **Models**: the engine's local models (`/api/tags`, `/api/show`).
@@ -53,6 +56,12 @@ and GPU state.
   foreign load, throttled...).
 - *sweep* (settings, `ctrl+s`): profiles, depths, concurrency, SLO as the CLI's flags; any
   of them makes Run a workload sweep, one run per cell, and the matrix opens at the end.
+- *solo* (settings): every other model is unloaded for the bench (a `SOLO` badge shows
+  beside Run); Run first asks, naming each model it unloads and for about how long. After
+  the run the switch returns to `[bench] mode`.
+- After any ending, the engine holds what it held before: models the bench loaded are
+  unloaded, the ones it unloaded are put back (context and keep-alive) and verified; the
+  line under the summary says what was done (`residency after the bench`).
 """,
     "RunsScreen": """\
 **Runs**: past runs from MLflow (`[tracking] uri`), newest first, 100 at a time (`n` for
@@ -78,6 +87,26 @@ for IFEval) on the final answer, never the thinking.
   from wrong answers), engine error.
 - Accuracy over all items (DNF = not passed) with its 95% Wilson interval; the same over
   answered items only is in the results table and MLflow.
+""",
+    "FleetScreen": """\
+**Fleet**: one row per host (`[hosts.NAME]`, or `[fleet] ssh_hosts` names from the ssh
+config), each read with the system's `ssh` running `sparkctl status --json` there, every
+`[fleet] refresh_s`, one ssh session per host at a time, at most `[fleet] timeout_s` each.
+
+- *State*: live; engine-down / engine-error (the host answered, its engine did not);
+  unreachable, with why: ssh's own error, sparkctl missing there, too old, no answer in time.
+- *Memory*: available / total, and the headroom above that host's reserve.
+- *Models*: resident models with their lane (the host's `[lanes]`, or `[hosts.NAME.lanes]`)
+  and any CPU share; *Warnings*: lanes not resident, lanes spilled off the GPU, the engine
+  changed since a lane's last bench (from the tracking store), an older sparkctl there.
+- *Seen*: "now", or the age of the last known state of a host that does not answer.
+- Enter opens that host's dashboard, read-only.
+""",
+    "HostDashboardScreen": """\
+**A host's dashboard, read-only**: what that host's own `sparkctl status --json` says
+(budget, resident models, engine, GPU, pressure), refreshed by the fleet every
+`[fleet] refresh_s`. The histories start when the view opens. Nothing here changes the host:
+ssh in and run `sparkctl` there to act.
 """,
 }
 

@@ -68,7 +68,7 @@ class ModelSide:
             "decode_tps_median": r.decode_tps_median, "decode_tps_cv_pct": r.decode_tps_cv_pct,
             "ttft_s_median": r.ttft_s_median, "prefill_tps_median": r.prefill_tps_median,
             "joules_per_token": r.joules_per_token, "roofline_pct": r.roofline_pct,
-            "resident_gib": r.resident_gib,
+            "resident_gib": r.resident_gib, "hardware": r.hardware.label,
             "flags": list(r.flags), "identity": r.identity.to_dict(),
         })
         if self.reps is not None:
@@ -156,10 +156,12 @@ def _values(reps: RunReps) -> dict[str, list[float]]:
 
 
 def compare_models(store, models: list[str], *, any_engine: bool = False, lanes: dict[str, str] | None = None,
-                   experiment: str | None = None, margins: dict[str, float] | None = None) -> Comparison:
+                   experiment: str | None = None, margins: dict[str, float] | None = None,
+                   any_hardware: bool = False) -> Comparison:
     """Each model's newest usable plain bench that shares the baseline's workload identity,
-    on the engine of the baseline's newest usable run (unless `any_engine`), and each later
-    model against the baseline (the incumbent lane model when one is among `models`)."""
+    on the engine and the hardware class (GPU, memory, driver) of the baseline's newest
+    usable run (unless `any_engine`, `any_hardware`), and each later model against the
+    baseline (the incumbent lane model when one is among `models`)."""
     asked = list(models)
     models, lane_of = incumbent_first(asked, lanes)
     notes: list[str] = []
@@ -172,6 +174,8 @@ def compare_models(store, models: list[str], *, any_engine: bool = False, lanes:
             raise NothingToCompare(f"no finished, valid bench run of {m} in the store (sweep cells, evals and "
                                    f"lane changes are not benches): run `sparkctl bench {m}`")
         candidates[m] = rows
+    if not any_hardware:
+        _same_hardware(candidates, models, notes)
     first = candidates[models[0]][0]
     engine = {"kind": first.engine_kind, "version": first.engine_version}
     pools = []
@@ -215,6 +219,7 @@ def compare_models(store, models: list[str], *, any_engine: bool = False, lanes:
     if any_engine and len({(s.run.engine_kind, s.run.engine_version) for s in sides}) > 1:
         notes.append("runs on different engines are compared (--any-engine): an engine change alone can "
                      "move these numbers")
+    _say_hosts(sides, notes)
     base = sides[0]
     diffs = []
     for other in sides[1:]:
@@ -234,6 +239,35 @@ def compare_models(store, models: list[str], *, any_engine: bool = False, lanes:
         kind = "mixed"
     return Comparison({"kind": kind, "version": first.engine_version} if any_engine else engine,
                       sides, diffs, notes, quality, evidence, margins)
+
+
+def _same_hardware(candidates: dict[str, list[RunRow]], models: list[str], notes: list[str]) -> None:
+    """Keep each model's runs on the first model's newest run's hardware class; say what
+    was left out, refuse a model that has none there."""
+    hw = candidates[models[0]][0].hardware
+    for m in models:
+        rows = candidates[m]
+        same = [r for r in rows if r.hardware == hw]
+        if not same:
+            newest = rows[0]
+            raise NothingToCompare(
+                f"no run of {m} on {hw.label} (its newest ran on {newest.host or '?'}: {newest.hardware.label}); "
+                "bench it on such a host, or use --any-hardware")
+        if len(same) < len(rows):
+            others = sorted({f"{r.host or '?'} ({r.hardware.label})" for r in rows if r.hardware != hw})
+            notes.append(f"{m}: runs on other hardware left out: {', '.join(others)}")
+        candidates[m] = same
+
+
+def _say_hosts(sides: list[ModelSide], notes: list[str]) -> None:
+    hosts = sorted({s.run.host or "?" for s in sides})
+    classes = {s.run.hardware for s in sides}
+    if len(classes) > 1:
+        notes.append("runs on different hardware are compared (--any-hardware): "
+                     + "; ".join(f"{s.model} on {s.run.host or '?'} ({s.run.hardware.label})" for s in sides))
+    elif len(hosts) > 1:
+        notes.append(f"runs from different hosts ({', '.join(hosts)}) of one hardware class "
+                     f"({next(iter(classes)).label})")
 
 
 def _quality(store, sides: list[ModelSide], engine_kind: str, versions: list[str] | None,

@@ -12,6 +12,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from sparkctl.core import workload
+from sparkctl.core.fleet import HardwareClass
 from sparkctl.core.gpu import is_throttled
 from sparkctl.core.names import model_key
 from sparkctl.core.workload import WorkloadIdentity
@@ -88,6 +89,10 @@ class RunRow:
     decode_tps_min: float | None = None  # the range of the repetitions, for charts
     decode_tps_max: float | None = None
     resident_gib: float | None = None  # the loaded model's size as the engine reported it
+    # the machine it ran on, beyond its name: what makes two hosts' numbers comparable
+    gpu_name: str = ""
+    gpu_driver: str = ""
+    mem_total_gib: float | None = None
     # what the run measured (core.workload): what compare, regressions, promotion and the
     # re-bench key match on; inferred (identity.recorded False) for runs older than it
     identity: WorkloadIdentity = WorkloadIdentity(KIND_BENCH, recorded=False)
@@ -107,6 +112,12 @@ class RunRow:
     def score(self) -> float | None:
         """The suite's headline accuracy (GSM8K strict, IFEval prompt-level strict)."""
         return self.gsm8k_strict if self.suite == "gsm8k" else self.ifeval_prompt_strict if self.suite == "ifeval" else None
+
+    @property
+    def hardware(self) -> HardwareClass:
+        """GPU, memory (whole GiB) and driver: runs are compared within one class by default."""
+        mem = None if self.mem_total_gib is None else round(self.mem_total_gib)
+        return HardwareClass(self.gpu_name, mem, self.gpu_driver)
 
     @property
     def model_key(self) -> str:
@@ -239,8 +250,18 @@ def row_from_run(run: dict[str, Any]) -> RunRow:
         decode_tps_min=_metric(metrics, "decode_tps_min"),
         decode_tps_max=_metric(metrics, "decode_tps_max"),
         resident_gib=_metric(metrics, "resident_gib"),
+        gpu_name=tags.get("gpu.name", ""),
+        gpu_driver=tags.get("gpu.driver", ""),
+        mem_total_gib=_float_tag(tags, "host.mem_total_gib"),
         identity=identity,
     )
+
+
+def _float_tag(tags: dict[str, str], key: str) -> float | None:
+    try:
+        return float(tags[key])
+    except (KeyError, ValueError):
+        return None
 
 
 def _int_metric(metrics: dict[str, Any], key: str) -> int | None:

@@ -94,11 +94,19 @@ class DashboardScreen(Screen):
         self.query_one("#engine", Panel).border_title = "Engine"
         self.query_one("#gpu", Panel).border_title = "GPU"
         self.query_one("#pressure", Panel).border_title = "Memory pressure"
+        self._watch_sources()
+
+    def _watch_sources(self) -> None:
+        """This machine's state, as the app samples it (the fleet's read-only view of
+        another host feeds the same widgets from that host's status instead)."""
         self.watch(self.app, "report", self._show_report, init=True)
         self.watch(self.app, "stale_lanes", self._show_drift, init=True)
         if self.app.config.engines:
             self.query_one("#engines", Panel).border_title = "Bench engines"
             self.watch(self.app, "engines_status", self._show_engines, init=True)
+
+    def _engine_down_for(self) -> float | None:
+        return self.app.engine_down_for()
 
     # ---- rendering a report --------------------------------------------------------------
 
@@ -114,16 +122,22 @@ class DashboardScreen(Screen):
 
     def _show_cold_lanes(self, r: StatusReport) -> None:
         """Mark every lane whose model is not resident (the router's next request to it
-        loads it cold). Hidden while all are resident or the engine's state is unknown."""
+        loads it cold) or spilled to the CPU, and models a dead bench left changed. Hidden
+        while there is nothing to say."""
         cold = r.lanes_not_resident
+        loud = [*r.residency_warnings, *r.lanes_spilled]
         label = self.query_one("#lanes-cold", Label)
-        label.display = bool(cold)
-        if cold:
+        label.display = bool(cold or loud)
+        if cold or loud:
             text = Text()
+            for line in loud:
+                text.append(f"⚠ {line}\n", style="bold red" if line in r.residency_warnings else "bold yellow")
             for i, (lane, model) in enumerate(cold):
                 text.append(" · " if i else "", style="dim")
                 text.append(f"○ lane {lane}: {model} NOT RESIDENT", style="bold yellow")
-            text.append("  (its next request loads it cold)", style="dim")
+            if cold:
+                text.append("  (its next request loads it cold)", style="dim")
+            text.rstrip()
             set_if_changed(label, text)
 
     def _show_report(self, report: StatusReport | None) -> None:
@@ -222,7 +236,7 @@ class DashboardScreen(Screen):
             t.append(f"{len(e.resident)} model(s) resident")
         else:
             t.append("● UNREACHABLE", style="bold red")
-            down = self.app.engine_down_for()
+            down = self._engine_down_for()
             if down is not None:
                 t.append(f" for {down:.0f} s")
             t.append(f"\n{e.error}\n", style="red")
