@@ -99,7 +99,9 @@ class RestRunReader:
         body = self._call("POST", API + "/runs/search", json=payload)
         return [_run_dict(r) for r in body.get("runs") or []], (body.get("next_page_token") or None)
 
-    def metric_history(self, run_id: str, key: str) -> list[float]:
+    def metric_points(self, run_id: str, key: str) -> list[tuple[int, int, float]]:
+        """(step, timestamp, value) of every value of one metric of one run, as the server
+        orders them."""
         points: list[dict] = []
         token = None
         while True:
@@ -111,8 +113,7 @@ class RestRunReader:
             token = body.get("next_page_token")
             if not token:
                 break
-        points.sort(key=lambda m: int(m.get("step", 0)))  # stable, as MlflowStore sorts the client's
-        return [float(m["value"]) for m in points]
+        return [(int(m.get("step", 0)), int(m.get("timestamp", 0)), float(m["value"])) for m in points]
 
     def read_artifact(self, run_id: str, path: str) -> str:
         """A text artifact stored behind the server's artifact proxy (``mlflow-artifacts:``)."""

@@ -112,15 +112,15 @@ class SqliteRunReader:
         token = base64.b64encode(json.dumps({"offset": offset + max_results}).encode()).decode() if more else None
         return runs, token
 
-    def metric_history(self, run_id: str, key: str) -> list[float]:
-        """Every value of one metric of one run, in step order (as MlflowStore.metric_history)."""
+    def metric_points(self, run_id: str, key: str) -> list[tuple[int, int, float]]:
+        """(step, timestamp, value) of every value of one metric of one run, in MLflow's
+        order (its get_metric_history: by timestamp, step, value)."""
         with _closing(self._connect()) as con:
             if _run(con, "SELECT 1 FROM runs WHERE run_uuid = ?", (run_id,)).fetchone() is None:
                 raise Unsupported(f"no run {run_id}")  # the client's own error says it best
-            rows = _run(con, "SELECT value, is_nan, step FROM metrics WHERE run_uuid = ? AND key = ? "
+            rows = _run(con, "SELECT step, timestamp, value, is_nan FROM metrics WHERE run_uuid = ? AND key = ? "
                              "ORDER BY timestamp, step, value", (run_id, key)).fetchall()
-        rows.sort(key=lambda r: r[2])  # stable: equal steps keep MLflow's order
-        return [float("nan") if is_nan else float(value) for value, is_nan, _ in rows]
+        return [(step, ts, float("nan") if is_nan else float(value)) for step, ts, value, is_nan in rows]
 
     def read_artifact(self, run_id: str, path: str) -> str:
         """One text artifact of a run whose artifacts are local files (``file://``)."""

@@ -462,26 +462,25 @@ class MlflowStore:
     def metric_history(self, run_id: str, key: str) -> list[float]:
         """One metric's values of one run in step order (a bench logs one per repetition).
         For the handful of runs a comparison reads; never for a whole list. Blocking."""
-        answered, values = self._by_reader("read", lambda r: r.metric_history(run_id, key))
-        if answered:
-            return values
-        try:
-            client = self._get_client()
-            points = client.get_metric_history(run_id, key)
-        except Exception as exc:
-            raise self._error(exc, "read") from None
-        return [m.value for m in sorted(points, key=lambda m: m.step)]
+        return [value for _, _, value in sorted(self._metric_points(run_id, key), key=lambda p: p[0])]
 
     def metric_steps(self, run_id: str, key: str) -> dict[int, float]:
         """One metric's values of one run by step (a bench's step is its repetition): a
         repetition that logged no value for it is simply absent, so per-repetition metrics
         line up by step, never by position. Blocking."""
+        return {int(step): float(value)
+                for step, _, value in sorted(self._metric_points(run_id, key), key=lambda p: (p[0], p[1]))}
+
+    def _metric_points(self, run_id: str, key: str) -> list[tuple[int, int, float]]:
+        """(step, timestamp, value) of every value logged, in the order MLflow keeps them."""
+        answered, points = self._by_reader("read", lambda r: r.metric_points(run_id, key))
+        if answered:
+            return points
         try:
             client = self._get_client()
-            points = client.get_metric_history(run_id, key)
+            return [(m.step, m.timestamp, m.value) for m in client.get_metric_history(run_id, key)]
         except Exception as exc:
             raise self._error(exc, "read") from None
-        return {int(m.step): float(m.value) for m in sorted(points, key=lambda m: (m.step, m.timestamp))}
 
     def read_artifact(self, run_id: str, path: str) -> str:
         """One text artifact of a run (``items.jsonl``, ``outputs.json``). Blocking."""
@@ -602,7 +601,8 @@ class ReadsWithoutMlflow:
         return _all_pages(self.search_runs_page, filter_string, order_by, max_results, experiment)
 
     def metric_history(self, run_id: str, key: str) -> list[float]:
-        return self.store._by_reader("read", lambda r: r.metric_history(run_id, key), strict=True)[1]
+        points = self.store._by_reader("read", lambda r: r.metric_points(run_id, key), strict=True)[1]
+        return [value for _, _, value in sorted(points, key=lambda p: p[0])]
 
 
 def _all_pages(search_page, filter_string, order_by, max_results, experiment) -> list[dict[str, Any]]:

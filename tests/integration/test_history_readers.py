@@ -124,6 +124,8 @@ def test_sqlite_reader_answers_without_mlflow_what_the_client_answers(stores):
     for run_id in ids[:8]:
         assert str(light.metric_history(run_id, "engine_decode_tps")) == str(
             slow.metric_history(run_id, "engine_decode_tps"))
+        assert str(fast.metric_steps(run_id, "engine_decode_tps")) == str(
+            slow.metric_steps(run_id, "engine_decode_tps"))
     assert fast.read_artifact(ids[1], "items.jsonl") == slow.read_artifact(ids[1], "items.jsonl")
 
 
@@ -194,6 +196,8 @@ def test_rest_reader_reads_histories_and_artifacts_as_mlflow_client(server_store
     for run_id in ids[:4]:
         assert str(light.metric_history(run_id, "engine_decode_tps")) == str(
             slow.metric_history(run_id, "engine_decode_tps"))
+        assert str(fast.metric_steps(run_id, "engine_decode_tps")) == str(
+            slow.metric_steps(run_id, "engine_decode_tps"))
     assert fast.read_artifact(ids[1], "items.jsonl") == slow.read_artifact(ids[1], "items.jsonl")
     assert light.metric_history(ids[0], "no-such-metric") == slow.metric_history(ids[0], "no-such-metric") == []
 
