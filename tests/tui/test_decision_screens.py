@@ -141,8 +141,9 @@ async def test_head_to_head_of_runs_at_two_contexts_offers_to_bench_both_at_one(
             assert "b: bench llama3.2:3b qwen3:8b at num_ctx 8192" in status
             await pilot.press("b")
             await until(pilot, lambda: app.current_mode == "bench")
-            await until(pilot, lambda: bench_running(app))
-            await until(pilot, lambda: not bench_running(app))
+            # the fake answers at once: the bench can be over before a first look at its worker,
+            # so what is waited for is its two runs in the store
+            await until(pilot, lambda: not bench_running(app) and len(store.search_runs(max_results=10)) == 4)
         from sparkctl.services.runs import list_runs
 
         newest = list_runs(store, limit=2)
