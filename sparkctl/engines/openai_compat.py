@@ -342,13 +342,15 @@ class OpenAICompatEngine:
 
     # ------------------------------------------------------------------ generate
     def request_body(
-        self, model: str, prompt: str, options: Mapping[str, Any] | None, think: bool | None
+        self, model: str, prompt: str, options: Mapping[str, Any] | None, think: bool | None,
+        system: str | None = None,
     ) -> dict[str, Any]:
-        """The chat request: the bench's sampling options in OpenAI's names."""
+        """The chat request: the bench's sampling options in OpenAI's names; `system` (when
+        given) as a system message before the prompt."""
         opts = dict(options or {})
         body: dict[str, Any] = {
             "model": model,
-            "messages": [{"role": "user", "content": prompt}],
+            "messages": _messages(prompt, system),
             "stream": True,
             "stream_options": {"include_usage": True},
         }
@@ -384,13 +386,14 @@ class OpenAICompatEngine:
         keep_alive: Any = None,
         think: bool | None = None,
         format: str | dict | None = None,
+        system: str | None = None,
     ) -> AsyncIterator[StreamEvent]:
         """Stream a chat completion: TokenEvents (reasoning text with thinking=True), then one
         DoneEvent from the usage chunk and, where the server sends them, its timings.
         `format`: "json" (response_format json_object) or a JSON schema (json_schema)."""
         if self._ident is None:
             await self._identify()
-        body = self.request_body(model, prompt, options, think)
+        body = self.request_body(model, prompt, options, think, system)
         if format == "json":
             body["response_format"] = {"type": "json_object"}
         elif isinstance(format, dict):
@@ -444,6 +447,27 @@ class OpenAICompatEngine:
             raise EngineError(f"{self.kind} at {self.host} closed the {model} stream without a finish_reason")
         tail["finish_reason"] = finish
         yield _done(finish, usage, timings, tail)
+
+    async def prompt_token_ids(self, model: str, prompt: str, system: str | None = None) -> list[int] | None:
+        """The token ids the server evaluates for this chat request, from its own template and
+        tokenizer: llama-server's POST /apply-template, then POST /tokenize (the same two
+        calls Ollama's llama-server runner makes to fill /api/generate's `context`). None
+        where the server has no such endpoints (vLLM, SGLang, older llama-server builds)."""
+        if self._ident is None:
+            await self._identify()
+        if self.kind != "llama.cpp":
+            return None
+        try:
+            rendered = await self._quick.post("/apply-template", json={"messages": _messages(prompt, system)})
+            text = rendered.json().get("prompt") if rendered.status_code < 400 else None
+            if not isinstance(text, str):
+                return None
+            tokens = await self._quick.post("/tokenize", json={"content": text, "add_special": True,
+                                                               "parse_special": True})
+            ids = tokens.json().get("tokens") if tokens.status_code < 400 else None
+        except (httpx.HTTPError, ValueError, AttributeError):
+            return None
+        return [int(t) for t in ids] if isinstance(ids, list) and all(isinstance(t, int) for t in ids) else None
 
     # ------------------------------------------------------------------ HTTP helpers
     async def _get(self, path: str, action: str) -> httpx.Response:
@@ -541,6 +565,11 @@ async def _sse_data(response: httpx.Response) -> AsyncIterator[str]:
             buffer.append(value[1:] if value.startswith(" ") else value)
     if buffer:
         yield "\n".join(buffer)
+
+
+def _messages(prompt: str, system: str | None) -> list[dict[str, str]]:
+    head = [{"role": "system", "content": system}] if system else []
+    return head + [{"role": "user", "content": prompt}]
 
 
 def _clean(text: str) -> str:

@@ -35,6 +35,7 @@ from sparkctl.core.roofline import active_params, bits_per_weight_from_quant, bi
 from sparkctl.core.snapshots import GIB, MemInfo, ResidentModel, Unavailable
 from sparkctl.core.stats import is_stable, interleave, summarize
 from sparkctl.engines.base import DoneEvent, EngineError, EngineUnreachable, ModelNotFound, ShowInfo, TokenEvent
+from sparkctl.services.bench import coldness
 from sparkctl.services.bench.lanes import LaneRestore, note_lanes, restore_lanes
 from sparkctl.services.bench.lock import BenchLock
 from sparkctl.services.bench.sampler import GpuSampler
@@ -173,6 +174,7 @@ class RepResult:
     client_decode_basis: str = ""  # "engine eval_count" or "streamed chunks"
     queue_wait_s: float | None = None
     foreign: str = ""  # why load the bench did not cause was seen during this request
+    prompt_evaluated: int | None = None  # prompt tokens the engine evaluated (what prefill_tps is over)
 
 
 @dataclass(frozen=True)
@@ -239,6 +241,7 @@ class BenchRunner:
         self._journal_failed = False
         self._touched: set[str] = set()  # model keys the bench loaded, benched or unloaded
         self._windows: list[tuple[float, float]] = []  # every request of the bench, all models
+        self._openings: dict[str, coldness.Opening] = {}  # per model: the template opening cold requests share
 
     def sink(self, ev: Any) -> None:
         """Report to the UI. A UI that fails (a dead terminal after an ssh hang-up raises
@@ -340,27 +343,63 @@ class BenchRunner:
             return None
         return self.s.think
 
-    def _prompt(self, model: str) -> tuple[str, str]:
-        """(prompt to send, what was added to the fixed body) for the model's next request."""
+    def _prompt(self, model: str) -> tuple[str, str, str | None]:
+        """(prompt to send, what was added to the fixed body, system prompt to send or None)
+        for the model's next request."""
         k = self._requests.get(model, 0)
         self._requests[model] = k + 1
         body = self.s.prompt
         if self.s.cache == prefill.WARM:
             full = prefill.warm_prompt(body, self._nonce, k)
-            return full, full[len(body):]
+            return full, full[len(body):], None
+        prompt, system, added = coldness.cold_request(body, self._nonce, k, self.nonce_position(model),
+                                                      self._model_system(model))
+        return prompt, added, system
+
+    def _model_system(self, model: str) -> str:
+        show = self._shows.get(model)
+        return show.system if show is not None else ""
+
+    def nonce_position(self, model: str) -> str:
         if not self.cold_by_request:
-            return body, ""
-        full = prefill.cold_prompt(body, self._nonce, k)
-        return full, full[: len(full) - len(body)]
+            return coldness.NONCE_NONE
+        return coldness.nonce_position(getattr(self.engine, "kind", ""), self._model_system(model))
+
+    async def measure_opening(self, model: str) -> None:
+        """Two minimal probes: the template opening every cold request of `model` shares."""
+        if self.s.cache != prefill.COLD:
+            return
+        opts = dict(self.options(model), num_predict=1)
+        if getattr(self.engine, "kind", "") == "llama.cpp":
+            opts["cache_prompt"] = True  # the probes must reuse what they share, to show it
+
+        async def send(prompt: str, system: str | None):
+            done = None
+            async for ev in self.engine.generate(model, prompt, options=opts, keep_alive=self.s.keep_alive_wire,
+                                                 think=self.think_for(model), **coldness.request_kwargs(system)):
+                if isinstance(ev, DoneEvent):
+                    done = ev
+            return done
+
+        ids = getattr(self.engine, "prompt_token_ids", None)
+        token_ids = (lambda p, sy: ids(model, p, sy)) if callable(ids) else None
+        try:
+            opening = await coldness.measure_opening(self.nonce_position(model), self._model_system(model),
+                                                     self._nonce, send, token_ids)
+        except EngineError as exc:
+            opening = coldness.Opening(None, f"not measured: {redact_text(exc.message)}")
+        self._openings[model] = opening
+        self.sink(Phase(coldness.describe(opening, self.nonce_position(model))))
 
     # ---- one repetition ---------------------------------------------------------------------
 
     async def run_rep(self, model: str, index: int, warmup: bool) -> RepResult:
         r = RepResult(model, index, warmup)
-        prompt, r.preamble = self._prompt(model)
+        prompt, r.preamble, system = self._prompt(model)
         before_ps = await self._others_expiry(model)
         stream = self.engine.generate(model, prompt, options=self.options(model),
-                                      keep_alive=self.s.keep_alive_wire, think=self.think_for(model))
+                                      keep_alive=self.s.keep_alive_wire, think=self.think_for(model),
+                                      **coldness.request_kwargs(system))
         t_send = time.perf_counter()
         t_first = t_last = None
         answer: list[str] = []
@@ -452,10 +491,10 @@ class BenchRunner:
                 r.client_decode_tps = (done.eval_count - 1) / (t_last - t_first)
                 r.client_decode_basis = "engine eval_count"
             r.prompt_cached_tokens = done.prompt_cached_count
-            if done.prompt_eval_duration_ns > 0:
-                # the duration covers only what was evaluated: count only that when known
-                evaluated = done.prompt_eval_count - (done.prompt_cached_count or 0)
-                r.prefill_tps = evaluated / done.prompt_eval_duration_ns * 1e9 if evaluated > 0 else None
+            # the duration covers only what was evaluated: count only that (coldness.py)
+            r.prompt_evaluated = coldness.evaluated_tokens(done, self._openings.get(model))
+            if done.prompt_eval_duration_ns > 0 and r.prompt_evaluated > 0:
+                r.prefill_tps = r.prompt_evaluated / done.prompt_eval_duration_ns * 1e9
             # Ollama omits a zero load_duration (0 is a measurement); other engines never send it
             r.load_s = done.load_duration_ns / 1e9 if (done.load_duration_ns or self.engine.kind == "ollama") else None
             r.total_s = done.total_duration_ns / 1e9 if done.total_duration_ns else None
@@ -619,6 +658,7 @@ class BenchRunner:
             self.sink(Phase(f"loading {m}"))
             await self.check_placement(runs[m], m, before=True)
             await self._idle_check(runs[m])
+            await self.measure_opening(m)
         # Other models' expiries from here to the first measured request: one that moves was
         # serving someone else while ours loaded and warmed up (a shared engine).
         bench_keys = {model_key(m) for m in models}
@@ -881,6 +921,12 @@ class BenchRunner:
         summ["dnf_count"] = float(sum(r.dnf for r in reps))
         summ["prefill_cached_count"] = float(sum(bool(r.prefill_cached) for r in reps))
         summ["foreign_load_count"] = float(len(foreign))
+        opening = self._openings.get(run.model)
+        if opening is not None and opening.tokens is not None:
+            summ["shared_prefix_tokens"] = float(opening.tokens)
+        elif opening is not None and self.engine.kind == "ollama" and summ.get("prefill_tps_median"):
+            run.flags.append("prefill rate may count the template's shared opening as evaluated: "
+                             + opening.method)
         if run.resident_bytes:
             summ["resident_gib"] = run.resident_bytes / 2**30
         cv = summ.get("decode_tps_cv_pct")
@@ -959,6 +1005,7 @@ class BenchRunner:
             "cache_method": ("cache_prompt=false (llama-server)" if not self.cold_by_request and s.cache == prefill.COLD
                              else prefill.PREAMBLE_FORMAT if s.cache == prefill.COLD else prefill.FOLLOW_UP_FORMAT),
         }
+        opening = self._openings.get(run.model)
         not_ignored = [f for f in run.flags if f not in run.invalid]
         tags = {
             "sparkctl.version": __version__,
@@ -987,6 +1034,8 @@ class BenchRunner:
         }
         if run.lane_restore:
             tags["guard.lane_restore"] = run.lane_restore
+        if opening is not None:
+            tags.update(opening.tags(self.nonce_position(run.model)))
         if run.ctx_note:
             tags["bench.num_ctx_source"] = "resident"
             tags["bench.num_ctx_note"] = run.ctx_note
@@ -1003,7 +1052,7 @@ class BenchRunner:
             tags["gpu.samples"] = str(gs["n"])
         step_keys = ("ttft_s", "client_decode_tps", "engine_decode_tps", "prefill_tps", "load_s",
                      "total_s", "wall_s", "eval_count", "prompt_eval_count", "client_tokens",
-                     "thinking_tokens", "queue_wait_s", "prompt_cached_tokens")
+                     "thinking_tokens", "queue_wait_s", "prompt_cached_tokens", "prompt_evaluated")
         step_metrics = {k: [_f(getattr(r, k)) for r in run.reps] for k in step_keys}
         step_metrics["dnf"] = [1.0 if r.dnf else 0.0 for r in run.reps]
         step_metrics["reload"] = [1.0 if r.reload else 0.0 for r in run.reps]

@@ -119,7 +119,7 @@ class CellRunner(BenchRunner):
         super().__init__(parent.cfg, parent.engine, parent.probes, settings, sink=parent._sink,
                          recorder=None, journal=parent.journal)
         for name in ("engine_version", "_shows", "_digests", "_sizes", "_ctx", "_ctx_note",
-                     "_ctx_requested", "_sampler", "_windows", "_start_ms", "_touched"):
+                     "_ctx_requested", "_sampler", "_windows", "_start_ms", "_touched", "_openings"):
             setattr(self, name, getattr(parent, name))
         self.host_facts = dict(parent.host_facts)
         self.cell = cell
@@ -367,6 +367,7 @@ class SweepRunner:
             if m not in warmed:
                 self.sink(Phase(f"loading {m}"))
                 await base.check_placement(setup, m, before=True)
+                await base.measure_opening(m)
                 if base.s.warmup:
                     wr = CellRunner(base, replace(base.s, prompt=prof.prompt, num_predict=prof.num_predict),
                                     cell, prof, self.sweep_id, None, 0, None)
