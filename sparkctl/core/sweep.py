@@ -277,13 +277,34 @@ def matrix_text(results: Sequence[CellResult], slo: Slo | None = None) -> str:
             txt = f"{_n(s.decode_tps_per_request_median)}/{_n(s.throughput_tps)}"
             if slo is not None and s.goodput_pct is not None:
                 txt += f" {s.goodput_pct:.0f}%"
+            if s.extra.get("spec_acceptance_pct") is not None:
+                txt += f" a{s.extra['spec_acceptance_pct']:.0f}%"
             if s.dnf:
                 txt += " DNF"
             cells.append(f"{txt:>{width}}")
         out.append(f"{m + ' ' + p:<{label_w}} " + " ".join(cells))
+    spec = acceptance_by_profile(results)
     out.append("cells: per-request decode tok/s (median) / aggregate tok/s" +
-               (" goodput%" if slo is not None else ""))
+               (" goodput%" if slo is not None else "") + (" a<speculative acceptance>%" if spec else ""))
+    for (m, p), (acc, length) in spec.items():
+        out.append(f"speculative decoding {m} {p}: acceptance {acc:.1f}%"
+                   + (f", {length:.2f} tokens per step" if length is not None else ""))
     return "\n".join(out)
+
+
+def acceptance_by_profile(results: Sequence[CellResult]) -> dict[tuple[str, str], tuple[float, float | None]]:
+    """Speculative-decoding acceptance per (model, profile), the median over its cells:
+    structured output (JSON, code) drafts better than prose, and this is where it shows."""
+    groups: dict[tuple[str, str], list[CellResult]] = {}
+    for r in results:
+        if r.stats.extra.get("spec_acceptance_pct") is not None:
+            groups.setdefault((r.cell.model, r.cell.profile), []).append(r)
+    out = {}
+    for key, rs in groups.items():
+        accs = [r.stats.extra["spec_acceptance_pct"] for r in rs]
+        lens = [r.stats.extra["spec_accept_len"] for r in rs if r.stats.extra.get("spec_accept_len") is not None]
+        out[key] = (statistics.median(accs), statistics.median(lens) if lens else None)
+    return out
 
 
 def _k(n: int) -> str:
@@ -302,7 +323,8 @@ def result_from_record(params: dict, tags: dict, metrics: dict, run_id: str | No
     known = set(CellStats.__dataclass_fields__) - {"extra"}
     st = CellStats(**{k: (int(v) if k in ("requests", "dnf", "queued") else float(v))
                       for k, v in metrics.items() if k in known and v is not None})
-    st.extra = {k: float(v) for k, v in metrics.items() if k == "roofline_aggregate_pct" and v is not None}
+    st.extra = {k: float(v) for k, v in metrics.items()
+                if k in ("roofline_aggregate_pct", "spec_acceptance_pct", "spec_accept_len") and v is not None}
     cell = Cell(params.get("model", tags.get("model.name", "")), tags["sweep.profile"], int(tags["sweep.depth"]),
                 int(tags["sweep.concurrency"]))
     depth = metrics.get("depth_tokens_measured")

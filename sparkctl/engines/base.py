@@ -51,6 +51,9 @@ class ShowInfo:
     # A draft model shipped with the model (Ollama's Modelfile DRAFT, a layer of media type
     # application/vnd.ollama.image.draft): its path, or "" when none is declared.
     draft: str = ""
+    # Where the weights are (Ollama's Modelfile FROM blob, llama-server's model_path): ties
+    # the model to the runner process that serves it.
+    model_path: str = ""
 
 
 @dataclass(frozen=True)
@@ -81,6 +84,10 @@ class DoneEvent:
     # The token ids of the prompt and what was generated, where the engine returns them
     # (Ollama's /api/generate `context`): two prompts' ids show exactly what they share.
     context_ids: tuple[int, ...] | None = None
+    # Speculative decoding, where the response says it (llama-server's timings.draft_n and
+    # draft_n_accepted): tokens the draft proposed and how many the target accepted.
+    draft_tokens: int | None = None
+    draft_accepted: int | None = None
 
 
 @dataclass(frozen=True)

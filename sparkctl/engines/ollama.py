@@ -193,6 +193,7 @@ class OllamaEngine:
             system=modelfile_directive(response.modelfile or "", "SYSTEM"),
             template=response.template or "",
             draft=modelfile_directive(response.modelfile or "", "DRAFT"),
+            model_path=modelfile_directive(response.modelfile or "", "FROM"),
         )
 
     async def delete(self, model: str) -> None:

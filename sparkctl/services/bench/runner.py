@@ -24,7 +24,7 @@ from typing import Any, Callable
 
 from sparkctl import __version__
 from sparkctl.config import BenchConfig, Config
-from sparkctl.core import guards, prefill
+from sparkctl.core import guards, prefill, specdec
 from sparkctl.core.budget import build_budget
 from sparkctl.core.gpu import is_throttled
 from sparkctl.core.keepalive import parse_keep_alive
@@ -35,10 +35,11 @@ from sparkctl.core.roofline import active_params, bits_per_weight_from_quant, bi
 from sparkctl.core.snapshots import GIB, MemInfo, ResidentModel, Unavailable
 from sparkctl.core.stats import is_stable, interleave, summarize
 from sparkctl.engines.base import DoneEvent, EngineError, EngineUnreachable, ModelNotFound, ShowInfo, TokenEvent
-from sparkctl.services.bench import coldness
+from sparkctl.services.bench import coldness, engineid
 from sparkctl.services.bench.lanes import LaneRestore, note_lanes, restore_lanes
 from sparkctl.services.bench.lock import BenchLock
 from sparkctl.services.bench.sampler import GpuSampler
+from sparkctl.services.bench.specwatch import SpecWatch
 from sparkctl.services.bench.wrapup import finish_shielded
 
 UI_BATCH_S = 0.05
@@ -139,6 +140,7 @@ class Live:
     elapsed_s: float
     ttft_s: float | None
     decode_tps: float | None
+    acceptance_pct: float | None = None  # speculative decoding: the model's last finished repetition
 
 
 @dataclass
@@ -175,6 +177,7 @@ class RepResult:
     queue_wait_s: float | None = None
     foreign: str = ""  # why load the bench did not cause was seen during this request
     prompt_evaluated: int | None = None  # prompt tokens the engine evaluated (what prefill_tps is over)
+    spec: specdec.SpecCounts | None = None  # speculative decoding: drafted/accepted, as the engine said
 
 
 @dataclass(frozen=True)
@@ -203,6 +206,7 @@ class ModelRun:
     lane_restore: str = ""
     completed: bool = False  # all its repetitions ran and placement was checked after
     resident_bytes: int | None = None  # the engine's size of the loaded model (/api/ps), weights + KV + graph
+    spec_total: specdec.SpecCounts | None = None  # engine counters differenced around the run (a sweep cell)
 
 
 @dataclass(frozen=True)
@@ -242,6 +246,9 @@ class BenchRunner:
         self._touched: set[str] = set()  # model keys the bench loaded, benched or unloaded
         self._windows: list[tuple[float, float]] = []  # every request of the bench, all models
         self._openings: dict[str, coldness.Opening] = {}  # per model: the template opening cold requests share
+        self._spec = SpecWatch(engine)
+        self._identity: dict[str, dict[str, str]] = {}  # per model: runner, its build, flash attention, KV cache
+        self._acceptance: dict[str, float] = {}  # per model: the last repetition's acceptance, for the live view
 
     def sink(self, ev: Any) -> None:
         """Report to the UI. A UI that fails (a dead terminal after an ssh hang-up raises
@@ -391,12 +398,21 @@ class BenchRunner:
         self._openings[model] = opening
         self.sink(Phase(coldness.describe(opening, self.nonce_position(model))))
 
+    async def read_identity(self, model: str) -> None:
+        """The runner serving `model` (once it is loaded), its build, flash attention, KV cache."""
+        try:
+            self._identity[model] = await engineid.read_identity(self.engine, model, self._shows.get(model),
+                                                                 self.engine_version)
+        except EngineError as exc:
+            self._identity[model] = {"engine.identity_error": redact_text(exc.message)}
+
     # ---- one repetition ---------------------------------------------------------------------
 
     async def run_rep(self, model: str, index: int, warmup: bool) -> RepResult:
         r = RepResult(model, index, warmup)
         prompt, r.preamble, system = self._prompt(model)
         before_ps = await self._others_expiry(model)
+        spec_before = await self._spec.read(model) if self._spec.per_rep else None
         stream = self.engine.generate(model, prompt, options=self.options(model),
                                       keep_alive=self.s.keep_alive_wire, think=self.think_for(model),
                                       **coldness.request_kwargs(system))
@@ -436,7 +452,8 @@ class BenchRunner:
             nonlocal last_flush
             last_flush = now
             self.sink(Live(model, "".join(pend_a), "".join(pend_t), r.client_tokens, now - t_send,
-                           None if t_first is None else t_first - t_send, _client_tps(r.client_tokens, t_first, t_last)))
+                           None if t_first is None else t_first - t_send, _client_tps(r.client_tokens, t_first, t_last),
+                           self._acceptance.get(model)))
             pend_a.clear()
             pend_t.clear()
 
@@ -509,6 +526,10 @@ class BenchRunner:
                                  "prefilling nor decoding (queued behind another request)")
         elif r.dnf or cancelled:
             r.eval_count = r.client_tokens
+        if not cancelled:
+            r.spec = self._spec.rep(done, spec_before, await self._spec.read(model) if self._spec.per_rep else None)
+            if r.spec is not None and r.spec.acceptance is not None:
+                self._acceptance[model] = r.spec.acceptance * 100
         if not cancelled and not r.foreign:
             moved = await self._others_moved(before_ps)
             if moved:
@@ -659,6 +680,7 @@ class BenchRunner:
             await self.check_placement(runs[m], m, before=True)
             await self._idle_check(runs[m])
             await self.measure_opening(m)
+            await self.read_identity(m)
         # Other models' expiries from here to the first measured request: one that moves was
         # serving someone else while ours loaded and warmed up (a shared engine).
         bench_keys = {model_key(m) for m in models}
@@ -921,6 +943,7 @@ class BenchRunner:
         summ["dnf_count"] = float(sum(r.dnf for r in reps))
         summ["prefill_cached_count"] = float(sum(bool(r.prefill_cached) for r in reps))
         summ["foreign_load_count"] = float(len(foreign))
+        summ.update(specdec.summary([r.spec for r in ok], run.spec_total))
         opening = self._openings.get(run.model)
         if opening is not None and opening.tokens is not None:
             summ["shared_prefix_tokens"] = float(opening.tokens)
@@ -1036,6 +1059,7 @@ class BenchRunner:
             tags["guard.lane_restore"] = run.lane_restore
         if opening is not None:
             tags.update(opening.tags(self.nonce_position(run.model)))
+        tags.update(self._identity.get(run.model, {}))
         if run.ctx_note:
             tags["bench.num_ctx_source"] = "resident"
             tags["bench.num_ctx_note"] = run.ctx_note
@@ -1059,6 +1083,8 @@ class BenchRunner:
         step_metrics["prefill_cached"] = [None if r.prefill_cached is None else float(r.prefill_cached)
                                           for r in run.reps]
         step_metrics["foreign_load"] = [1.0 if r.foreign else 0.0 for r in run.reps]
+        step_metrics.update(specdec.step_metrics([r.spec for r in run.reps]))
+        tags.update(self._spec.tags(run.show, run.summary))
         artifacts = {
             "outputs.json": [
                 {"rep": r.index, "output": r.output, "thinking": r.thinking, "done_reason": r.done_reason,
