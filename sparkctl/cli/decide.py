@@ -77,4 +77,4 @@ def cmd_regressions(args, cfg) -> int:
 
         print(render_regressions(rows))
     sys.stdout.flush()
-    return EXIT_REFUSED if any(r.result.flagged for r in rows) else EXIT_OK
+    return EXIT_REFUSED if any(r.flagged for r in rows) else EXIT_OK

@@ -38,8 +38,10 @@ async def read_identity(engine: Any, model: str, show: ShowInfo | None, version:
         tags[ei.RUNNER] = "llama-server"
         tags[ei.RUNNER_BUILD] = build or ei.UNKNOWN
         tags[ei.RUNNER_BUILD + "_source"] = "llama-server /props build_info"
-        if view is not None:
+        if view is not None and view.cmdline and "llama-server" in view.cmdline[0].rsplit("/", 1)[-1]:
             tags.update(ei.llama_server_settings(view.cmdline, view.environ))
+        elif view is not None:  # a proxy or a container's port forward listens, not the server
+            view = None
     else:
         tags[ei.RUNNER] = kind or ei.UNKNOWN
         tags[ei.RUNNER_BUILD] = version or ei.UNKNOWN

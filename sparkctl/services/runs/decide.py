@@ -14,6 +14,7 @@ from typing import Any
 
 from sparkctl.core import compare
 from sparkctl.core.names import model_key
+from sparkctl.services.runs import engine_changes
 from sparkctl.services.runs.quality import QualityDiff, latest_evals, quality_diff
 from sparkctl.services.runs.query import list_runs
 from sparkctl.services.runs.rows import RunRow
@@ -23,6 +24,8 @@ METRICS: tuple[tuple[str, str, bool], ...] = (
     ("decode_tps", "engine_decode_tps", True),
     ("ttft_s", "ttft_s", False),
     ("prefill_tps", "prefill_tps", True),
+    # speculative decoding: accepted / drafted per repetition, where the engine reports it
+    ("acceptance", "spec_acceptance_pct", True),
 )
 HISTORY = 200  # newest runs of a model looked at when picking the one to compare
 
@@ -57,6 +60,7 @@ class ModelSide:
             "ttft_s_median": r.ttft_s_median, "prefill_tps_median": r.prefill_tps_median,
             "joules_per_token": r.joules_per_token, "roofline_pct": r.roofline_pct,
             "resident_gib": r.resident_gib,
+            "spec_acceptance_pct": r.spec_acceptance_pct, "engine_identity": r.engine_identity,
             "flags": list(r.flags),
         })
         for suite, q in self.quality.items():
@@ -187,6 +191,13 @@ class RegressionRow:
     before: RunRow
     after: RunRow
     result: compare.Regression
+    # speculative decoding's acceptance over the same change (None when either run has none)
+    acceptance: compare.Regression | None = None
+    identity_changes: list[str] = field(default_factory=list)  # runner, its build, flash attention, KV cache
+
+    @property
+    def flagged(self) -> bool:
+        return self.result.flagged or bool(self.acceptance and self.acceptance.flagged)
 
     def to_dict(self) -> dict[str, Any]:
         def side(r: RunRow, median: float | None) -> dict[str, Any]:
@@ -197,7 +208,12 @@ class RegressionRow:
                 "after": side(self.after, self.result.median_after),
                 "change_pct": self.result.change_pct, "threshold_pct": self.result.threshold_pct,
                 "ci_low_pct": self.result.ci_low_pct, "ci_high_pct": self.result.ci_high_pct,
-                "flagged": self.result.flagged, "reason": self.result.reason}
+                "flagged": self.result.flagged, "reason": self.result.reason,
+                "acceptance": None if self.acceptance is None else {
+                    "before_pct": self.acceptance.median_before, "after_pct": self.acceptance.median_after,
+                    "change_pct": self.acceptance.change_pct, "flagged": self.acceptance.flagged,
+                    "reason": self.acceptance.reason},
+                "engine_changes": self.identity_changes}
 
 
 def find_regressions(store, *, limit: int = 2000, experiment: str | None = None) -> list[RegressionRow]:
@@ -217,5 +233,7 @@ def find_regressions(store, *, limit: int = 2000, experiment: str | None = None)
             continue
         a = store.metric_history(before.run_id, "engine_decode_tps")
         b = store.metric_history(after.run_id, "engine_decode_tps")
-        out.append(RegressionRow(after.model, "decode_tps", before, after, compare.regression(a, b)))
+        row = RegressionRow(after.model, "decode_tps", before, after, compare.regression(a, b))
+        engine_changes.annotate(row, store)
+        out.append(row)
     return out

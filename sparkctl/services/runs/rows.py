@@ -11,6 +11,7 @@ from dataclasses import dataclass, fields
 from datetime import datetime, timezone
 from typing import Any
 
+from sparkctl.core import engine_identity
 from sparkctl.core.gpu import is_throttled
 from sparkctl.core.names import model_key
 
@@ -83,6 +84,8 @@ class RunRow:
     decode_tps_min: float | None = None  # the range of the repetitions, for charts
     decode_tps_max: float | None = None
     resident_gib: float | None = None  # the loaded model's size as the engine reported it
+    spec_acceptance_pct: float | None = None  # speculative decoding: accepted / drafted tokens, whole run
+    engine_identity: str = ""  # "runner=llama-server; runner_build=b6500; flash_attn=on; kv_cache_type=f16"
 
     @property
     def score(self) -> float | None:
@@ -215,6 +218,8 @@ def row_from_run(run: dict[str, Any]) -> RunRow:
         decode_tps_min=_metric(metrics, "decode_tps_min"),
         decode_tps_max=_metric(metrics, "decode_tps_max"),
         resident_gib=_metric(metrics, "resident_gib"),
+        spec_acceptance_pct=_metric(metrics, "spec_acceptance_pct"),
+        engine_identity=engine_identity.compact(tags),
     )
 
 
