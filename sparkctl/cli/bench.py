@@ -123,7 +123,9 @@ def render_runs(runs) -> str:
             extra.append(f"roofline {run.summary['roofline_pct']:.0f}% of {run.summary['roofline_ceiling_tps']:.0f} tok/s")
         if "joules_per_token" in run.summary:
             extra.append(f"{run.summary['joules_per_token']:.2f} J/token")
-        spec = spec_line(run.summary)
+        from sparkctl.core.specdec import summary_text
+
+        spec = summary_text(run.summary)
         if spec:
             extra.append(spec)
         extra.append(f"placement {run.placement_before} -> {run.placement_after}")
@@ -135,22 +137,6 @@ def render_runs(runs) -> str:
         if run.sync_message:
             lines.append(f"  {run.model}: {run.sync_message}")
     return "\n".join(lines)
-
-
-def spec_line(summary: dict) -> str:
-    """Speculative decoding in one phrase: pooled acceptance (accepted/drafted), tokens per
-    step, and the repetitions' range; "" when the engine reported none."""
-    if "spec_acceptance_pct" not in summary and "spec_accept_len" not in summary:
-        return ""
-    parts = []
-    if "spec_acceptance_pct" in summary:
-        parts.append(f"acceptance {summary['spec_acceptance_pct']:.1f}% "
-                     f"({int(summary.get('spec_accepted_tokens', 0))}/{int(summary.get('spec_draft_tokens', 0))} drafted)")
-    if "spec_accept_len" in summary:
-        parts.append(f"{summary['spec_accept_len']:.2f} tokens per step")
-    if "spec_acceptance_pct_min" in summary:
-        parts.append(f"per repetition {summary['spec_acceptance_pct_min']:.1f}-{summary['spec_acceptance_pct_max']:.1f}%")
-    return "speculative decoding " + ", ".join(parts)
 
 
 def run_to_dict(run) -> dict:

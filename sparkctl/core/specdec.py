@@ -124,11 +124,17 @@ def step_metrics(per_rep: list[SpecCounts | None]) -> dict[str, list[float | Non
     }
 
 
-def acceptance_text(pct: float | None, length: float | None = None) -> str:
-    """How a screen shows it: "acc 97.1% x3.9" (x: mean accepted length), "-" when unknown."""
-    if pct is None and length is None:
-        return "-"
-    parts = [f"acc {pct:.1f}%" if pct is not None else "acc ?"]
-    if length is not None:
-        parts.append(f"x{length:.2f}")
-    return " ".join(parts)
+def summary_text(summary: dict) -> str:
+    """Speculative decoding in one phrase: pooled acceptance (accepted/drafted), tokens per
+    step, and the repetitions' range; "" when the engine reported none."""
+    if "spec_acceptance_pct" not in summary and "spec_accept_len" not in summary:
+        return ""
+    parts = []
+    if "spec_acceptance_pct" in summary:
+        parts.append(f"acceptance {summary['spec_acceptance_pct']:.1f}% "
+                     f"({int(summary.get('spec_accepted_tokens', 0))}/{int(summary.get('spec_draft_tokens', 0))} drafted)")
+    if "spec_accept_len" in summary:
+        parts.append(f"{summary['spec_accept_len']:.2f} tokens per step")
+    if "spec_acceptance_pct_min" in summary:
+        parts.append(f"per repetition {summary['spec_acceptance_pct_min']:.1f}-{summary['spec_acceptance_pct_max']:.1f}%")
+    return "speculative decoding " + ", ".join(parts)

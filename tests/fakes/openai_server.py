@@ -69,6 +69,7 @@ from __future__ import annotations
 
 import json
 import socket
+import zlib
 import threading
 import time
 from dataclasses import dataclass, field
@@ -142,6 +143,9 @@ class OpenAIState:
     reasoning_parser: str | None = None  # SGLang/vLLM: --reasoning-parser
     # speculative decoding (see the module docstring); None: the server has no draft model
     spec_acceptance: float | None = None
+    # structured output (a request with response_format) is easier to draft than prose: its
+    # own acceptance when set (the seeds' JSON-vs-prose gap)
+    spec_acceptance_structured: float | None = None
     spec_tokens: int = 3  # vLLM num_speculative_tokens / SGLang speculative_num_steps / llama.cpp --spec-draft-n-max
     spec_drafts: int = 0  # cumulative counters, as the server keeps them since it started
     spec_draft_tokens: int = 0
@@ -177,11 +181,13 @@ class OpenAIState:
                 return False  # the budget sampler ends the block at once
         return True
 
-    def speculate(self, tokens: int) -> tuple[int, int, int]:
+    def speculate(self, tokens: int, structured: bool = False) -> tuple[int, int, int]:
         """The verification steps that produce `tokens`: (drafts, drafted, accepted) for this
         request, added to the server's counters."""
         if self.spec_acceptance is None or tokens <= 0:
             return 0, 0, 0
+        rate = self.spec_acceptance_structured if structured and self.spec_acceptance_structured is not None \
+            else self.spec_acceptance
         drafts = drafted = accepted = produced = 0
         with self.lock:
             while produced < tokens:
@@ -191,7 +197,7 @@ class OpenAIState:
                     continue
                 drafts += 1
                 drafted += k
-                self._spec_credit += self.spec_acceptance * k
+                self._spec_credit += rate * k
                 a = min(k, int(self._spec_credit))
                 self._spec_credit -= a
                 accepted += a
@@ -374,6 +380,8 @@ class _Handler(BaseHTTPRequestHandler):
             body = None
         self._record(body)
         s = self.state
+        if s.flavor == "llama.cpp" and self.path in ("/apply-template", "/tokenize") and isinstance(body, dict):
+            return self._template_or_tokens(body)
         if self.path != "/v1/chat/completions":
             return self._error(404, "File Not Found", "not_found_error")
         if s.loading and s.flavor == "llama.cpp":
@@ -389,6 +397,21 @@ class _Handler(BaseHTTPRequestHandler):
         if not body.get("stream"):
             return self._error(400, "this fake only streams", "invalid_request_error")
         self._stream(body)
+
+    def _template_or_tokens(self, body: dict[str, Any]) -> None:
+        """llama.cpp's POST /apply-template ({"prompt": the chat template rendered}) and POST
+        /tokenize ({"tokens": ids}). The fake renders SmolLM2's ChatML (its default system
+        turn when the request has none) and gives one id per special marker or word."""
+        if self.path == "/apply-template":
+            messages = [m for m in body.get("messages") or [] if isinstance(m, dict)]
+            text = "" if messages and messages[0].get("role") == "system" else (
+                "<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging Face<|im_end|>\n")
+            for m in messages:
+                text += f"<|im_start|>{m.get('role')}\n{m.get('content') or ''}<|im_end|>\n"
+            return self._json(200, {"prompt": text + "<|im_start|>assistant\n"})
+        content = str(body.get("content") or "")
+        pieces = content.replace("<|", " <|").replace("|>", "|> ").split()
+        return self._json(200, {"tokens": [zlib.crc32(p.encode()) % 49152 for p in pieces]})
 
     def _stream(self, body: dict[str, Any]) -> None:
         s = self.state
@@ -442,7 +465,7 @@ class _Handler(BaseHTTPRequestHandler):
                 t_last = now
                 send(delta({key: text}))
             n = len(pieces)
-            _drafts, drafted, accepted = s.speculate(n)
+            _drafts, drafted, accepted = s.speculate(n, structured=bool(body.get("response_format")))
             finals = [chunk([{"finish_reason": finish, "index": 0, "delta": {}}])]
             if include_usage:
                 finals.append(chunk([], usage={
