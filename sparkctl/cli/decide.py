@@ -15,6 +15,9 @@ def register(sub) -> None:
     c.add_argument("models", nargs="+", metavar="MODEL", help="two or more models; the first is the baseline")
     c.add_argument("--any-engine", action="store_true",
                    help="also compare runs on another engine kind or version (said so in the output)")
+    c.add_argument("--community", action="store_true",
+                   help="also show imported community figures (sparkctl import) of each model at the same depth, "
+                        "apart from the comparison")
     c.add_argument("--json", action="store_true", help="one JSON object (keys in docs/runs.md)")
     c.set_defaults(handler=cmd_compare)
 
@@ -51,13 +54,36 @@ def cmd_compare(args, cfg) -> int:
         raise CliError(str(exc), EXIT_REFUSED) from None
     except TrackingError as exc:
         raise _tracking_error(exc) from None
+    community = _community(cfg, cmp) if args.community else None
     if args.json:
-        print(json.dumps(cmp.to_dict(), indent=2))
+        out = cmp.to_dict()
+        if community is not None:
+            out["community"] = [f.to_dict() for f in community]
+        print(json.dumps(out, indent=2))
     else:
         from sparkctl.textreport import render_comparison  # shared with the TUI's head to head
 
         print(render_comparison(cmp))
+        if community is not None:
+            print("\ncommunity figures (imported; another tool, machine and engine: not compared statistically)")
+            print("\n".join(f"  {f.text()}" for f in community) or "  none imported for these models at this depth")
     return EXIT_OK
+
+
+def _community(cfg, cmp):
+    """Imported figures of each compared model at the depth and concurrency of its run (a
+    plain bench: depth 0, one request at a time; a sweep cell: its own)."""
+    from sparkctl.services.imports.community import figures
+    from sparkctl.services.runs import quote
+
+    store = _store(cfg)
+    out = []
+    for side in cmp.sides:
+        found = store.search_runs(f"attributes.run_id = {quote(side.run.run_id)}", max_results=1)
+        tags = (found[0].get("tags") or {}) if found else {}
+        out.extend(figures(store, side.model, depth=int(tags.get("sweep.depth") or 0),
+                           concurrency=int(tags.get("sweep.concurrency") or 1)))
+    return out
 
 
 def cmd_regressions(args, cfg) -> int:

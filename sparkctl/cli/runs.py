@@ -18,7 +18,8 @@ def register(sub) -> None:
     r = sub.add_parser("runs", help="past bench runs from MLflow (newest first), filtered; table, JSON or CSV")
     r.add_argument("--model", metavar="M", help="one model, by Ollama's name rules ('qwen3' = 'qwen3:latest')")
     r.add_argument("--engine-version", metavar="V", help="runs on this engine version only (exact)")
-    r.add_argument("--kind", choices=("bench", "eval", "promotion"), help="bench, eval or promotion (lane change) runs only")
+    r.add_argument("--kind", choices=("bench", "eval", "promotion", "import"),
+                   help="bench, eval, promotion (lane change) or import (a community result) runs only")
     r.add_argument("--since", metavar="DATE", help="runs started at or after DATE: YYYY-MM-DD (local midnight) or ISO 8601")
     r.add_argument("-n", "--limit", type=int, default=DEFAULT_N, metavar="N",
                    help=f"at most N runs (default {DEFAULT_N})")
@@ -57,7 +58,7 @@ _COLUMNS = (
     ("SCORE%", False, lambda r: "-" if r.score is None else f"{r.suite} {r.score * 100:.1f}"),
     ("J/tok", True, lambda r: _num(r.joules_per_token, ".2f")),
     ("ROOF%", True, lambda r: _num(r.roofline_pct, ".0f")),
-    ("FLAGS", False, lambda r: ",".join(((r.kind,) if r.kind == "promotion" else ()) + r.flags) or "-"),
+    ("FLAGS", False, lambda r: ",".join(((r.kind,) if r.kind in ("promotion", "import") else ()) + r.flags) or "-"),
     ("STATUS", False, lambda r: r.status or "-"),
     ("RUN", False, lambda r: r.run_id[:8]),
 )

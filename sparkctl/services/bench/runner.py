@@ -24,7 +24,7 @@ from typing import Any, Callable
 
 from sparkctl import __version__
 from sparkctl.config import BenchConfig, Config
-from sparkctl.core import guards, prefill, specdec
+from sparkctl.core import guards, model_shape, prefill, specdec
 from sparkctl.core.budget import build_budget
 from sparkctl.core.gpu import is_throttled
 from sparkctl.core.keepalive import parse_keep_alive
@@ -1060,6 +1060,8 @@ class BenchRunner:
         if opening is not None:
             tags.update(opening.tags(self.nonce_position(run.model)))
         tags.update(self._identity.get(run.model, {}))
+        if run.show is not None:
+            tags.update(model_shape.shape(run.show.model_info, details.get("quantization_level", "")))
         if run.ctx_note:
             tags["bench.num_ctx_source"] = "resident"
             tags["bench.num_ctx_note"] = run.ctx_note

@@ -26,7 +26,9 @@ KIND_BENCH = "bench"
 KIND_EVAL = "eval"
 # A lane change (services/lanes): no measurements; its model.name is the new lane model.
 KIND_PROMOTION = "promotion"
-RUN_KINDS = (KIND_BENCH, KIND_EVAL, KIND_PROMOTION)
+# A community result recorded by `sparkctl import` (services/imports): never a measurement of ours.
+KIND_IMPORT = "import"
+RUN_KINDS = (KIND_BENCH, KIND_EVAL, KIND_PROMOTION, KIND_IMPORT)
 
 # Flag words, in the order they are shown.
 FLAG_INVALID = "invalid"
