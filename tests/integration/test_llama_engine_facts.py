@@ -8,7 +8,8 @@ One llama-server serves SmolLM2-135M with
   system prompt);
 - the same GGUF as its own draft model (`-md`, `--spec-type draft-simple`): under greedy
   decoding the draft proposes exactly what the target would pick, so nearly every drafted
-  token is accepted.
+  token is accepted;
+- flash attention off on its command line (`-fa off`), which the run's identity must show.
 The bench runs cold (llama-server's cache_prompt false) at temperature 0 with a small
 num_predict and -c 512, to keep CI short.
 """
@@ -55,7 +56,7 @@ def server(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("llama-facts")
     template = tmp / "header.jinja"
     template.write_text(HEADER_TEMPLATE)
-    args = ["-m", str(model), "-md", str(model), "--spec-type", "draft-simple", "--jinja",
+    args = ["-m", str(model), "-md", str(model), "--spec-type", "draft-simple", "-fa", "off", "--jinja",
             "--chat-template-file", str(template), "-c", "512", "-np", "1", "-t", "1", "-tb", "2",
             "--alias", ALIAS, "--seed", "42"]
     with running(args, tmp / "server.log") as url:
@@ -129,3 +130,45 @@ def test_speculative_decoding_acceptance_is_recorded_from_the_engine(bench):
     done_first = next(i for i, e in enumerate(events) if isinstance(e, RepDone) and not e.result.warmup)
     later = [e for e in events[done_first:] if isinstance(e, Live)]
     assert later and later[-1].acceptance_pct == pytest.approx(run.reps[0].spec.acceptance * 100)
+
+
+def test_the_engine_identity_comes_from_the_server_and_its_process(server, bench):
+    _run, record, _ = bench
+    props = httpx.get(server + "/props", timeout=5).json()
+    t = record.tags
+    assert t["engine.runner"] == "llama-server" and t["engine.runner_build"] == props["build_info"]
+    assert t["engine.flash_attn"] == "off" and t["engine.flash_attn_source"] == "llama-server command line"
+    assert t["engine.kv_cache_type"] == "f16" and "default" in t["engine.kv_cache_type_source"]
+    assert t["engine.spec_type"] == "draft-simple"
+
+
+def test_ollamas_runner_identity_is_read_from_its_llama_server_child(server):
+    """Ollama >= 0.30 runs a GGUF model in an upstream llama-server child process. Ollama
+    cannot run here, so its process is described (ProcessView) with this REAL llama-server as
+    its runner child: the build must come from that runner's own /props, flash attention
+    from its command line, the rest from Ollama's environment."""
+    from sparkctl.engines.base import ShowInfo
+    from sparkctl.probes.engine_process import ProcessView, engine_process
+    from sparkctl.services.bench.engineid import _ollama
+
+    runner = engine_process(server)  # the real server's own process: its command line
+    assert runner is not None and "llama-server" in runner.cmdline[0]
+    _binary, model = binary_and_model()
+    ollama = ProcessView(pid=1, cmdline=("/usr/local/bin/ollama", "serve"),
+                         environ={"OLLAMA_FLASH_ATTENTION": "1", "OLLAMA_KV_CACHE_TYPE": "q8_0"},
+                         children=(runner.cmdline,))
+    show = ShowInfo("smollm2", details={"format": "gguf"}, model_path=str(model))
+    props = httpx.get(server + "/props", timeout=5).json()
+    tags = asyncio.run(_ollama(ollama, show, "0.30.1"))
+    assert tags["engine.runner"] == "llama-server" and "process table" in tags["engine.runner_source"]
+    assert tags["engine.runner_build"] == props["build_info"]
+    assert tags["engine.flash_attn"] == "off"  # the runner's -fa off wins over OLLAMA_FLASH_ATTENTION
+    # no runner child seen (another model's, or none yet): Ollama's environment speaks
+    env_only = asyncio.run(_ollama(ProcessView(1, ollama.cmdline, ollama.environ), show, "0.30.1"))
+    assert (env_only["engine.flash_attn"], env_only["engine.kv_cache_type"]) == ("on", "q8_0")
+    assert env_only["engine.runner"] == "llama-server" and env_only["engine.runner_source"].startswith("inferred")
+    assert env_only["engine.runner_build"] == "unknown"
+    # a remote Ollama: nothing but its API; an older version runs GGUF on its own runner
+    remote = asyncio.run(_ollama(None, show, "0.12.6"))
+    assert remote["engine.runner"] == "unknown" and remote["engine.runner_build"] == "unknown"
+    assert "Ollama's API does not report" in remote["engine.runner_build_source"]
