@@ -11,7 +11,7 @@ import io
 import math
 import re
 import statistics
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from sparkctl.core.latency import RequestLatency, Slo, goodput_pct, percentile
@@ -254,6 +254,40 @@ def falloff(results: Sequence[CellResult], deepest: int | None = None) -> dict[t
         if rs.get(0) and rs.get(d) and d:
             out[key] = rs[d] / rs[0]
     return out
+
+
+# llama.cpp's published DGX Spark table (benches/dgx-spark/dgx-spark.md, build 6918): llama-bench,
+# flash attention on (its `fa` column 1), tg32 at depth 0 and at depth 32768.
+LLAMA_CPP_SPARK_TG32 = (
+    ("gpt-oss-20b MXFP4", 84.10, 59.85),
+    ("Qwen3-Coder-30B-A3B Q8_0", 60.92, 30.80),
+)
+
+
+def falloff_table(results: Sequence[CellResult], identity: Mapping[str, Mapping[str, str]] | None = None,
+                  gpu: str = "") -> str:
+    """Decode falloff with depth (deepest / depth 0, concurrency 1) per model and profile, in
+    Markdown, beside llama.cpp's published Spark figures: with the engine facts that decide
+    whether the two compare (GPU, runner build, flash attention, KV cache type). `identity`
+    maps a model to its run's `engine.*` tags."""
+    ratios = falloff(results)
+    lines = ["| source | model | GPU | build | flash attention | KV cache | tg d0 | tg deepest | falloff |",
+             "| --- | --- | --- | --- | --- | --- | ---: | ---: | ---: |"]
+    ones = [r for r in results if r.cell.concurrency == 1]
+    for (m, p), ratio in sorted(ratios.items()):
+        rs = {r.cell.depth: r.stats.decode_tps_per_request_median for r in ones if (r.cell.model, r.cell.profile) == (m, p)}
+        deepest = max(rs)
+        tags = (identity or {}).get(m, {})
+        lines.append(f"| sparkctl | {m} ({p}) | {gpu or '?'} | {tags.get('engine.runner_build', '?')} | "
+                     f"{tags.get('engine.flash_attn', '?')} | {tags.get('engine.kv_cache_type', '?')} | "
+                     f"{_n(rs[0])} | {_n(rs[deepest])} @ d{deepest} | {ratio:.3f} |")
+    for name, d0, d32 in LLAMA_CPP_SPARK_TG32:
+        lines.append(f"| llama.cpp Spark table | {name} | GB10 | b6918 | on | f16 | {d0:.2f} | {d32:.2f} @ d32768 | "
+                     f"{d32 / d0:.3f} |")
+    lines.append("")
+    lines.append("falloff: decode tok/s at the deepest depth over depth 0, one request at a time. Ratios carry across "
+                 "machines only with the same attention kernels: compare rows with the same flash attention.")
+    return "\n".join(lines)
 
 
 def matrix_text(results: Sequence[CellResult], slo: Slo | None = None) -> str:

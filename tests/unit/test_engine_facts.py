@@ -120,3 +120,18 @@ def test_evaluated_tokens_subtract_the_opening_only_where_the_count_includes_it(
     assert coldness.evaluated_tokens(DoneEvent("stop", prompt_eval_count=260), uncached) == 260
     # the engine's own reused-token count wins over the measured opening
     assert coldness.evaluated_tokens(DoneEvent("stop", prompt_eval_count=300, prompt_cached_count=0), whole) == 300
+
+
+def test_the_falloff_table_says_which_attention_each_ratio_was_measured_with():
+    from sparkctl.core.sweep import Cell, CellResult, CellStats, falloff_table
+
+    def cell(depth: int, tps: float) -> CellResult:
+        return CellResult(Cell("8b-shape", "prose", depth, 1), CellStats(requests=3, decode_tps_per_request_median=tps))
+
+    identity = {"8b-shape": {"engine.flash_attn": "on", "engine.kv_cache_type": "f16", "engine.runner_build": "b11434"}}
+    table = falloff_table([cell(0, 200.0), cell(32768, 120.0)], identity, gpu="NVIDIA H200").splitlines()
+    ours = next(line for line in table if line.startswith("| sparkctl"))
+    assert ours == ("| sparkctl | 8b-shape (prose) | NVIDIA H200 | b11434 | on | f16 | 200.0 | 120.0 @ d32768 | "
+                    "0.600 |")
+    refs = [line for line in table if line.startswith("| llama.cpp")]
+    assert [r.rsplit("|", 2)[1].strip() for r in refs] == ["0.712", "0.506"]  # 59.85/84.10, 30.80/60.92

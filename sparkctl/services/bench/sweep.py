@@ -101,6 +101,8 @@ class SweepResult:
     slo: Slo | None = None
     num_parallel: str = ""
     lane_restore: LaneRestore | None = None
+    identity: dict[str, dict[str, str]] = field(default_factory=dict)  # per model: engine.* tags (runner, build, flash attention)
+    gpu: str = ""  # the GPU's name, as the host probe read it
 
     @property
     def results(self) -> list[CellResult]:
@@ -429,6 +431,8 @@ class SweepRunner:
         except Exception as exc:
             lane_restore = LaneRestore(failed=[f"lane restore not possible: {exc}"])
         self.result.lane_restore = lane_restore
+        self.result.identity = dict(base._identity)
+        self.result.gpu = base.host_facts.get("gpu.name", "")
         for failure in lane_restore.failed:
             self.sink(Notice(f"ERROR: lane model not restored: {failure}"))
         for c in self.result.cells:
