@@ -77,8 +77,9 @@ class SpecCounts:
 
 def summary(per_rep: list[SpecCounts | None], run_total: SpecCounts | None = None) -> dict[str, float]:
     """Run-level metrics: the repetitions' acceptance (median, min, max, CV in percent)
-    beside the run's pooled totals (all drafted and accepted tokens added up, or the
-    engine's counters differenced around the whole run when given)."""
+    beside the run's pooled totals (`*_total`: all drafted and accepted tokens added up, or
+    the engine's counters differenced around the whole run when given). The per-repetition
+    series (step_metrics) keep the names without a suffix: MLflow keeps one history per key."""
     reps = [c for c in per_rep if c is not None and not c.empty]
     out: dict[str, float] = {}
     pct = summarize(c.acceptance * 100 for c in reps if c.acceptance is not None)
@@ -98,13 +99,13 @@ def summary(per_rep: list[SpecCounts | None], run_total: SpecCounts | None = Non
             total = total.plus(c)
     if total is not None and not total.empty:
         if total.drafted is not None:
-            out["spec_draft_tokens"] = float(total.drafted)
+            out["spec_draft_tokens_total"] = float(total.drafted)
         if total.accepted is not None:
-            out["spec_accepted_tokens"] = float(total.accepted)
+            out["spec_accepted_tokens_total"] = float(total.accepted)
         if total.acceptance is not None:
-            out["spec_acceptance_pct"] = total.acceptance * 100
+            out["spec_acceptance_pct_total"] = total.acceptance * 100
         if total.mean_accepted_length is not None:
-            out["spec_accept_len"] = total.mean_accepted_length
+            out["spec_accept_len_total"] = total.mean_accepted_length
     return out
 
 
@@ -127,14 +128,15 @@ def step_metrics(per_rep: list[SpecCounts | None]) -> dict[str, list[float | Non
 def summary_text(summary: dict) -> str:
     """Speculative decoding in one phrase: pooled acceptance (accepted/drafted), tokens per
     step, and the repetitions' range; "" when the engine reported none."""
-    if "spec_acceptance_pct" not in summary and "spec_accept_len" not in summary:
+    if "spec_acceptance_pct_total" not in summary and "spec_accept_len_total" not in summary:
         return ""
     parts = []
-    if "spec_acceptance_pct" in summary:
-        parts.append(f"acceptance {summary['spec_acceptance_pct']:.1f}% "
-                     f"({int(summary.get('spec_accepted_tokens', 0))}/{int(summary.get('spec_draft_tokens', 0))} drafted)")
-    if "spec_accept_len" in summary:
-        parts.append(f"{summary['spec_accept_len']:.2f} tokens per step")
+    if "spec_acceptance_pct_total" in summary:
+        parts.append(f"acceptance {summary['spec_acceptance_pct_total']:.1f}% "
+                     f"({int(summary.get('spec_accepted_tokens_total', 0))}/"
+                     f"{int(summary.get('spec_draft_tokens_total', 0))} drafted)")
+    if "spec_accept_len_total" in summary:
+        parts.append(f"{summary['spec_accept_len_total']:.2f} tokens per step")
     if "spec_acceptance_pct_min" in summary:
         parts.append(f"per repetition {summary['spec_acceptance_pct_min']:.1f}-{summary['spec_acceptance_pct_max']:.1f}%")
     return "speculative decoding " + ", ".join(parts)

@@ -311,8 +311,8 @@ def matrix_text(results: Sequence[CellResult], slo: Slo | None = None) -> str:
             txt = f"{_n(s.decode_tps_per_request_median)}/{_n(s.throughput_tps)}"
             if slo is not None and s.goodput_pct is not None:
                 txt += f" {s.goodput_pct:.0f}%"
-            if s.extra.get("spec_acceptance_pct") is not None:
-                txt += f" a{s.extra['spec_acceptance_pct']:.0f}%"
+            if s.extra.get("spec_acceptance_pct_total") is not None:
+                txt += f" a{s.extra['spec_acceptance_pct_total']:.0f}%"
             if s.dnf:
                 txt += " DNF"
             cells.append(f"{txt:>{width}}")
@@ -331,12 +331,12 @@ def acceptance_by_profile(results: Sequence[CellResult]) -> dict[tuple[str, str]
     structured output (JSON, code) drafts better than prose, and this is where it shows."""
     groups: dict[tuple[str, str], list[CellResult]] = {}
     for r in results:
-        if r.stats.extra.get("spec_acceptance_pct") is not None:
+        if r.stats.extra.get("spec_acceptance_pct_total") is not None:
             groups.setdefault((r.cell.model, r.cell.profile), []).append(r)
     out = {}
     for key, rs in groups.items():
-        accs = [r.stats.extra["spec_acceptance_pct"] for r in rs]
-        lens = [r.stats.extra["spec_accept_len"] for r in rs if r.stats.extra.get("spec_accept_len") is not None]
+        accs = [r.stats.extra["spec_acceptance_pct_total"] for r in rs]
+        lens = [r.stats.extra["spec_accept_len_total"] for r in rs if r.stats.extra.get("spec_accept_len_total") is not None]
         out[key] = (statistics.median(accs), statistics.median(lens) if lens else None)
     return out
 
@@ -358,7 +358,7 @@ def result_from_record(params: dict, tags: dict, metrics: dict, run_id: str | No
     st = CellStats(**{k: (int(v) if k in ("requests", "dnf", "queued") else float(v))
                       for k, v in metrics.items() if k in known and v is not None})
     st.extra = {k: float(v) for k, v in metrics.items()
-                if k in ("roofline_aggregate_pct", "spec_acceptance_pct", "spec_accept_len") and v is not None}
+                if k in ("roofline_aggregate_pct", "spec_acceptance_pct_total", "spec_accept_len_total") and v is not None}
     cell = Cell(params.get("model", tags.get("model.name", "")), tags["sweep.profile"], int(tags["sweep.depth"]),
                 int(tags["sweep.concurrency"]))
     depth = metrics.get("depth_tokens_measured")

@@ -118,12 +118,12 @@ def test_speculative_decoding_acceptance_is_recorded_from_the_engine(bench):
     s = run.summary
     drafted = sum(f["timings"]["draft_n"] for f in finals)
     accepted = sum(f["timings"]["draft_n_accepted"] for f in finals)
-    assert s["spec_draft_tokens"] == drafted and s["spec_accepted_tokens"] == accepted
+    assert s["spec_draft_tokens_total"] == drafted and s["spec_accepted_tokens_total"] == accepted
     # greedy decoding with the model as its own draft: acceptance near 100%
-    assert s["spec_acceptance_pct"] >= 90.0 and s["spec_acceptance_pct_min"] >= 90.0
+    assert s["spec_acceptance_pct_total"] >= 90.0 and s["spec_acceptance_pct_min"] >= 90.0
     # every step emits its accepted draft tokens and one of the target's own
     tokens = sum(r.eval_count for r in run.reps)
-    assert s["spec_accept_len"] == pytest.approx(tokens / (tokens - accepted))
+    assert s["spec_accept_len_total"] == pytest.approx(tokens / (tokens - accepted))
     assert record.tags["spec.source"].startswith("llama-server timings") and record.tags["spec.active"] == "true"
     assert record.step_metrics["spec_acceptance_pct"] == [r.spec.acceptance * 100 for r in run.reps]
     # the live view showed the first repetition's acceptance beside decode tok/s during the second

@@ -50,14 +50,17 @@ async def test_vllm_counters_are_differenced_per_repetition(mlflow_store, tmp_pa
         server.stop()
     assert [r.spec.acceptance for r in run.reps] == [pytest.approx(0.75, abs=0.05)] * 4
     # every request's drafts are counted once, the measured ones in the run's totals
-    assert run.summary["spec_draft_tokens"] < drafted and run.summary["spec_accepted_tokens"] < accepted
-    assert run.summary["spec_acceptance_pct"] == pytest.approx(75.0, abs=5.0)
+    assert run.summary["spec_draft_tokens_total"] < drafted and run.summary["spec_accepted_tokens_total"] < accepted
+    assert run.summary["spec_acceptance_pct_total"] == pytest.approx(75.0, abs=5.0)
     # vLLM's convention: 1 + accepted / drafts (3 tokens drafted per step here)
-    assert run.summary["spec_accept_len"] == pytest.approx(1 + 0.75 * 3, abs=0.2)
+    assert run.summary["spec_accept_len_total"] == pytest.approx(1 + 0.75 * 3, abs=0.2)
     (landed,) = mlflow_store.search_runs()
     assert landed["tags"]["spec.source"].startswith("vLLM /metrics counters")
     assert landed["tags"]["engine.kv_cache_type"] == "fp8"  # from vllm:cache_config_info
-    assert len(mlflow_store.metric_history(landed["run_id"], "spec_acceptance_pct")) == 4
+    # one value per repetition: the run's pooled figure is kept under its own key
+    assert mlflow_store.metric_history(landed["run_id"], "spec_acceptance_pct") == \
+        [pytest.approx(r.spec.acceptance * 100) for r in run.reps]
+    assert landed["metrics"]["spec_acceptance_pct_total"] == pytest.approx(run.summary["spec_acceptance_pct_total"])
 
 
 async def test_sglang_accept_length_is_recorded_as_server_wide(mlflow_store, tmp_path):  # noqa: F811

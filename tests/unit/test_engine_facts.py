@@ -60,7 +60,7 @@ def test_speculative_figures_follow_each_engines_convention():
     # SGLang: its own accept length, no counts
     assert SpecCounts(accept_length=3.2).mean_accepted_length == 3.2 and SpecCounts(accept_length=3.2).acceptance is None
     s = summary([SpecCounts(10, 9, tokens=20), SpecCounts(10, 7, tokens=20), None])
-    assert s["spec_draft_tokens"] == 20 and s["spec_accepted_tokens"] == 16 and s["spec_acceptance_pct"] == 80.0
+    assert s["spec_draft_tokens_total"] == 20 and s["spec_accepted_tokens_total"] == 16 and s["spec_acceptance_pct_total"] == 80.0
     assert s["spec_acceptance_pct_median"] == 80.0 and (s["spec_acceptance_pct_min"], s["spec_acceptance_pct_max"]) == (70, 90)
     assert summary([None, SpecCounts()]) == {}
 

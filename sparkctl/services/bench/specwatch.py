@@ -57,6 +57,6 @@ class SpecWatch:
         source = getattr(self.engine, "spec_source", "") or "none"
         reported = any(k.startswith("spec_") for k in summary)
         tags["spec.source"] = source if reported else f"none reported ({source})" if source != "none" else "none"
-        tags["spec.active"] = "true" if (summary.get("spec_draft_tokens") or summary.get("spec_accept_len")) \
+        tags["spec.active"] = "true" if (summary.get("spec_draft_tokens_total") or summary.get("spec_accept_len_total")) \
             else "false"
         return tags

@@ -50,7 +50,7 @@ _FORMAT: contextvars.ContextVar[Any] = contextvars.ContextVar("sweep_format", de
 
 CALIBRATION_CHARS = 6000  # ~1.5k tokens of depth text: enough to measure chars per token
 QUEUED_FLAG = "queued:"
-SPEC_CELL_KEYS = ("spec_acceptance_pct", "spec_accept_len")  # shown in the matrix, per profile
+SPEC_CELL_KEYS = ("spec_acceptance_pct_total", "spec_accept_len_total")  # shown in the matrix, per profile
 
 
 class _TimedEngine:

@@ -220,7 +220,7 @@ def row_from_run(run: dict[str, Any]) -> RunRow:
         decode_tps_min=_metric(metrics, "decode_tps_min"),
         decode_tps_max=_metric(metrics, "decode_tps_max"),
         resident_gib=_metric(metrics, "resident_gib"),
-        spec_acceptance_pct=_metric(metrics, "spec_acceptance_pct"),
+        spec_acceptance_pct=_metric(metrics, "spec_acceptance_pct_total"),
         engine_identity=engine_identity.compact(tags),
     )
 

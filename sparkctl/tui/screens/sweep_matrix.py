@@ -53,7 +53,7 @@ def cell_lines(r: CellResult | None, best: float | None, with_goodput: bool,
         out.append((("good " + _f(s.goodput_pct, ".0f") + ("%" if s.goodput_pct is not None else "")).rjust(CELL_W),
                     "green" if (s.goodput_pct or 0) >= 90 else "yellow"))
     if with_acceptance:
-        acc = s.extra.get("spec_acceptance_pct")
+        acc = s.extra.get("spec_acceptance_pct_total")
         out.append((("acc " + _f(acc, ".0f") + ("%" if acc is not None else "")).rjust(CELL_W)[:CELL_W], "cyan"))
     return out
 
@@ -65,7 +65,7 @@ def render_matrix(view: SweepView, width: int) -> Text:
     if not cols:
         return Text(f"sweep {view.sweep_id}: no cell runs recorded", style="yellow")
     with_goodput = any(r.stats.goodput_pct is not None for r in view.results)
-    with_acceptance = any(r.stats.extra.get("spec_acceptance_pct") is not None for r in view.results)
+    with_acceptance = any(r.stats.extra.get("spec_acceptance_pct_total") is not None for r in view.results)
     many_profiles = len({c[0] for c in cols}) > 1
     label_w = min(max(len(m) for m in models), max(8, width // 4), 28)
     per_block = max(1, (width - label_w) // (CELL_W + 1))
