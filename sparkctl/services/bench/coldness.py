@@ -27,7 +27,8 @@ but times only what it evaluated) comes out inflated (+57% for a 100-token heade
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+import os
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -84,13 +85,10 @@ def cold_request(body: str, nonce: str, k: int, where: str, system: str) -> tupl
     return marked + body, None, marked
 
 
-def common_prefix(a: tuple[int, ...] | list[int], b: tuple[int, ...] | list[int]) -> int:
-    n = 0
-    for x, y in zip(a, b):
-        if x != y:
-            break
-        n += 1
-    return n
+def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
+    """How many leading token ids two prompts share (os.path.commonprefix compares any
+    sequences element by element, not only paths)."""
+    return len(os.path.commonprefix([list(a), list(b)]))
 
 
 def evaluated_tokens(done: DoneEvent, opening: Opening | None) -> int:
