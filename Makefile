@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 
-.PHONY: run test venv bench clean llama browser
+.PHONY: run test venv bench clean llama browser debs
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -37,7 +37,23 @@ browser:
 	    echo "warning: chromium could not be installed" >&2; \
 	  else echo "warning: chromium is not installed (apt-get install chromium); the browser test needs it" >&2; fi; }
 
-test: $(STAMP) llama browser
+# Debian's openssh-server (the fleet tests start their own sshd on loopback ports; the
+# system's sshd service is never started) and postgresql (the team-server test starts a
+# private cluster in /tmp): installed where this user may install packages; in CI a
+# missing one fails its tests rather than skipping them.
+DEBS := openssh-server:/usr/sbin/sshd postgresql:/usr/lib/postgresql
+debs:
+	@for pair in $(DEBS); do pkg=$${pair%%:*}; path=$${pair#*:}; \
+	  test -e "$$path" && continue; \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    echo "installing Debian's $$pkg for its tests" >&2; \
+	    DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $$pkg >/dev/null 2>&1 || \
+	    { DEBIAN_FRONTEND=noninteractive apt-get update -q >/dev/null 2>&1 && \
+	      DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $$pkg >/dev/null 2>&1; } || \
+	    echo "warning: $$pkg could not be installed" >&2; \
+	  else echo "warning: $$pkg is not installed (apt-get install $$pkg); its tests need it" >&2; fi; done
+
+test: $(STAMP) llama browser debs
 	$(PY) -m pytest -q $(PYTEST_ARGS)
 
 bench: $(STAMP)

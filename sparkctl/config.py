@@ -58,6 +58,30 @@ class NamedEngineConfig:
 
 
 @dataclass(frozen=True)
+class HostConfig:
+    """Another sparkctl host the fleet view reads over ssh: [hosts.NAME]."""
+
+    name: str
+    ssh: str = ""  # ssh destination ("user@spark-01", an alias of the ssh config); "" = the name
+    engine: str = ""  # the engine URL as seen from that host ("" = that host's own config)
+    sparkctl: str = ""  # the command there ("" = [fleet] sparkctl)
+    lanes: dict[str, str] = field(default_factory=dict)  # what it should serve, over its own [lanes]
+
+    @property
+    def destination(self) -> str:
+        return self.ssh or self.name
+
+
+@dataclass(frozen=True)
+class FleetConfig:
+    refresh_s: float = 5.0  # the fleet screen asks every host again this often
+    timeout_s: float = 10.0  # per host: ssh and `sparkctl status --json` together
+    sparkctl: str = "sparkctl"  # the command on every host (a host's own `sparkctl` key wins)
+    ssh_config: str = ""  # an ssh config file for ssh -F ("" = ssh's own, ~/.ssh/config)
+    ssh_hosts: str = ""  # a glob of Host names in that ssh config to add as hosts ("spark-*")
+
+
+@dataclass(frozen=True)
 class BudgetConfig:
     reserve_gib: float = 8.0
     warn_gib: float = 16.0
@@ -133,6 +157,8 @@ class Config:
     bench: BenchConfig = BenchConfig()
     eval: EvalConfig = EvalConfig()
     engines: dict[str, NamedEngineConfig] = field(default_factory=dict)
+    fleet: FleetConfig = FleetConfig()
+    hosts: dict[str, HostConfig] = field(default_factory=dict)
     source: str = "built-in defaults"
     # [lanes] on_change: a shell command run after a promotion or rollback ("" = none).
     # A reserved key of [lanes], so no lane can be named "on_change".
@@ -265,6 +291,16 @@ SECTIONS: dict[str, tuple[type, dict[str, Check]]] = {
             "suites_dir": _string(),
         },
     ),
+    "fleet": (
+        FleetConfig,
+        {
+            "refresh_s": _number(1),
+            "timeout_s": _number(0, exclusive=True),
+            "sparkctl": _string(pattern=r"\S+", what="a command without spaces"),
+            "ssh_config": _string(),
+            "ssh_hosts": _string(),
+        },
+    ),
 }
 
 NAMED_ENGINE_KEYS: dict[str, Check] = {
@@ -273,6 +309,50 @@ NAMED_ENGINE_KEYS: dict[str, Check] = {
     "model": _string(),
     "timeout_s": _number(0, exclusive=True),
 }
+
+
+# an ssh destination ([user@]host, an alias): never an option ("-oProxyCommand=...") or two words
+_SSH_DEST = r"[A-Za-z0-9_.@\[\]:%+][A-Za-z0-9_.@\[\]:%+\-]*"
+
+HOST_KEYS: dict[str, Check] = {
+    "ssh": _string(pattern=_SSH_DEST, what="an ssh destination like alice@spark-01 (no spaces, not starting with '-')"),
+    "engine": _string(pattern=_URL, what="a URL like http://127.0.0.1:11434"),
+    "sparkctl": _string(pattern=r"\S+", what="a command without spaces"),
+}
+
+
+def _hosts(table: Any, origin: str, text: str) -> dict[str, HostConfig]:
+    """[hosts.NAME] tables: ssh, engine, sparkctl, and a [hosts.NAME.lanes] table."""
+    out: dict[str, HostConfig] = {}
+    for hname, body in (table or {}).items():
+        section = f"hosts.{hname}"
+        if not re.fullmatch(r"[A-Za-z0-9_.\-]+", hname) or hname.startswith("-"):
+            raise _fail(origin, text, section, None, "expected a host name of letters, digits, '.', '-' or '_'")
+        if not isinstance(body, dict):
+            raise _fail(origin, text, "hosts", hname, f"expected a table, got {_describe(body)}")
+        values: dict[str, Any] = {}
+        for key, value in body.items():
+            if key == "lanes":
+                if not isinstance(value, dict):
+                    raise _fail(origin, text, section, key, f"expected a table of lane = model, got {_describe(value)}")
+                for lane, model in value.items():
+                    if not isinstance(model, str) or not model.strip():
+                        raise _fail(origin, text, f"{section}.lanes", lane, f"expected a model name, got {_describe(model)}")
+                    try:
+                        validate_model_name(model.strip())
+                    except InvalidModelName as exc:
+                        raise _fail(origin, text, f"{section}.lanes", lane, str(exc)) from None
+                values["lanes"] = {lane: m.strip() for lane, m in value.items()}
+                continue
+            if key not in HOST_KEYS:
+                raise _fail(origin, text, section, key,
+                            "unknown key; expected one of " + ", ".join(sorted([*HOST_KEYS, "lanes"])))
+            expected = HOST_KEYS[key](value)
+            if expected:
+                raise _fail(origin, text, section, key, f"expected {expected}, got {_describe(value)}")
+            values[key] = value
+        out[hname] = HostConfig(name=hname, **values)
+    return out
 
 
 # Keys of [lanes] that are settings, not lane names.
@@ -379,7 +459,7 @@ def parse_config(text: str, origin: str = "<config>", env: dict[str, str] | None
         at = f"{origin}:{m.group(1)}:{m.group(2)}" if m else origin
         raise ConfigError(f"{at}: invalid TOML: {msg}") from None
 
-    known = set(SECTIONS) | {"lanes", "engines"}
+    known = set(SECTIONS) | {"lanes", "engines", "hosts"}
     for name, value in raw.items():
         if name not in known:
             line = _line_of(text, name, None)
@@ -443,10 +523,12 @@ def parse_config(text: str, origin: str = "<config>", env: dict[str, str] | None
             raise _fail(origin, text, section, None, "missing key url (the server's base URL)")
         engines[ename] = NamedEngineConfig(name=ename, **table)
 
+    hosts = _hosts(raw.get("hosts"), origin, text)
+
     sources = {f"{name}.{key}": origin for name in SECTIONS for key in raw.get(name, {})}
     sources.update({f"lanes.{key}": origin for key in raw.get("lanes", {})})
     sources.update({f"engines.{e}.{key}": origin for e, t in raw.get("engines", {}).items() for key in t})
-    cfg = Config(**built, lanes=lanes, engines=engines, source=origin, lanes_on_change=on_change.strip(),
+    cfg = Config(**built, lanes=lanes, engines=engines, hosts=hosts, source=origin, lanes_on_change=on_change.strip(),
                  sources=sources)
 
     if cfg.budget.warn_gib < cfg.budget.reserve_gib:
@@ -584,6 +666,8 @@ def to_toml_dict(cfg: Config) -> dict[str, Any]:
         out["engines"] = {
             n: {k: v for k, v in vars(e).items() if k != "name"} for n, e in cfg.engines.items()
         }
+    if cfg.hosts:
+        out["hosts"] = {n: {k: v for k, v in vars(h).items() if k != "name" and v} for n, h in cfg.hosts.items()}
     return out
 
 

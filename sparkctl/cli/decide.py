@@ -18,6 +18,8 @@ def register(sub) -> None:
     c.add_argument("--community", action="store_true",
                    help="also show imported community figures (sparkctl import) of each model at the same depth, "
                         "apart from the comparison")
+    c.add_argument("--any-hardware", action="store_true",
+                   help="also compare runs from hosts of another hardware class (GPU, memory, driver)")
     c.add_argument("--json", action="store_true", help="one JSON object (keys in docs/runs.md)")
     c.set_defaults(handler=cmd_compare)
 
@@ -49,7 +51,8 @@ def cmd_compare(args, cfg) -> int:
     if len(models) < 2 or any(not m for m in models):
         raise CliError("compare needs at least two different models", EXIT_BAD_INPUT)
     try:
-        cmp = compare_models(_store(cfg), models, any_engine=args.any_engine, lanes=cfg.lanes)
+        cmp = compare_models(_store(cfg), models, any_engine=args.any_engine, lanes=cfg.lanes,
+                             any_hardware=args.any_hardware)
     except NothingToCompare as exc:
         raise CliError(str(exc), EXIT_REFUSED) from None
     except TrackingError as exc:

@@ -20,6 +20,9 @@ def register(sub) -> None:
     r.add_argument("--engine-version", metavar="V", help="runs on this engine version only (exact)")
     r.add_argument("--kind", choices=("bench", "eval", "promotion", "import"),
                    help="bench, eval, promotion (lane change) or import (a community result) runs only")
+    r.add_argument("--host", metavar="H", help="runs of this host only (its hostname, as `runs` shows it)")
+    r.add_argument("--by-host", action="store_true",
+                   help="group by host: one table per host (JSON: an object of host -> runs)")
     r.add_argument("--since", metavar="DATE", help="runs started at or after DATE: YYYY-MM-DD (local midnight) or ISO 8601")
     r.add_argument("-n", "--limit", type=int, default=DEFAULT_N, metavar="N",
                    help=f"at most N runs (default {DEFAULT_N})")
@@ -92,6 +95,14 @@ def render_csv(rows) -> str:
     return buf.getvalue()
 
 
+def by_host(rows) -> dict:
+    """Rows grouped by host, hosts in name order, each group in the order the rows came."""
+    groups: dict = {}
+    for r in rows:
+        groups.setdefault(r.host, []).append(r)
+    return {host: groups[host] for host in sorted(groups)}
+
+
 def cmd_runs(args, cfg) -> int:
     import json
 
@@ -104,6 +115,8 @@ def cmd_runs(args, cfg) -> int:
         raise CliError(f"-n must be >= 1, got {args.limit}", EXIT_BAD_INPUT)
     if args.model is not None and not args.model.strip():
         raise CliError("--model must not be empty", EXIT_BAD_INPUT)
+    if args.host is not None and not args.host.strip():
+        raise CliError("--host must not be empty", EXIT_BAD_INPUT)
     since_ms = None
     if args.since is not None:
         try:
@@ -113,14 +126,19 @@ def cmd_runs(args, cfg) -> int:
     _spool, store = make_spool_and_store(cfg)
     try:
         rows = list_runs(store, model=args.model, engine_version=args.engine_version, kind=args.kind,
-                         since_ms=since_ms, limit=args.limit)
+                         since_ms=since_ms, limit=args.limit, host=args.host)
     except TrackingError as exc:
         # TrackingError redacts its own message; redacting again costs nothing and keeps
         # this line safe whatever raised it
         code = EXIT_UNREACHABLE if exc.unreachable else EXIT_ENGINE_ERROR
         raise CliError(redact_text(str(exc)), code) from None
+    groups = by_host(rows) if args.by_host else None
     if args.json:
-        print(json.dumps([r.to_dict() for r in rows], indent=2))
+        print(json.dumps([r.to_dict() for r in rows] if groups is None else
+                         {host: [r.to_dict() for r in group] for host, group in groups.items()}, indent=2))
+    elif groups is not None and not args.csv and rows:
+        print("\n\n".join(f"{host or '(no host)'} · {len(group)} run(s)\n{render_table(group)}"
+                           for host, group in groups.items()))
     elif args.csv:
         sys.stdout.write(render_csv(rows))
     elif not rows:

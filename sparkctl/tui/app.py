@@ -42,7 +42,7 @@ class SparkApp(App):
     # The Models and Bench screens (and the services behind them) are imported when first
     # opened: ~0.15 s that the first frame does not need.
     MODES = {"dashboard": DashboardScreen, "models": lambda: _models_screen(), "bench": lambda: _bench_screen(),
-             "runs": lambda: _runs_screen(), "eval": lambda: _eval_screen()}
+             "runs": lambda: _runs_screen(), "eval": lambda: _eval_screen(), "fleet": lambda: _fleet_screen()}
     DEFAULT_MODE = "dashboard"
     # screens get -short under 32 rows (app.tcss lets the dashboard's history give way)
     VERTICAL_BREAKPOINTS = [(0, "-short"), (32, "-tall")]
@@ -59,6 +59,7 @@ class SparkApp(App):
         Binding("question_mark", "help", "Help", show=False),
         Binding("y", "sync", "Sync runs", show=False),
         Binding("o", "show_config", "Config", show=False),
+        Binding("F", "switch_mode('fleet')", "Fleet", show=False),
     ]
 
     # a var, not a reactive: setting it must not repaint the whole screen twice a second
@@ -444,6 +445,12 @@ def _eval_screen():
     from sparkctl.tui.screens.eval import EvalScreen
 
     return EvalScreen()
+
+
+def _fleet_screen():
+    from sparkctl.tui.screens.fleet import FleetScreen
+
+    return FleetScreen()
 
 
 def make_app(

@@ -23,6 +23,7 @@ SCREENS = {
     "bench": ("Bench", "benchmark a model live, every run recorded in MLflow (b)"),
     "runs": ("Runs", "past bench and eval runs: filter, compare, chart, promote (h)"),
     "eval": ("Eval", "quality suites (GSM8K, IFEval) on one or more models (e)"),
+    "fleet": ("Fleet", "every [hosts.NAME] over ssh: memory, models, engine, GPU, warnings (F)"),
     "config": ("Config", "each config value and the file it came from"),
 }
 
@@ -137,6 +138,7 @@ def _runs_commands(app) -> Iterator[Command]:
         ("Runs: reload", "reload", "read the runs again from MLflow (r)"),
         ("Runs: filter", "focus_filter", "filter runs by model, engine, status... (/)"),
         ("Runs: sort", "next_sort", "sort by the next column (s)"),
+        ("Runs: group by host", "group_hosts", "one block of rows per host; again to ungroup (g)"),
         ("Runs: compare marked", "compare", "head-to-head of the models marked with space (v)"),
         ("Runs: chart a model", "chart", "decode runs of the selected model across engine versions (c)"),
         ("Runs: promote", "promote", "promote the selected run's model to a lane, after its evidence (P)"),

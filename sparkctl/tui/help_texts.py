@@ -79,6 +79,26 @@ for IFEval) on the final answer, never the thinking.
 - Accuracy over all items (DNF = not passed) with its 95% Wilson interval; the same over
   answered items only is in the results table and MLflow.
 """,
+    "FleetScreen": """\
+**Fleet**: one row per host (`[hosts.NAME]`, or `[fleet] ssh_hosts` names from the ssh
+config), each read with the system's `ssh` running `sparkctl status --json` there, every
+`[fleet] refresh_s`, one ssh session per host at a time, at most `[fleet] timeout_s` each.
+
+- *State*: live; engine-down / engine-error (the host answered, its engine did not);
+  unreachable, with why: ssh's own error, sparkctl missing there, too old, no answer in time.
+- *Memory*: available / total, and the headroom above that host's reserve.
+- *Models*: resident models with their lane (the host's `[lanes]`, or `[hosts.NAME.lanes]`)
+  and any CPU share; *Warnings*: lanes not resident, lanes spilled off the GPU, the engine
+  changed since a lane's last bench (from the tracking store), an older sparkctl there.
+- *Seen*: "now", or the age of the last known state of a host that does not answer.
+- Enter opens that host's dashboard, read-only.
+""",
+    "HostDashboardScreen": """\
+**A host's dashboard, read-only**: what that host's own `sparkctl status --json` says
+(budget, resident models, engine, GPU, pressure), refreshed by the fleet every
+`[fleet] refresh_s`. The histories start when the view opens. Nothing here changes the host:
+ssh in and run `sparkctl` there to act.
+""",
 }
 
 

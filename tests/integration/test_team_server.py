@@ -33,12 +33,18 @@ EXPERIMENT = "team-bench"
 
 
 class MlflowServer:
-    def __init__(self, db: Path, artifacts: Path) -> None:
+    """`mlflow server` on a loopback port over the SQLite file ``db``, or over
+    ``backend_uri`` (PostgreSQL: tests/integration/test_team_postgres.py) with ``env``."""
+
+    def __init__(self, db: Path, artifacts: Path, backend_uri: str | None = None,
+                 env: dict[str, str] | None = None) -> None:
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
             self.port = s.getsockname()[1]
         self.url = f"http://127.0.0.1:{self.port}"
         self.db, self.artifacts = db, artifacts
+        self.backend_uri = backend_uri or f"sqlite:///{db}"
+        self.env = env or {}
         self.proc: subprocess.Popen | None = None
         self.log = db.with_suffix(".log")
 
@@ -46,10 +52,10 @@ class MlflowServer:
         mlflow = Path(sys.executable).with_name("mlflow")
         with open(self.log, "ab") as out:
             self.proc = subprocess.Popen(
-                [str(mlflow), "server", "--backend-store-uri", f"sqlite:///{self.db}", "--artifacts-destination",
+                [str(mlflow), "server", "--backend-store-uri", self.backend_uri, "--artifacts-destination",
                  str(self.artifacts), "--host", "127.0.0.1", "--port", str(self.port), "--workers", "1"],
                 stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
-                env={**os.environ, "MLFLOW_DISABLE_TELEMETRY": "true"})
+                env={**os.environ, "MLFLOW_DISABLE_TELEMETRY": "true", **self.env})
         deadline = time.monotonic() + 90
         while True:
             try:

@@ -56,6 +56,7 @@ class ModelSide:
         out.update({
             "run_id": r.run_id, "runs": len(self.values.get("decode_tps", [])),
             "engine_kind": r.engine_kind, "engine_version": r.engine_version, "host": r.host,
+            "hardware": r.hardware.label,
             "decode_tps_median": r.decode_tps_median, "decode_tps_cv_pct": r.decode_tps_cv_pct,
             "ttft_s_median": r.ttft_s_median, "prefill_tps_median": r.prefill_tps_median,
             "joules_per_token": r.joules_per_token, "roofline_pct": r.roofline_pct,
@@ -109,18 +110,21 @@ def _values(store, run_id: str) -> dict[str, list[float]]:
 
 
 def compare_models(store, models: list[str], *, any_engine: bool = False, lanes: dict[str, str] | None = None,
-                   experiment: str | None = None) -> Comparison:
-    """The newest usable run of each model, on the engine of the first model's newest usable
-    run (unless `any_engine`), and each later model against the first."""
+                   experiment: str | None = None, any_hardware: bool = False) -> Comparison:
+    """The newest usable run of each model, on the engine and the hardware class (GPU,
+    memory, driver) of the first model's newest usable run (unless `any_engine`,
+    `any_hardware`), and each later model against the first."""
     candidates: dict[str, list[RunRow]] = {}
+    notes: list[str] = []
     for m in models:
         rows = [r for r in list_runs(store, model=m, limit=HISTORY, experiment=experiment) if usable(r)]
         if not rows:
             raise NothingToCompare(f"no finished, valid bench run of {m} in the store")
         candidates[m] = rows
+    if not any_hardware:
+        _same_hardware(candidates, models, notes)
     first = candidates[models[0]][0]
     engine = {"kind": first.engine_kind, "version": first.engine_version}
-    notes: list[str] = []
     lane_of = {model_key(v): k for k, v in (lanes or {}).items()}
     sides = []
     for m in models:
@@ -146,6 +150,7 @@ def compare_models(store, models: list[str], *, any_engine: bool = False, lanes:
     if any_engine and len({(s.run.engine_kind, s.run.engine_version) for s in sides}) > 1:
         notes.append("runs on different engines are compared (--any-engine): an engine change alone can "
                      "move these numbers")
+    _say_hosts(sides, notes)
     base = sides[0]
     if any(settings_of(s.run) != settings_of(base.run) for s in sides[1:]):
         notes.append("the runs differ in prompt, num_ctx, num_predict or cache policy: not like for like")
@@ -162,6 +167,35 @@ def compare_models(store, models: list[str], *, any_engine: bool = False, lanes:
     return Comparison(engine if not any_engine else {"kind": "mixed" if len(
         {(s.run.engine_kind, s.run.engine_version) for s in sides}) > 1 else first.engine_kind,
         "version": first.engine_version}, sides, diffs, notes, quality)
+
+
+def _same_hardware(candidates: dict[str, list[RunRow]], models: list[str], notes: list[str]) -> None:
+    """Keep each model's runs on the first model's newest run's hardware class; say what
+    was left out, refuse a model that has none there."""
+    hw = candidates[models[0]][0].hardware
+    for m in models:
+        rows = candidates[m]
+        same = [r for r in rows if r.hardware == hw]
+        if not same:
+            newest = rows[0]
+            raise NothingToCompare(
+                f"no run of {m} on {hw.label} (its newest ran on {newest.host or '?'}: {newest.hardware.label}); "
+                "bench it on such a host, or use --any-hardware")
+        if len(same) < len(rows):
+            others = sorted({f"{r.host or '?'} ({r.hardware.label})" for r in rows if r.hardware != hw})
+            notes.append(f"{m}: runs on other hardware left out: {', '.join(others)}")
+        candidates[m] = same
+
+
+def _say_hosts(sides: list[ModelSide], notes: list[str]) -> None:
+    hosts = sorted({s.run.host or "?" for s in sides})
+    classes = {s.run.hardware for s in sides}
+    if len(classes) > 1:
+        notes.append("runs on different hardware are compared (--any-hardware): "
+                     + "; ".join(f"{s.model} on {s.run.host or '?'} ({s.run.hardware.label})" for s in sides))
+    elif len(hosts) > 1:
+        notes.append(f"runs from different hosts ({', '.join(hosts)}) of one hardware class "
+                     f"({next(iter(classes)).label})")
 
 
 def _quality(store, sides: list[ModelSide], engine: tuple[str, str] | None, notes: list[str],

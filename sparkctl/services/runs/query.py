@@ -38,6 +38,7 @@ from sparkctl.services.runs.rows import (
     KIND_BENCH,
     RUN_KINDS,
     TAG_ENGINE_VERSION,
+    TAG_HOST,
     TAG_KIND,
     TAG_MODEL,
     RunRow,
@@ -91,6 +92,7 @@ def build_filters(
     engine_version: str | None = None,
     kind: str | None = None,
     since_ms: int | None = None,
+    host: str | None = None,
 ) -> tuple[list[str], Callable[[RunRow], bool] | None]:
     """(MLflow filter strings, a check for what they cannot select exactly, or None).
 
@@ -115,6 +117,13 @@ def build_filters(
             clauses.append(f"{_tag(TAG_KIND)} = {quote(kind)}")
     if since_ms is not None:
         clauses.append(f"attributes.start_time >= {int(since_ms)}")
+    if host is not None and host.strip():
+        name = host.strip()  # the host.name tag: the hostname of the machine that ran it, exactly
+        literal = quote(name)
+        if literal is not None:
+            clauses.append(f"{_tag(TAG_HOST)} = {literal}")
+        else:
+            checks.append(lambda row: row.host == name)
     filters = [" AND ".join(clauses)]
     if model is not None and model.strip():
         want = model_key(model)
@@ -138,6 +147,7 @@ def list_runs(
     limit: int = DEFAULT_LIMIT,
     order: str = DEFAULT_ORDER,
     experiment: str | None = None,
+    host: str | None = None,
 ) -> list[RunRow]:
     """The first ``limit`` runs of the store's experiment (or ``experiment``) that match,
     in ``order`` (MLflow's order_by syntax, comma-separated: ``"start_time DESC"``,
@@ -154,7 +164,8 @@ def list_runs(
     limit = int(limit)
     keys = parse_order(order)
     order_by = [part.strip() for part in order.split(",") if part.strip()] or None
-    filters, check = build_filters(model=model, engine_version=engine_version, kind=kind, since_ms=since_ms)
+    filters, check = build_filters(model=model, engine_version=engine_version, kind=kind, since_ms=since_ms,
+                                   host=host)
     found = [_collect(store, f, check, limit, order_by, experiment) for f in filters]
     if len(found) == 1:
         return [row for _, row in found[0]]

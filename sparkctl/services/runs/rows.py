@@ -12,6 +12,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from sparkctl.core import engine_identity
+from sparkctl.core.fleet import HardwareClass
 from sparkctl.core.gpu import is_throttled
 from sparkctl.core.names import model_key
 
@@ -88,11 +89,21 @@ class RunRow:
     resident_gib: float | None = None  # the loaded model's size as the engine reported it
     spec_acceptance_pct: float | None = None  # speculative decoding: accepted / drafted tokens, whole run
     engine_identity: str = ""  # "runner=llama-server; runner_build=b6500; flash_attn=on; kv_cache_type=f16"
+    # the machine it ran on, beyond its name: what makes two hosts' numbers comparable
+    gpu_name: str = ""
+    gpu_driver: str = ""
+    mem_total_gib: float | None = None
 
     @property
     def score(self) -> float | None:
         """The suite's headline accuracy (GSM8K strict, IFEval prompt-level strict)."""
         return self.gsm8k_strict if self.suite == "gsm8k" else self.ifeval_prompt_strict if self.suite == "ifeval" else None
+
+    @property
+    def hardware(self) -> HardwareClass:
+        """GPU, memory (whole GiB) and driver: runs are compared within one class by default."""
+        mem = None if self.mem_total_gib is None else round(self.mem_total_gib)
+        return HardwareClass(self.gpu_name, mem, self.gpu_driver)
 
     @property
     def model_key(self) -> str:
@@ -222,7 +233,17 @@ def row_from_run(run: dict[str, Any]) -> RunRow:
         resident_gib=_metric(metrics, "resident_gib"),
         spec_acceptance_pct=_metric(metrics, "spec_acceptance_pct_total"),
         engine_identity=engine_identity.compact(tags),
+        gpu_name=tags.get("gpu.name", ""),
+        gpu_driver=tags.get("gpu.driver", ""),
+        mem_total_gib=_float_tag(tags, "host.mem_total_gib"),
     )
+
+
+def _float_tag(tags: dict[str, str], key: str) -> float | None:
+    try:
+        return float(tags[key])
+    except (KeyError, ValueError):
+        return None
 
 
 def _int_metric(metrics: dict[str, Any], key: str) -> int | None:

@@ -94,11 +94,19 @@ class DashboardScreen(Screen):
         self.query_one("#engine", Panel).border_title = "Engine"
         self.query_one("#gpu", Panel).border_title = "GPU"
         self.query_one("#pressure", Panel).border_title = "Memory pressure"
+        self._watch_sources()
+
+    def _watch_sources(self) -> None:
+        """This machine's state, as the app samples it (the fleet's read-only view of
+        another host feeds the same widgets from that host's status instead)."""
         self.watch(self.app, "report", self._show_report, init=True)
         self.watch(self.app, "stale_lanes", self._show_drift, init=True)
         if self.app.config.engines:
             self.query_one("#engines", Panel).border_title = "Bench engines"
             self.watch(self.app, "engines_status", self._show_engines, init=True)
+
+    def _engine_down_for(self) -> float | None:
+        return self.app.engine_down_for()
 
     # ---- rendering a report --------------------------------------------------------------
 
@@ -222,7 +230,7 @@ class DashboardScreen(Screen):
             t.append(f"{len(e.resident)} model(s) resident")
         else:
             t.append("● UNREACHABLE", style="bold red")
-            down = self.app.engine_down_for()
+            down = self._engine_down_for()
             if down is not None:
                 t.append(f" for {down:.0f} s")
             t.append(f"\n{e.error}\n", style="red")

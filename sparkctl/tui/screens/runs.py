@@ -103,8 +103,13 @@ def cells(row: RunRow) -> tuple[Cell, ...]:
 
 
 def matches(row: RunRow, needle: str) -> bool:
-    """The filter: a case-insensitive substring of the model or the engine version."""
-    n = needle.strip().lower()
+    """The filter: a case-insensitive substring of the model or the engine version;
+    a word ``host:NAME`` keeps the runs of hosts whose name holds NAME."""
+    words = needle.strip().lower().split()
+    hosts = [w[len("host:"):] for w in words if w.startswith("host:")]
+    if hosts and not any(h in row.host.lower() for h in hosts):
+        return False
+    n = " ".join(w for w in words if not w.startswith("host:"))
     return not n or n in row.model.lower() or n in row.engine_version.lower()
 
 
@@ -310,6 +315,7 @@ class RunsScreen(Screen):
         Binding("R", "regressions", "Regressions", show=False),
         Binding("escape", "leave_filter", "Leave filter", show=False),
         Binding("P", "promote", "Promote", show=False),
+        Binding("g", "group_hosts", "Group by host", show=False),
     ]
 
     def __init__(self, *args, **kwargs) -> None:
@@ -319,6 +325,7 @@ class RunsScreen(Screen):
         self._cells: dict[str, tuple[RunRow, tuple[Cell, ...]]] = {}
         self.shown: list[RunRow] = []
         self.sort_column: str | None = None  # None: as loaded (newest first)
+        self.by_host = False  # g: rows grouped by host (host order, the sort within each)
         self.sort_reverse = False
         self.error: str | None = None
         # not `loading`: that is Textual's own reactive, which hides the screen's widgets
@@ -391,11 +398,22 @@ class RunsScreen(Screen):
         needle = self.query_one("#runs-filter", Input).value
         self.shown = [r for r in self.rows if matches(r, needle)]
         table.clear()
-        for r in self.shown:
+        for r in self._grouped(self.shown) if self.by_host else self.shown:
             table.add_row(*self._cells_of(r), key=r.run_id)
-        if self.sort_column is not None:
+        if self.sort_column is not None and not self.by_host:
             table.sort(self.sort_column, key=_sort_key(self.sort_reverse), reverse=self.sort_reverse)
         self._status()
+
+    def _grouped(self, rows: list[RunRow]) -> list[RunRow]:
+        """Rows by host name, each host's rows in the current sort (newest first unsorted)."""
+        if self.sort_column is not None:
+            i, key = COLUMN_KEYS.index(self.sort_column), _sort_key(self.sort_reverse)
+            rows = sorted(rows, key=lambda r: key(self._cells_of(r)[i]), reverse=self.sort_reverse)
+        return sorted(rows, key=lambda r: r.host.lower())  # stable: the sort holds within a host
+
+    def action_group_hosts(self) -> None:
+        self.by_host = not self.by_host
+        self._fill()
 
     def _status(self) -> None:
         if self.error is not None:
@@ -408,6 +426,8 @@ class RunsScreen(Screen):
         if self.sort_column is not None:
             label = dict((k, lab) for lab, k in COLUMNS)[self.sort_column]
             text += f" · sorted by {label} {'↓' if self.sort_reverse else '↑'}"
+        if self.by_host:
+            text += f" · grouped by host ({len({r.host for r in self.shown})})"
         text += " · Enter details · space mark · c chart · M sweep · / filter · s sort"
         self.query_one("#runs-status", Label).update(text)
 
@@ -435,6 +455,9 @@ class RunsScreen(Screen):
             else:
                 reverse = column in ("date", "decode", "cv", "ttft", "prefill", "jpt", "roofline")
         self.sort_column, self.sort_reverse = column, reverse
+        if self.by_host:
+            self._fill()
+            return
         self.query_one("#runs", DataTable).sort(column, key=_sort_key(reverse), reverse=reverse)
         self._status()
 

@@ -1,0 +1,27 @@
+"""A FAKE older sparkctl, for the fleet tests: `status --json` as sparkctl wrote it before
+the status carried a schema version (schema 1). That is exactly today's output without its
+"schema" key, so this runs today's sparkctl in-process and drops the key; exit codes and
+everything else are today's. Run as `python old_sparkctl.py status --json`."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import sys
+
+from sparkctl.cli import main
+
+if __name__ == "__main__":
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        code = main(sys.argv[1:])
+    text = out.getvalue()
+    try:
+        data = json.loads(text)
+    except ValueError:
+        sys.stdout.write(text)
+    else:
+        data.pop("schema", None)
+        print(json.dumps(data, indent=2))
+    sys.exit(code)
