@@ -381,9 +381,10 @@ class BenchRunner:
             opts["cache_prompt"] = True  # the probes must reuse what they share, to show it
 
         async def send(prompt: str, system: str | None):
-            # no keep_alive: a request without one keeps the runner's session as it is
+            # sent like a repetition (run_rep): the same options and keep-alive, so the
+            # probes change nothing a repetition would not
             done = None
-            async for ev in self.engine.generate(model, prompt, options=opts, keep_alive=None,
+            async for ev in self.engine.generate(model, prompt, options=opts, keep_alive=self.s.keep_alive_wire,
                                                  think=self.think_for(model), **coldness.request_kwargs(system)):
                 if isinstance(ev, DoneEvent):
                     done = ev
