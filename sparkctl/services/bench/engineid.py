@@ -31,6 +31,8 @@ async def read_identity(engine: Any, model: str, show: ShowInfo | None, version:
     view = await asyncio.to_thread(engine_process, engine.host)
     tags: dict[str, str] = {}
     if kind == "ollama":
+        if view is not None and not (view.cmdline and view.cmdline[0].rsplit("/", 1)[-1].startswith("ollama")):
+            view = None  # a proxy or a container's port forward listens, not Ollama itself
         tags.update(await _ollama(view, show, version))
     elif kind == "llama.cpp":
         ident = getattr(engine, "identity", None)
