@@ -132,6 +132,9 @@ class BenchConfig:
     bandwidth_gbps: float = 273.0
     reload_threshold_s: float = 1.0
     think: bool = True
+    # models the bench loaded stay resident after it (default: unloaded, so the residency
+    # set after a bench is the set before it)
+    keep_loaded: bool = False
     profiles: tuple[BenchProfile, ...] = ()  # [bench.profiles.NAME], beside the built-in ones
 
 
@@ -163,6 +166,10 @@ class Config:
     # [lanes] on_change: a shell command run after a promotion or rollback ("" = none).
     # A reserved key of [lanes], so no lane can be named "on_change".
     lanes_on_change: str = ""
+    # [lanes.keep_alive]: lane -> the keep-alive (session length) the user's router gives
+    # that lane's model. A lane model a bench had to unload comes back with it (with none,
+    # the engine's default). A reserved key of [lanes] too.
+    lane_keep_alive: dict[str, str | int | float] = field(default_factory=dict)
     # "section.key" -> the file it came from, for every key a file set (absent: built-in
     # default). Lanes and the theme may come from the owned state file (statefile.py).
     sources: dict[str, str] = field(default_factory=dict)
@@ -277,6 +284,7 @@ SECTIONS: dict[str, tuple[type, dict[str, Check]]] = {
             "bandwidth_gbps": _number(0, exclusive=True),
             "reload_threshold_s": _number(0),
             "think": _boolean,
+            "keep_loaded": _boolean,
         },
     ),
     "eval": (
@@ -356,7 +364,19 @@ def _hosts(table: Any, origin: str, text: str) -> dict[str, HostConfig]:
 
 
 # Keys of [lanes] that are settings, not lane names.
-LANES_RESERVED = ("on_change",)
+LANES_RESERVED = ("on_change", "keep_alive")
+
+
+def _lane_keep_alive(table: Any, origin: str, text: str) -> dict[str, str | int | float]:
+    """[lanes.keep_alive]: lane -> keep-alive, each checked like every other keep-alive."""
+    if not isinstance(table, dict):
+        raise _fail(origin, text, "lanes", "keep_alive",
+                    f"expected a table of lane = keep-alive ([lanes.keep_alive]), got {_describe(table)}")
+    for lane, value in table.items():
+        expected = _keep_alive(value)
+        if expected:
+            raise _fail(origin, text, "lanes.keep_alive", lane, f"expected {expected}, got {_describe(value)}")
+    return dict(table)
 
 
 def _line_of(text: str, section: str, key: str | None) -> int | None:
@@ -489,6 +509,7 @@ def parse_config(text: str, origin: str = "<config>", env: dict[str, str] | None
     built["bench"] = replace(built["bench"], profiles=_bench_profiles(raw.get("bench", {}).get("profiles"), origin, text))
 
     lanes: dict[str, str] = {}
+    lane_keep_alive = _lane_keep_alive(raw.get("lanes", {}).get("keep_alive", {}), origin, text)
     on_change = raw.get("lanes", {}).get("on_change", "")
     if not isinstance(on_change, str):
         raise _fail(origin, text, "lanes", "on_change", f"expected a shell command (a string), got {_describe(on_change)}")
@@ -528,8 +549,12 @@ def parse_config(text: str, origin: str = "<config>", env: dict[str, str] | None
     sources = {f"{name}.{key}": origin for name in SECTIONS for key in raw.get(name, {})}
     sources.update({f"lanes.{key}": origin for key in raw.get("lanes", {})})
     sources.update({f"engines.{e}.{key}": origin for e, t in raw.get("engines", {}).items() for key in t})
+    for lane in lane_keep_alive:
+        if lane not in lanes:
+            raise _fail(origin, text, "lanes.keep_alive", lane,
+                        f"no lane {lane!r} in [lanes] ({', '.join(sorted(lanes)) or 'none'})")
     cfg = Config(**built, lanes=lanes, engines=engines, hosts=hosts, source=origin, lanes_on_change=on_change.strip(),
-                 sources=sources)
+                 lane_keep_alive=lane_keep_alive, sources=sources)
 
     if cfg.budget.warn_gib < cfg.budget.reserve_gib:
         raise _fail(
@@ -662,6 +687,8 @@ def to_toml_dict(cfg: Config) -> dict[str, Any]:
     out["lanes"] = dict(cfg.lanes)
     if cfg.lanes_on_change:
         out["lanes"]["on_change"] = cfg.lanes_on_change
+    if cfg.lane_keep_alive:
+        out["lanes"]["keep_alive"] = dict(cfg.lane_keep_alive)
     if cfg.engines:
         out["engines"] = {
             n: {k: v for k, v in vars(e).items() if k != "name"} for n, e in cfg.engines.items()

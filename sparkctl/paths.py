@@ -43,6 +43,21 @@ def spool_file() -> Path:
     return data_dir() / "spool.jsonl"
 
 
+def residency_dir() -> Path:
+    """Where a bench journals the models it found resident (tracking/residency.py)."""
+    return data_dir() / "residency"
+
+
+def residency_journals() -> list[Path]:
+    """The journals left there, by a single directory listing: every CLI start and `status`
+    call this, so it imports nothing (the journal module is read only when there is one)."""
+    d = residency_dir()
+    try:
+        return [d / n for n in sorted(os.listdir(d)) if n.endswith(".json") and not n.startswith(".")]
+    except OSError:
+        return []
+
+
 def atomic_write_text(path: Path, text: str) -> None:
     """Write via a temp file in the same directory and rename, so readers never see half a file."""
     atomic_write_bytes(path, text.encode("utf-8"))

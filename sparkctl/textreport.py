@@ -52,6 +52,10 @@ def render_status(r: StatusReport) -> str:
         lines.append(f"  WARNING: {r.attribution.mismatch}")
     for lane, model in r.lanes_not_resident:
         lines.append(f"  WARNING: lane {lane}: {model} is not resident (its next request loads it cold)")
+    for text in r.lanes_spilled:
+        lines.append(f"  WARNING: {text}")
+    for text in r.residency_warnings:
+        lines.append(f"  WARNING: {text}")
 
     for ne in map(redact_named_status, r.engines):
         if ne.reachable and ne.error is not None:

@@ -14,7 +14,53 @@ def _isolated_dirs(tmp_path_factory, monkeypatch):
     monkeypatch.setenv("SPARKCTL_DATA_DIR", str(base / "data" / "sparkctl"))
     monkeypatch.delenv("SPARKCTL_CONFIG", raising=False)
     monkeypatch.delenv("OLLAMA_HOST", raising=False)
+    monkeypatch.delenv("SPARKCTL_SUITES_MIRROR", raising=False)
     monkeypatch.setenv("MLFLOW_DISABLE_TELEMETRY", "true")
+
+
+def _loopback(host) -> bool:
+    import ipaddress
+
+    if not isinstance(host, str):
+        return True  # a unix socket path, not the network
+    if host.lower() in ("localhost", "localhost.localdomain"):
+        return True
+    try:
+        return ipaddress.ip_address(host.split("%")[0]).is_loopback
+    except ValueError:
+        return False
+
+
+@pytest.fixture
+def no_network(monkeypatch):
+    """This process as an air-gapped Spark sees the world: names other than localhost do not
+    resolve and connections reach loopback only (the fakes still answer). Every refused
+    attempt is listed in the returned list, so a test can say nothing was tried."""
+    import errno
+    import socket
+
+    refused: list[tuple[str, str]] = []
+    real_getaddrinfo, real_connect = socket.getaddrinfo, socket.socket.connect
+
+    def getaddrinfo(host, *args, **kwargs):
+        name = host.decode() if isinstance(host, bytes) else host
+        if name is not None and not _loopback(name):
+            refused.append(("resolve", name))
+            raise socket.gaierror(socket.EAI_NONAME, f"{name}: no network in this test")
+        return real_getaddrinfo(host, *args, **kwargs)
+
+    def connect(sock, address):
+        host = address[0] if isinstance(address, tuple) else address
+        if not _loopback(host):
+            refused.append(("connect", str(host)))
+            raise OSError(errno.ENETUNREACH, f"{host}: no network in this test")
+        return real_connect(sock, address)
+
+    monkeypatch.setattr(socket, "getaddrinfo", getaddrinfo)
+    monkeypatch.setattr(socket.socket, "connect", connect)
+    for proxy in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"):
+        monkeypatch.delenv(proxy, raising=False)  # a proxy on loopback would be a way out
+    return refused
 
 
 @pytest.fixture

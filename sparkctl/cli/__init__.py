@@ -78,6 +78,8 @@ def cmd_tui(args, cfg) -> int:
 
     app = make_app(cfg)
     app.run()
+    if app.interrupted:  # SIGHUP (ssh dropped) or SIGTERM: stopped like the CLI's bench
+        return EXIT_REFUSED if app.restore_failed else EXIT_INTERRUPTED
     # Textual sets return_code to 1 when an unhandled exception ended the app: a crash
     # must not exit 0 (scripts and `make run` see it)
     return app.return_code or EXIT_OK
@@ -99,6 +101,12 @@ def main(argv: list[str] | None = None) -> int:
         # `config --init` writes the file that loading would look for: nothing to load yet
         cfg = None if (args.command == "config" and getattr(args, "init", False)) else _load_config(args)
         handler = getattr(args, "handler", None) or cmd_tui
+        if handler is not cmd_tui and args.command != "serve" and not getattr(args, "restore", False):
+            # a bench that died left models changed: put them back first (the TUI and the
+            # served TUI do it in a worker; `lanes --restore` does it itself)
+            from sparkctl.cli.recovery import recover_at_start
+
+            recover_at_start(cfg)
         return int(handler(args, cfg))
     # every message may quote a URL the user wrote: credentials in it are never printed
     except CliError as exc:

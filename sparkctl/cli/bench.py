@@ -21,7 +21,11 @@ def register(sub) -> None:
     b.add_argument("--ctx", type=int, metavar="N", help="num_ctx, fixed for the whole bench")
     b.add_argument("--num-predict", type=int, metavar="N", help="maximum tokens per request")
     b.add_argument("--prompt", help="override the configured prompt (its sha256 is logged)")
-    b.add_argument("--solo", action="store_true", help="unload every other model first; lane models are restored after any bench")
+    b.add_argument("--solo", action="store_true",
+                   help="unload every other model first; everything that was resident is put back after any bench")
+    b.add_argument("--keep-loaded", action="store_true",
+                   help="leave the models the bench loaded resident afterwards (default: unloaded, so the "
+                        "engine holds what it held before)")
     b.add_argument("--cache", choices=("cold", "warm"),
                    help="cold (default): every repetition pays its whole prefill; warm: measure a "
                         "cached follow-up on purpose (recorded as such, never compared with cold)")
@@ -136,6 +140,9 @@ def render_runs(runs) -> str:
             lines.append(f"  ! {run.model}: {msg}")
         if run.sync_message:
             lines.append(f"  {run.model}: {run.sync_message}")
+    residency = next((run.residency for run in runs if run.residency), "")
+    if residency:  # one bench, one end: what it unloaded and put back
+        lines.append(f"residency after the bench: {residency}")
     return "\n".join(lines)
 
 
@@ -145,7 +152,7 @@ def run_to_dict(run) -> dict:
         "invalid_reasons": run.invalid, "flags": run.flags, "placement_before": run.placement_before,
         "placement_after": run.placement_after, "summary": run.summary, "mlflow_run_id": run.run_id,
         "tracking": run.sync_message, "num_ctx": run.num_ctx, "num_ctx_note": run.ctx_note,
-        "lane_restore": run.lane_restore, "record_id": run.record_id,
+        "lane_restore": run.lane_restore, "residency": run.residency, "record_id": run.record_id,
         "reps": [
             {k: getattr(r, k) for k in ("index", "ttft_s", "engine_decode_tps", "client_decode_tps",
                                          "prefill_tps", "load_s", "eval_count", "prompt_eval_count",
@@ -188,7 +195,7 @@ def cmd_bench(args, cfg) -> int:
         cfg.bench, reps=args.reps, warmup=args.warmup, timeout_s=args.timeout, num_ctx=args.ctx,
         num_predict=args.num_predict, prompt=args.prompt, mode="solo" if args.solo else None,
         allow_cpu=args.allow_cpu or None, think=False if args.no_think else None,
-        cache=args.cache, wait=False if args.no_wait else None,
+        cache=args.cache, wait=False if args.no_wait else None, keep_loaded=True if args.keep_loaded else None,
         until_resolved=args.max_reps if args.until_resolved else None,
     )
     progress = _Progress(sys.stderr.isatty() and not args.json)

@@ -47,6 +47,9 @@ def register(sub) -> None:
 
     p = sub.add_parser("lanes", help="each lane: its model, since when, the evidence, resident or not")
     p.add_argument("--json", action="store_true", help="a JSON list")
+    p.add_argument("--restore", action="store_true",
+                   help="put back the models a bench changed and could not put back itself (it died, or its "
+                        "restore failed): contexts and keep-alive as the bench found them; verified")
     p.set_defaults(handler=cmd_lanes)
 
     p = sub.add_parser("rollback", help="put a lane back on the model its last promotion replaced; verify, record")
@@ -122,6 +125,8 @@ def _switch(args, cfg, plan_fn) -> int:
         print("\n".join(outcome.lines()))
     if outcome.error:
         _err(outcome.error)
+        if outcome.unreachable:
+            return EXIT_UNREACHABLE
         return EXIT_ENGINE_ERROR if outcome.engine_error else EXIT_REFUSED
     if outcome.hook is not None and not outcome.hook.ok:
         _err(f"lane {plan.lane} now serves {plan.model}, but the on_change hook failed: {outcome.hook.line()}")
@@ -148,9 +153,27 @@ def cmd_rollback(args, cfg) -> int:
         cfg, engine, probes, args.lane, swap=args.swap, num_ctx=args.ctx, keep_alive=args.keep_alive))
 
 
+def _restore(cfg) -> tuple[list[str], bool]:
+    """`lanes --restore`: every journal a dead bench left, or whose restore failed."""
+    import asyncio
+
+    from sparkctl.services.bench.recovery import recover_residency
+
+    report = asyncio.run(recover_residency(cfg, retry_failed=True))
+    lines = report.lines or ["nothing to put back: no bench left models changed"]
+    return lines, not report.warnings
+
+
 def cmd_lanes(args, cfg) -> int:
     from sparkctl.engines.base import EngineError
     from sparkctl.services.lanes import lane_rows
+
+    restored: list[str] | None = None
+    restore_ok = True
+    if getattr(args, "restore", False):
+        restored, restore_ok = _restore(cfg)
+        if not args.json:
+            print("\n".join(restored))
 
     async def go(engine):
         try:
@@ -161,8 +184,11 @@ def cmd_lanes(args, cfg) -> int:
     resident = _run(cfg, go)
     rows = lane_rows(cfg, resident)
     if args.json:
-        _json([r.to_dict() for r in rows])
-        return EXIT_OK
+        if restored is not None:
+            _json({"restore": {"ok": restore_ok, "lines": restored}, "lanes": [r.to_dict() for r in rows]})
+        else:
+            _json([r.to_dict() for r in rows])
+        return EXIT_OK if restore_ok else EXIT_REFUSED
     if not rows:
         print(f"no lanes: add them to [lanes] in {cfg.source}")
         return EXIT_OK
@@ -179,7 +205,10 @@ def cmd_lanes(args, cfg) -> int:
     missing = [r.lane for r in rows if r.engine_known and r.resident is None]
     if missing:
         print(f"not resident: {', '.join(missing)} (the router's first request will load it cold)")
+    for r in rows:
+        if r.warning:
+            print(f"WARNING: {r.warning}")
     if resident is None:
         _err("engine unreachable: residency unknown")
         return EXIT_UNREACHABLE
-    return EXIT_OK
+    return EXIT_OK if restore_ok else EXIT_REFUSED

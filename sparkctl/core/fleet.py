@@ -235,8 +235,12 @@ class LaneBench:
 
 def fleet_warnings(status: HostStatus, override: dict[str, str] | None = None,
                    benches: tuple[LaneBench, ...] = ()) -> list[str]:
-    """Lanes missing, lanes spilled off the GPU, the engine changed since a lane's last bench."""
-    out: list[str] = []
+    """What the host itself warned about (a dead bench's models not put back, ...), then lanes
+    missing, lanes spilled off the GPU, the engine changed since a lane's last bench.
+
+    The host's own lane warnings are left out: they use the host's config, and the fleet
+    recomputes them with `[hosts.NAME.lanes]` where that overrides it."""
+    out: list[str] = [w for w in status.host_warnings if not w.startswith("lane ")]
     if status.engine_state == "down":
         out.append(f"engine down: {status.engine_error or 'no answer'}")
     elif status.engine_state == "error":

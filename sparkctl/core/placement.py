@@ -41,6 +41,26 @@ def placement(size: int, size_vram: int) -> Placement:
     return Placement(f"{cpu}%/{100 - cpu}% CPU/GPU", size_vram / size)
 
 
+def spill_warning(lane: str, name: str, size: int, size_vram: int) -> str | None:
+    """The warning for a lane model that is not all on the GPU, with its CPU share and what it
+    costs; None when it is all on the GPU (or the engine's figures say nothing).
+
+    Decode reads every weight once per token. The part of the model the engine left on the
+    CPU is read by the CPU from host memory, at the CPU's memory bandwidth and with its far
+    smaller compute, and each token waits for that part: the lane decodes at the speed of
+    its CPU share, not of the GPU (on a Spark, where the memory is shared, the CPU still
+    reaches only part of it)."""
+    p = placement(size, size_vram)
+    if not p.spilled:
+        return None
+    from sparkctl.core.fmt import gib
+
+    where = "runs entirely on the CPU" if p.gpu_fraction == 0 else f"spilled to the CPU ({p.label})"
+    return (f"lane {lane}: {name} {where}: {gib(size - size_vram)} of its {gib(size)} sit in host memory "
+            "and are read by the CPU for every token, so its decode is bound by host memory bandwidth, "
+            "not the GPU's; free memory (or lower its context) and load it again")
+
+
 def until_label(expires_at: datetime | None, now: datetime) -> str:
     """The UNTIL column: 'Forever' for negative keep-alive, 'Stopping...' once past."""
     if expires_at is None:

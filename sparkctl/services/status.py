@@ -13,7 +13,7 @@ from typing import Any
 
 from sparkctl.config import Config
 from sparkctl.core.budget import MemoryBudget, build_budget
-from sparkctl.core.placement import GpuAttribution, attribute_gpu_memory, placement, until_label
+from sparkctl.core.placement import GpuAttribution, attribute_gpu_memory, placement, spill_warning, until_label
 from sparkctl.core.redact import redact_text, redact_uri
 from sparkctl.core.snapshots import (
     EngineStatus,
@@ -162,11 +162,30 @@ class StatusReport:
     engines: tuple[NamedEngineStatus, ...] = ()  # the [engines.NAME] entries, when configured
     # each [lanes] entry as (lane, model, resident); None while resident models are unknown
     lanes: tuple[tuple[str, str, bool], ...] | None = None
+    # models a dead bench (or a failed restore) left changed: tracking/residency.py
+    residency_warnings: tuple[str, ...] = ()
 
     @property
     def lanes_not_resident(self) -> list[tuple[str, str]]:
         """Lanes whose model is not loaded: the router's next request to one loads it cold."""
         return [(lane, model) for lane, model, resident in (self.lanes or ()) if not resident]
+
+    @property
+    def lanes_spilled(self) -> list[str]:
+        """A warning for each lane model not all on the GPU (core.placement.spill_warning)."""
+        out = []
+        for row in self.rows:
+            if row.lane is not None:
+                w = spill_warning(row.lane, row.model.name, row.model.size, row.model.size_vram)
+                if w:
+                    out.append(w)
+        return out
+
+    @property
+    def warnings(self) -> list[str]:
+        """Everything `status --json` lists under "warnings", loudest first."""
+        return [*self.residency_warnings, *self.lanes_spilled,
+                *(f"lane {lane}: {model} is not resident" for lane, model in self.lanes_not_resident)]
 
 
 def _processes(gpu: GpuReport) -> tuple | None:
@@ -181,7 +200,7 @@ def _processes(gpu: GpuReport) -> tuple | None:
 
 def build_report(
     cfg: Config, engine: EngineStatus, host: HostSnapshot, now: datetime,
-    engines: tuple[NamedEngineStatus, ...] = (),
+    engines: tuple[NamedEngineStatus, ...] = (), residency_warnings: tuple[str, ...] = (),
 ) -> StatusReport:
     if isinstance(host.meminfo, MemInfo):
         budget: MemoryBudget | Unavailable = build_budget(
@@ -203,7 +222,8 @@ def build_report(
 
         lanes = tuple((lane, model, any(same_model(m.name, model) for m in engine.resident))
                       for lane, model in cfg.lanes.items())
-    return StatusReport(redact_engine_status(engine), host, budget, rows, attribution, now, engines, lanes)
+    return StatusReport(redact_engine_status(engine), host, budget, rows, attribution, now, engines, lanes,
+                        tuple(redact_text(w) for w in residency_warnings))
 
 
 def redact_engine_status(e: EngineStatus) -> EngineStatus:
@@ -227,7 +247,19 @@ async def collect_status(cfg: Config, engine: Engine, probes: Any) -> StatusRepo
         eng, host, named = await asyncio.gather(engine_status(engine), host_task, openai_engines_status(cfg))
     else:
         eng, host = await asyncio.gather(engine_status(engine), host_task)
-    return build_report(cfg, eng, host, datetime.now(timezone.utc), named)
+    return build_report(cfg, eng, host, datetime.now(timezone.utc), named, tuple(await _residency_warnings()))
+
+
+async def _residency_warnings() -> list[str]:
+    """Models a dead bench (or a failed restore) left changed; one directory listing, and
+    the journal module imported only when a journal is there."""
+    from sparkctl import paths
+
+    if not await asyncio.to_thread(paths.residency_journals):
+        return []
+    from sparkctl.tracking.residency import residency_warnings
+
+    return await asyncio.to_thread(residency_warnings)
 
 
 # ---- JSON for `sparkctl status --json` -----------------------------------------------------
@@ -297,7 +329,7 @@ def report_to_dict(r: StatusReport) -> dict[str, Any]:
         ],
         "lanes": None if r.lanes is None else [
             {"lane": lane, "model": model, "resident": resident} for lane, model, resident in r.lanes],
-        "warnings": [f"lane {lane}: {model} is not resident" for lane, model in r.lanes_not_resident],
+        "warnings": r.warnings,
         "gpu_attribution": None,
         "budget": None,
         "memory": None,

@@ -7,7 +7,9 @@ never stack up. Workers post messages; the handlers here own the state that scre
 
 from __future__ import annotations
 
+import asyncio
 import gc
+import os
 import time
 from collections import deque
 from datetime import datetime, timezone
@@ -103,13 +105,35 @@ class SparkApp(App):
         self.history_available: deque[float] = deque(maxlen=n)
         self.history_gpu: deque[float] = deque(maxlen=n)
         self._stopping = False
+        self._stop_signal: int | None = None  # SIGHUP/SIGTERM received: stopping and quitting
+        self.interrupted = False  # ended by a signal (exit code 130, as the CLI's)
+        self.restore_failed = False  # ...and a model it had unloaded could not be put back (4)
+        self._undo_signals: Callable[[], None] | None = None
+        self._residency_warnings: tuple[str, ...] = ()  # models a dead bench left changed
         self._drift_checked: tuple[str, str] | None = None
         # model keys side-loaded from the Models screen: "contender" until promoted or unloaded
         self.contenders: set[str] = set()
 
     # ---- start-up ------------------------------------------------------------------------
 
+    def get_driver_class(self):
+        """A terminal driver that outlives its terminal (an ssh drop: tui/hangup.py); the
+        web view (textual-serve names its own driver) and Windows keep Textual's."""
+        from textual import constants
+
+        if constants.DRIVER is not None or os.name != "posix":
+            return super().get_driver_class()
+        from sparkctl.tui.hangup import HangupSafeDriver
+
+        return HangupSafeDriver
+
     def on_mount(self) -> None:
+        if not self.is_headless:  # tests drive a headless app: the test process keeps its own signals
+            import asyncio
+
+            from sparkctl.tui.hangup import install
+
+            self._undo_signals = install(asyncio.get_running_loop(), self._on_stop_signal)
         self._show_sub_title()
         for theme in self._themes:
             self.register_theme(theme)
@@ -130,6 +154,7 @@ class SparkApp(App):
             self.sample_named_engines()
         if self.spool is not None:
             self.recover_runs()
+        self.recover_residency()
 
     def _theme_picked(self, name: str) -> None:
         if name != self._saved_theme:
@@ -166,6 +191,41 @@ class SparkApp(App):
             self.call_from_thread(
                 self.notify, f"recovered {len(records)} interrupted run(s) of {models} as KILLED "
                 "(their process died); `sparkctl sync` writes them to MLflow", severity="warning", timeout=15)
+
+    @work(group="recover-residency", exclusive=True, exit_on_error=False)
+    async def recover_residency(self) -> None:
+        """Put back what a bench that died changed (services/bench/recovery.py), once it
+        holds the engine's bench lock; say what it did; warn on the dashboard if it could not.
+        Nothing is imported before a journal is seen: the first frames do not pay for it."""
+        from sparkctl import paths
+
+        if not await asyncio.to_thread(paths.residency_journals):
+            return
+        from sparkctl.services.bench.recovery import recover_residency
+
+        report = await recover_residency(self.config, engines=[self.engine, *self.named_engines.values()])
+        for line in report.done + report.notes:
+            self.notify(line, severity="warning", timeout=20)
+        for line in report.warnings:
+            self.notify(line, severity="error", timeout=30)
+        self.check_residency()
+
+    @work(thread=True, group="residency", exclusive=True, exit_on_error=False)
+    def check_residency(self) -> None:
+        """Restores that failed and dead benches not yet repaired: loud on the dashboard."""
+        from sparkctl import paths
+
+        warnings: tuple[str, ...] = ()
+        if paths.residency_journals():
+            from sparkctl.tracking.residency import residency_warnings
+
+            warnings = tuple(residency_warnings())
+        self.call_from_thread(self._set_residency_warnings, warnings)
+
+    def _set_residency_warnings(self, warnings: tuple[str, ...]) -> None:
+        if warnings != self._residency_warnings:
+            self._residency_warnings = warnings
+            self._rebuild()
 
     def on_ready(self) -> None:
         # Everything imported and built so far lives as long as the app. Moving it out of
@@ -300,25 +360,19 @@ class SparkApp(App):
         self.count_pending()
 
     def action_pull_suites(self) -> None:
-        self.notify("downloading the quality suites (sha256 checked)…", timeout=4)
+        self.notify("checking the quality suites' source for a newer file (sha256 compared)…", timeout=4)
         self.pull_suites()
 
     @work(thread=True, group="suites", exclusive=True, exit_on_error=False)
     def pull_suites(self) -> None:
-        """`sparkctl suites pull` from the TUI: into the directory the Eval screen reads."""
-        from sparkctl.services.evals import SUITES, SuiteError, pull_suite, suites_dir
+        """`sparkctl suites pull` from the TUI: the source checked, a new file kept where evals read."""
+        from sparkctl.services.evals import pull_all
 
-        dest, _how = suites_dir(self.config)
-        said = []
-        for name in SUITES:
-            try:
-                p = pull_suite(name, dest=dest)
-                said.append(f"{name}: {'already there' if p.already else 'downloaded'}")
-            except SuiteError as exc:
-                said.append(f"{name}: {exc}")
-        failed = any(": " in s and not s.endswith(("already there", "downloaded")) for s in said)
-        self.call_from_thread(self.notify, f"suites in {dest}: " + "; ".join(said),
-                              severity="error" if failed else "information", timeout=12)
+        _dest, _how, reports = pull_all(self.config)
+        said = [f"{r.name}: {r.pulled.describe() if r.pulled else r.error}" for r in reports]
+        failed = any(r.pulled is None for r in reports)
+        self.call_from_thread(self.notify, "; ".join(said), severity="error" if failed else "information",
+                              timeout=15)
 
     def action_show_config(self) -> None:
         from sparkctl.tui.screens.config_view import ConfigScreen
@@ -352,7 +406,8 @@ class SparkApp(App):
         engine = self._engine_status or EngineStatus(
             self.config.engine.kind, self.config.engine.host, False, error="connecting…"
         )
-        self.report = build_report(self.config, engine, self._host, self.clock())
+        self.report = build_report(self.config, engine, self._host, self.clock(),
+                                   residency_warnings=self._residency_warnings)
 
     # ---- helpers screens use -------------------------------------------------------------
 
@@ -388,7 +443,26 @@ class SparkApp(App):
             return
         await self.stop_and_quit()
 
-    async def stop_and_quit(self) -> None:
+    def _on_stop_signal(self, sig: int) -> None:
+        """SIGHUP (the ssh session dropped) or SIGTERM: stop and quit, as the CLI does. A
+        second signal (a dropped session sends two) changes nothing: the wrap-up goes on."""
+        import signal
+
+        if self._stop_signal is not None:
+            return
+        self._stop_signal = sig
+        if sig == signal.SIGHUP:
+            from sparkctl.tui.hangup import silence_terminal
+
+            hung_up = getattr(self._driver, "hung_up", None)
+            if callable(hung_up):
+                hung_up()
+            silence_terminal()
+        self.call_later(self.stop_and_quit, True)
+
+    async def stop_and_quit(self, interrupted: bool = False) -> None:
+        """Stop what runs (lane models put back, runs recorded KILLED), then exit. After a
+        signal (`interrupted`) the CLI exits 130, or 4 when a model could not be put back."""
         self._stopping = True
         benches = [w for w in self.workers if w.group in ("bench", "eval") and not w.is_finished]
         if benches:
@@ -404,10 +478,15 @@ class SparkApp(App):
                 except Exception:  # WorkerCancelled / WorkerFailed: it has ended, which is all we need
                     pass
         self.workers.cancel_all()
+        if interrupted:  # the CLI turns these into its exit code (cli/__init__.py cmd_tui)
+            self.interrupted = True
+            self.restore_failed = await asyncio.to_thread(_my_restore_failed)
         self.exit()
 
     async def on_unmount(self) -> None:
         self._stopping = True
+        if self._undo_signals is not None:
+            self._undo_signals()
         for engine in (self.engine, *self.named_engines.values()):
             close = getattr(engine, "close", None)
             if close is not None:
@@ -415,6 +494,14 @@ class SparkApp(App):
                     await close()
                 except Exception:  # closing a dead connection must not turn quit into a crash
                     pass
+
+
+def _my_restore_failed() -> bool:
+    """Whether a bench of this process left models it could not put back (its residency
+    journal stays, marked failed: tracking/residency.py)."""
+    from sparkctl.tracking.residency import FAILED, read_journals
+
+    return any(j.state == FAILED and j.owner.get("pid") == os.getpid() for j in read_journals())
 
 
 def _sparkctl_commands():

@@ -22,6 +22,9 @@ sampled every `[ui] refresh_s` in worker threads.
 - **Memory pressure** (PSI, /proc/pressure/memory): stall share over 10 s and 60 s.
 - A yellow line under the resident models names lanes last benched on another engine
   version: `h` then `B` re-benches them with the settings of their last run.
+- Warnings under the resident models: in red, models a bench that died (or whose restore
+  failed) did not put back (`sparkctl lanes --restore`); in yellow, lanes spilled to the
+  CPU (decode bound by host memory) or not resident.
 """,
     "ModelsScreen": """\
 **Models**: the engine's local models (`/api/tags`, `/api/show`).
@@ -53,6 +56,12 @@ and GPU state.
   foreign load, throttled...).
 - *sweep* (settings, `ctrl+s`): profiles, depths, concurrency, SLO as the CLI's flags; any
   of them makes Run a workload sweep, one run per cell, and the matrix opens at the end.
+- *solo* (settings): every other model is unloaded for the bench (a `SOLO` badge shows
+  beside Run); Run first asks, naming each model it unloads and for about how long. After
+  the run the switch returns to `[bench] mode`.
+- After any ending, the engine holds what it held before: models the bench loaded are
+  unloaded, the ones it unloaded are put back (context and keep-alive) and verified; the
+  line under the summary says what was done (`residency after the bench`).
 """,
     "RunsScreen": """\
 **Runs**: past runs from MLflow (`[tracking] uri`), newest first, 100 at a time (`n` for

@@ -64,7 +64,9 @@ async def test_benching_a_resident_lane_model_uses_its_context_and_leaves_it_for
     ctx, left = resident(server, "qwen3:8b:latest") or resident(server, "qwen3:8b")
     assert ctx == 32768
     assert left > FOREVER_AFTER_S  # the bench's 30m keep-alive did not stick
-    assert runner.lane_restore.ok and "restored" in runner.lane_restore.tag()
+    # it was never changed: its requests carried no keep_alive, so nothing had to be restored
+    assert not [c for c in server.calls("/api/generate") if "keep_alive" in c.body]
+    assert runner.lane_restore.ok and runner.lane_restore.tag() == "unchanged"
 
 
 async def test_an_explicit_ctx_reloads_for_the_bench_then_puts_the_lane_model_back(serve):

@@ -43,6 +43,19 @@ async def start(app, pilot, models: str, reps: str | None = None):
     await pilot.pause(0.1)
 
 
+async def confirm_solo(app, pilot):
+    """Solo asks first (the dialog names the models it unloads): answer yes."""
+    from sparkctl.tui.widgets.model_dialogs import ConfirmDialog
+
+    for _ in range(100):
+        if isinstance(app.screen, ConfirmDialog):
+            break
+        await pilot.pause(0.05)
+    assert isinstance(app.screen, ConfirmDialog), "solo started without asking"
+    await pilot.press("y")
+    await pilot.pause(0.1)
+
+
 async def finish(app, pilot):
     await app.workers.wait_for_complete()
     await pilot.pause(0.1)
@@ -125,7 +138,7 @@ async def test_stop_kills_the_run_and_keeps_it(serve):
 
         for _ in range(100):
             await asyncio.sleep(0.05)
-            if int(app.screen.query_one(Gauges).values["tokens"] or 0) > 20:
+            if int(app.screen.query_one(Gauges).values["tokens"].strip("-") or 0) > 20:  # "-" before it streams
                 break
         await pilot.press("escape")
         await finish(app, pilot)
@@ -186,9 +199,10 @@ async def test_quitting_mid_bench_still_restores_lanes_and_records_the_run(serve
     app = build(server, cfg, recorder=records.append)
     async with app.run_test(size=(120, 40)) as pilot:
         await start(app, pilot, "llama3.2:3b")
+        await confirm_solo(app, pilot)
         for _ in range(100):
             await pilot.pause(0.05)
-            if int(app.screen.query_one(Gauges).values["tokens"] or 0) > 10:
+            if int(app.screen.query_one(Gauges).values["tokens"].strip("-") or 0) > 10:  # "-" before it streams
                 break
         await app.stop_and_quit()  # what "Stop and quit" in the quit dialog runs
     assert [r.status for r in records] == ["KILLED"]

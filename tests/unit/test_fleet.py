@@ -84,6 +84,11 @@ def test_warnings_name_missing_and_spilled_lanes_and_an_engine_changed_since_the
     down = parse_status(status_json(engine=EngineStatus("ollama", "http://127.0.0.1:11434", False,
                                                         error="connection refused")))
     assert fleet_warnings(down) == ["engine down: connection refused"]  # lanes unknown, not "missing"
+    # what the host warned about itself comes first; its lane warnings are recomputed here
+    restore = "qwen3:8b not put back after a dead bench (pid 4242): run `sparkctl lanes --restore`"
+    own = parse_status({**status_json(), "warnings": [restore, "lane fast: qwen3:30b-a3b spilled to the CPU"]})
+    assert fleet_warnings(own, None) == [restore, "lane mini: llama3.2:3b not resident",
+                                         "lane fast: qwen3:30b-a3b spilled (17%/83% CPU/GPU)"]
 
 
 @pytest.mark.parametrize("snapshot", [spark_snapshot, h200_snapshot], ids=["gb10", "h200"])

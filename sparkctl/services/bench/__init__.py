@@ -1,7 +1,7 @@
-"""The tracked bench: runner (timing, guards, records), lane restore, the per-engine lock and
+"""The tracked bench: runner (timing, guards, records), residency (what was resident is put back), the per-engine lock and
 the GPU sampler. The public names are re-exported here."""
 
-from sparkctl.services.bench.lanes import LaneRestore, note_lanes, restore_lanes
+from sparkctl.services.bench.lanes import LaneRestore
 from sparkctl.services.bench.lock import BenchBusy, BenchLock
 from sparkctl.services.bench.runner import (
     INVALIDATING,
@@ -22,5 +22,5 @@ from sparkctl.services.bench.sampler import GpuSampler
 __all__ = [
     "INVALIDATING", "BenchBusy", "BenchFinished", "BenchLock", "BenchRefused", "BenchRunner",
     "BenchSettings", "GpuSampler", "LaneRestore", "Live", "ModelRun", "Notice", "Phase", "RepDone",
-    "RepResult", "RepStarted", "note_lanes", "restore_lanes",
+    "RepResult", "RepStarted",
 ]

@@ -1,95 +1,73 @@
-"""Lane models come out of a bench as they went in: noted before, put back and verified after.
+"""What a bench did to the models it found resident, and to the ones it loaded: the
+outcome every runner (bench, sweep, eval) records on its runs and shows on screen.
 
-Works for every way a bench can change a lane model: benching it at another context (a
-reload), the bench's keep-alive replacing its own, solo mode unloading it, or an
-interrupted bench that left it half way. A restore that cannot be verified is reported,
-never swallowed: the caller records it on the runs and exits non-zero.
+The work itself is in residency.py (journal, guard, put back); this is the report.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
-
-from sparkctl.config import Config
-from sparkctl.core.keepalive import format_seconds
-from sparkctl.core.lanestate import LaneModelState, drift, find, restore_keep_alive, snapshot_lanes
-from sparkctl.core.names import model_key
-from sparkctl.engines.base import EngineError
 
 
 @dataclass
 class LaneRestore:
-    """What happened to each lane model noted before the bench."""
+    """What happened to each model at the end of a bench.
+
+    `failed` holds lane models (and other models resident before) that could not be put
+    back as they were: loud, recorded, the run invalid. `leftover` holds models the bench
+    loaded that could not be unloaded: loud too, but the numbers stand."""
 
     untouched: list[str] = field(default_factory=list)
     restored: list[str] = field(default_factory=list)  # "name (what was put back)"
     expired: list[str] = field(default_factory=list)  # its own keep-alive ran out meanwhile
     failed: list[str] = field(default_factory=list)  # "name: why"
+    unloaded: list[str] = field(default_factory=list)  # loaded by the bench, unloaded at its end
+    kept_loaded: list[str] = field(default_factory=list)  # loaded by the bench, kept as asked
+    leftover: list[str] = field(default_factory=list)  # "name: why" it could not be unloaded
+    notes: list[str] = field(default_factory=list)  # what could not be kept exactly, and why
+    lane_models: set[str] = field(default_factory=set)  # which of the names serve a lane
 
     @property
     def ok(self) -> bool:
         return not self.failed
 
     def tag(self) -> str:
+        """guard.lane_restore: FAILED…, restored…, unchanged, or nothing resident."""
         if self.failed:
             return "FAILED: " + "; ".join(self.failed)
         if self.restored:
             return "restored: " + "; ".join(self.restored)
         return "unchanged" if self.untouched else "no lane model resident"
 
+    def residency_tag(self) -> str:
+        """guard.residency: every change the end of the bench made, in one line."""
+        parts = []
+        for word, items in (("restored", self.restored), ("unloaded", self.unloaded),
+                            ("kept loaded", self.kept_loaded), ("expired meanwhile", self.expired),
+                            ("NOT restored", self.failed), ("NOT unloaded", self.leftover)):
+            if items:
+                parts.append(f"{word}: " + ", ".join(items))
+        return "; ".join(parts) or "as before"
 
-def _now() -> datetime:
-    return datetime.now(timezone.utc)
-
-
-async def note_lanes(engine, cfg: Config) -> list[LaneModelState]:
-    if not hasattr(engine, "ps") or not getattr(engine, "reports_placement", True):
-        return []
-    return snapshot_lanes(await engine.ps(), cfg.lane_of, _now())
-
-
-async def restore_lanes(engine, before: list[LaneModelState], say,
-                        touched: set[str] | None = None) -> LaneRestore:
-    """Put back every lane model in `before` that changed; verify each from /api/ps.
-
-    `touched`: model keys the bench sent requests to, loaded or unloaded. A lane model the
-    bench never touched whose only change is a later expiry was kept busy by its own users
-    meanwhile: that expiry is theirs, not the bench's, and is left alone."""
-    out = LaneRestore()
-    if not before:
+    def errors(self) -> list[str]:
+        """The lines a user must see even when output is piped."""
+        out = []
+        for failure in self.failed:
+            lane = any(failure.startswith((f"{n}:", f"{n} (")) for n in self.lane_models)
+            what = "lane model" if lane or not self.lane_models else "model"
+            out.append(f"ERROR: {what} not restored: {failure}")
+        out.extend(f"ERROR: model the bench loaded is still resident: {x}" for x in self.leftover)
         return out
-    try:
-        resident = await engine.ps()
-    except EngineError as exc:
-        out.failed.extend(f"{b.name}: cannot read the engine's resident models ({exc.message})" for b in before)
-        return out
-    for b in before:
-        now = _now()
-        now_resident = find(resident, b.name)
-        changes = drift(b, now_resident, now)
-        if changes and touched is not None and model_key(b.name) not in touched and now_resident is not None \
-                and all(c.startswith("expires") for c in changes):
-            changes = []
-        if not changes:
-            out.untouched.append(b.name)
-            continue
-        keep = restore_keep_alive(b, now)
-        if keep is None:
-            out.expired.append(b.name)
-            continue
-        say(f"restoring lane model {b.name} ({', '.join(changes)}) to {b.describe()}")
-        options = {"num_ctx": b.context_length} if b.context_length else None
-        try:
-            await engine.load(b.name, keep_alive=keep, options=options)
-            after = find(await engine.ps(), b.name)
-        except EngineError as exc:
-            out.failed.append(f"{b.name}: restore to {b.describe()} failed: {exc.message}")
-            continue
-        left = drift(b, after, _now())
-        if left:
-            out.failed.append(f"{b.name}: after the restore still {', '.join(left)}")
-        else:
-            what = "forever" if keep < 0 else f"{format_seconds(keep)} left"
-            out.restored.append(f"{b.name} (context {b.context_length}, keep-alive {what})")
-    return out
+
+    def summary(self) -> list[str]:
+        """What a user reads on screen after the bench (empty when nothing changed)."""
+        out = [f"put back {x}" for x in self.restored]
+        out += [f"unloaded {x} (the bench loaded it)" for x in self.unloaded]
+        out += [f"kept {x} loaded, as asked" for x in self.kept_loaded]
+        out += [f"left {x} unloaded: its own keep-alive ran out during the bench" for x in self.expired]
+        return out + list(self.notes)
+
+    def merge(self, other: "LaneRestore") -> None:
+        for name in ("untouched", "restored", "expired", "failed", "unloaded", "kept_loaded", "leftover", "notes"):
+            getattr(self, name).extend(getattr(other, name))
+        self.lane_models |= other.lane_models

@@ -36,7 +36,8 @@ from sparkctl.core.snapshots import GIB, MemInfo, ResidentModel, Unavailable
 from sparkctl.core.stats import is_stable, interleave, summarize
 from sparkctl.engines.base import DoneEvent, EngineError, EngineUnreachable, ModelNotFound, ShowInfo, TokenEvent
 from sparkctl.services.bench import coldness, engineid
-from sparkctl.services.bench.lanes import LaneRestore, note_lanes, restore_lanes
+from sparkctl.services.bench.lanes import LaneRestore
+from sparkctl.services.bench.residency import ResidencyGuard
 from sparkctl.services.bench.lock import BenchLock
 from sparkctl.services.bench.sampler import GpuSampler
 from sparkctl.services.bench.specwatch import SpecWatch
@@ -76,6 +77,7 @@ class BenchSettings:
     ctx_explicit: bool = False  # --ctx given: never switch to a resident model's own context
     wait: bool = True  # another bench on the engine: wait (True) or refuse (False)
     until_resolved: int = 0  # > 0: two models, repetitions until decode differs or is pinned, up to this many
+    keep_loaded: bool = False  # models the bench loaded stay resident after it
 
     @classmethod
     def from_config(cls, b: BenchConfig, **overrides: Any) -> "BenchSettings":
@@ -83,7 +85,7 @@ class BenchSettings:
             prompt=b.prompt, num_predict=b.num_predict, temperature=b.temperature, seed=b.seed,
             num_ctx=b.num_ctx, warmup=b.warmup, reps=b.reps, timeout_s=b.timeout_s, mode=b.mode,
             keep_alive=b.keep_alive, bandwidth_gbps=b.bandwidth_gbps,
-            reload_threshold_s=b.reload_threshold_s, think=b.think,
+            reload_threshold_s=b.reload_threshold_s, think=b.think, keep_loaded=b.keep_loaded,
         )
         if overrides.get("num_ctx") is not None:
             overrides.setdefault("ctx_explicit", True)
@@ -204,6 +206,7 @@ class ModelRun:
     ctx_note: str = ""
     record_id: str = field(default_factory=lambda: secrets.token_hex(16))
     lane_restore: str = ""
+    residency: str = ""  # what the bench's end unloaded and put back (guard.residency)
     completed: bool = False  # all its repetitions ran and placement was checked after
     resident_bytes: int | None = None  # the engine's size of the loaded model (/api/ps), weights + KV + graph
     spec_total: specdec.SpecCounts | None = None  # engine counters differenced around the run (a sweep cell)
@@ -240,10 +243,10 @@ class BenchRunner:
         self._nonce = secrets.token_hex(3)
         self._requests: dict[str, int] = {}  # per model: requests sent, for the preamble
         self.lane_restore: LaneRestore | None = None
+        self.residency: ResidencyGuard | None = None  # what was resident before, put back after
         self._sampler: GpuSampler | None = None
         self._start_ms = 0
         self._journal_failed = False
-        self._touched: set[str] = set()  # model keys the bench loaded, benched or unloaded
         self._windows: list[tuple[float, float]] = []  # every request of the bench, all models
         self._openings: dict[str, coldness.Opening] = {}  # per model: the template opening cold requests share
         self._spec = SpecWatch(engine)
@@ -263,6 +266,12 @@ class BenchRunner:
         """Whether cold prefill is obtained by changing the prompt's start (every engine but
         llama-server, where the adapter turns its prompt cache off instead)."""
         return getattr(self.engine, "kind", "") != "llama.cpp"
+
+    def keep_alive(self, model: str) -> Any:
+        """A model that was resident before the bench gets no keep_alive (Ollama keeps its
+        session); one the bench loads gets the bench's."""
+        wire = self.s.keep_alive_wire
+        return wire if self.residency is None else self.residency.keep_alive(model, wire)
 
     def num_ctx(self, model: str) -> int:
         return self._ctx.get(model, self.s.num_ctx)
@@ -384,7 +393,7 @@ class BenchRunner:
             # sent like a repetition (run_rep): the same options and keep-alive, so the
             # probes change nothing a repetition would not
             done = None
-            async for ev in self.engine.generate(model, prompt, options=opts, keep_alive=self.s.keep_alive_wire,
+            async for ev in self.engine.generate(model, prompt, options=opts, keep_alive=self.keep_alive(model),
                                                  think=self.think_for(model), **coldness.request_kwargs(system)):
                 if isinstance(ev, DoneEvent):
                     done = ev
@@ -416,7 +425,7 @@ class BenchRunner:
         before_ps = await self._others_expiry(model)
         spec_before = await self._spec.read(model) if self._spec.per_rep else None
         stream = self.engine.generate(model, prompt, options=self.options(model),
-                                      keep_alive=self.s.keep_alive_wire, think=self.think_for(model),
+                                      keep_alive=self.keep_alive(model), think=self.think_for(model),
                                       **coldness.request_kwargs(system))
         t_send = time.perf_counter()
         t_first = t_last = None
@@ -587,11 +596,13 @@ class BenchRunner:
         shows = await self.preflight(models)
         runs = {m: ModelRun(m, show=shows[m], num_ctx=self.num_ctx(m), ctx_note=self._ctx_note.get(m, ""))
                 for m in models}
-        lanes_before = await note_lanes(self.engine, self.cfg)
+        self.residency = ResidencyGuard(self.cfg, self.engine, models, mode=self.s.mode,
+                                        keep_loaded=self.s.keep_loaded)
+        await self.residency.begin(self.num_ctx, lambda text: self.sink(Notice(text)))
         outcome = "FINISHED"
         try:
             if self.s.mode == "solo":
-                self._touched.update(await self._unload_others(models))
+                await self._unload_others(models)
             self._sampler = GpuSampler(self.gpu_reader()).start()
             if self.s.mode == "solo":
                 # Solo: each model alone in memory, one after another. Interleaving would
@@ -613,7 +624,7 @@ class BenchRunner:
             # The wrap-up (lanes back, runs recorded) runs as its own task: a second Ctrl-C,
             # SIGHUP or Escape while it runs must not leave production unloaded or a run
             # unrecorded. Further cancellations wait for it.
-            wrap_up = await finish_shielded(self._wrap_up(models, runs, lanes_before, outcome),
+            wrap_up = await finish_shielded(self._wrap_up(models, runs, outcome),
                                             lambda text: self.sink(Notice(text)))
             # every ending (finished, stopped, failed) shows the runs as recorded: a stopped
             # bench's finished repetitions belong on the screen, not only in MLflow
@@ -621,31 +632,14 @@ class BenchRunner:
                 self.sink(BenchFinished(list(runs.values())))
         return list(runs.values())
 
-    async def _wrap_up(self, models: list[str], runs: dict[str, "ModelRun"], lanes_before, outcome: str) -> None:
+    async def _wrap_up(self, models: list[str], runs: dict[str, "ModelRun"], outcome: str) -> None:
         sampler = self._sampler
         if sampler is not None:
             sampler.stop()
         end_ms = int(time.time() * 1000)
-        # Lanes first (the journal already holds every finished repetition), so the runs
-        # can say whether the engine was left as it was found.
-        try:
-            if self.s.mode == "solo" and lanes_before:
-                # Solo was chosen because the models may not fit side by side: make room
-                # before the lane models come back (a Spark out of memory can freeze).
-                keep = {model_key(b.name) for b in lanes_before}
-                for m in models:
-                    if model_key(m) not in keep:
-                        try:
-                            await self._unload_if_resident(m)
-                        except EngineError as exc:  # the restore is checked on its own
-                            self.sink(Phase(f"could not unload {m} before restoring lanes: {exc.message}"))
-            self.lane_restore = await restore_lanes(self.engine, lanes_before,
-                                                    lambda text: self.sink(Phase(text)),
-                                                    touched=self._touched | {model_key(m) for m in models})
-        except Exception as exc:  # the engine went away: say so on the runs
-            self.lane_restore = LaneRestore(failed=[f"lane restore not possible: {exc}"])
-        for failure in self.lane_restore.failed:
-            self.sink(Notice(f"ERROR: lane model not restored: {failure}"))
+        # Residency first (the journal already holds every finished repetition), so the
+        # runs can say whether the engine was left as it was found.
+        self.lane_restore = await end_residency(self.residency, self.sink)
         for run in runs.values():
             if outcome != "FINISHED" and not run.completed:
                 run.status = outcome  # a model that finished before the failure keeps its run
@@ -762,6 +756,7 @@ class BenchRunner:
         return lambda: self.probes.read().gpu
 
     async def _unload_if_resident(self, model: str) -> None:
+        # the residency journal already names every model solo unloads (ResidencyGuard.begin)
         if any(model_key(r.name) == model_key(model) for r in await self.engine.ps()):
             self.sink(Phase(f"solo: unloading {model}"))
             await self.engine.unload(model)
@@ -781,7 +776,7 @@ class BenchRunner:
             await self._unverified_placement(run, model, before)
             return
         if before:
-            await self.engine.load(model, keep_alive=self.s.keep_alive_wire,
+            await self.engine.load(model, keep_alive=self.keep_alive(model),
                                    options={"num_ctx": self.num_ctx(model)})
             await self._engine_gpus()
         resident = {model_key(r.name): r for r in await self.engine.ps()}
@@ -825,7 +820,7 @@ class BenchRunner:
         nor claim a GPU placement nobody saw."""
         label = f"unknown ({self.engine.kind} does not report placement)"
         if before:  # the engine's load() checks that the model is served and raises if not
-            await self.engine.load(model, keep_alive=self.s.keep_alive_wire,
+            await self.engine.load(model, keep_alive=self.keep_alive(model),
                                    options={"num_ctx": self.num_ctx(model)})
             evidence = await self._nvml_evidence(model)
             if evidence:
@@ -925,6 +920,7 @@ class BenchRunner:
             run.flags.append("lane restore failed: " + "; ".join(self.lane_restore.failed))
         if self.lane_restore is not None:
             run.lane_restore = self.lane_restore.tag()
+            run.residency = self.lane_restore.residency_tag()
         summ: dict[str, float] = {}
         ok = [r for r in reps if not r.dnf and not r.error]
         # Prefill and TTFT only from requests that paid their whole prefill (cold policy).
@@ -1064,6 +1060,8 @@ class BenchRunner:
         tags.update(self._identity.get(run.model, {}))
         if run.show is not None:
             tags.update(model_shape.shape(run.show.model_info, details.get("quantization_level", "")))
+        if run.residency:
+            tags["guard.residency"] = run.residency
         if run.ctx_note:
             tags["bench.num_ctx_source"] = "resident"
             tags["bench.num_ctx_note"] = run.ctx_note
@@ -1110,6 +1108,18 @@ class BenchRunner:
             step_metrics=step_metrics, summary_metrics=run.summary, artifacts=artifacts,
             record_id=run.record_id,
         )
+
+
+async def end_residency(guard: ResidencyGuard | None, sink: Sink) -> LaneRestore:
+    """The end of every tracked run: put back what the guard borrowed, each error loud."""
+    if guard is None:
+        return LaneRestore()
+    out = await guard.end(lambda text: sink(Phase(text)))
+    for line in out.errors():
+        sink(Notice(line))
+    for line in out.summary():
+        sink(Phase(line))
+    return out
 
 
 def _windows(run: ModelRun) -> list[tuple[float, float]]:

@@ -35,14 +35,16 @@ from typing import Any
 
 from sparkctl.core import depthtext, latency, prefill
 from sparkctl.core.latency import Slo
-from sparkctl.core.names import model_key
 from sparkctl.core.sweep import Cell, CellResult, RequestSample, cell_stats, context_needed, plan, round_ctx
 from sparkctl.engines.base import TokenEvent
-from sparkctl.services.bench.lanes import LaneRestore, note_lanes, restore_lanes
+from sparkctl.services.bench.lanes import LaneRestore
+from sparkctl.services.bench.residency import ResidencyGuard
 from sparkctl.services.bench.wrapup import finish_shielded
 from sparkctl.services.bench.lock import BenchLock
 from sparkctl.services.bench.profiles import Profile
-from sparkctl.services.bench.runner import BenchRefused, BenchRunner, BenchSettings, ModelRun, Notice, Phase, RepResult
+from sparkctl.services.bench.runner import (
+    BenchRefused, BenchRunner, BenchSettings, ModelRun, Notice, Phase, RepResult, end_residency,
+)
 from sparkctl.services.bench.sampler import GpuSampler
 
 _CHUNKS: contextvars.ContextVar[list[float] | None] = contextvars.ContextVar("sweep_chunks", default=None)
@@ -122,7 +124,7 @@ class CellRunner(BenchRunner):
         super().__init__(parent.cfg, parent.engine, parent.probes, settings, sink=parent._sink,
                          recorder=None, journal=parent.journal)
         for name in ("engine_version", "_shows", "_digests", "_sizes", "_ctx", "_ctx_note",
-                     "_ctx_requested", "_sampler", "_windows", "_start_ms", "_touched", "_openings", "_identity"):
+                     "_ctx_requested", "_sampler", "_windows", "_start_ms", "residency", "_openings", "_identity"):
             setattr(self, name, getattr(parent, name))
         self.host_facts = dict(parent.host_facts)
         self.cell = cell
@@ -309,11 +311,13 @@ class SweepRunner:
                                                        if getattr(self.engine, "fixed_context", False) else
                                                        " (pass --ctx to reload it larger)"))
         self.result.num_parallel = await asyncio.to_thread(_num_parallel, self.engine)
-        lanes_before = await note_lanes(self.engine, self.cfg)
+        base.residency = ResidencyGuard(self.cfg, self.engine, models, kind="sweep", mode=s.mode,
+                                        keep_loaded=s.keep_loaded)
+        await base.residency.begin(base.num_ctx, lambda text: self.sink(Notice(text)))
         outcome = "FINISHED"
         try:
             if s.mode == "solo":
-                base._touched.update(await base._unload_others(models))
+                await base._unload_others(models)
             base._sampler = GpuSampler(base.gpu_reader()).start()
             await self._cells(base, models)
         except (asyncio.CancelledError, KeyboardInterrupt):
@@ -323,7 +327,7 @@ class SweepRunner:
             outcome = "FAILED"
             raise
         finally:
-            await finish_shielded(self._wrap_up(base, models, lanes_before, outcome),
+            await finish_shielded(self._wrap_up(base, models, outcome),
                                   lambda text: self.sink(Notice(text)), what="the cells")
 
     async def _calibrate(self, base: BenchRunner, model: str) -> tuple[float, dict[str, int | None]]:
@@ -334,7 +338,7 @@ class SweepRunner:
 
         async def count(prompt: str) -> int | None:
             probe = BenchRunner(self.cfg, self.engine, self.probes, replace(s1, prompt=prompt))
-            for name in ("engine_version", "_shows", "_ctx", "_windows"):
+            for name in ("engine_version", "_shows", "_ctx", "_windows", "residency"):
                 setattr(probe, name, getattr(base, name))
             r = await probe.run_rep(model, -99, True)
             return r.prompt_eval_count if not (r.error or r.dnf) else None
@@ -420,21 +424,15 @@ class SweepRunner:
             await cr.check_placement(run, m, before=False)
             run.completed = True
 
-    async def _wrap_up(self, base: BenchRunner, models: list[str], lanes_before, outcome: str) -> None:
+    async def _wrap_up(self, base: BenchRunner, models: list[str], outcome: str) -> None:
         sampler = base._sampler
         if sampler is not None:
             sampler.stop()
         end_ms = int(time.time() * 1000)
-        try:
-            lane_restore = await restore_lanes(self.engine, lanes_before, lambda t: self.sink(Phase(t)),
-                                               touched=base._touched | {model_key(m) for m in models})
-        except Exception as exc:
-            lane_restore = LaneRestore(failed=[f"lane restore not possible: {exc}"])
+        lane_restore = await end_residency(base.residency, self.sink)
         self.result.lane_restore = lane_restore
         self.result.identity = dict(base._identity)
         self.result.gpu = base.host_facts.get("gpu.name", "")
-        for failure in lane_restore.failed:
-            self.sink(Notice(f"ERROR: lane model not restored: {failure}"))
         for c in self.result.cells:
             cr, run = c.runner, c.run
             cr.lane_restore = lane_restore

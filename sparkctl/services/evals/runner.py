@@ -39,9 +39,9 @@ from sparkctl.services.bench import (
     ModelRun,
     Notice,
     Phase,
-    note_lanes,
-    restore_lanes,
 )
+from sparkctl.services.bench.residency import ResidencyGuard
+from sparkctl.services.bench.runner import end_residency
 from sparkctl.services.bench.wrapup import finish_shielded
 from sparkctl.services.evals.scoring import chances, passed, score_item
 from sparkctl.services.evals.suites import Suite, SuiteItem
@@ -205,7 +205,6 @@ class EvalRunner:
         self._sampler: GpuSampler | None = None
         self._last_journal = 0.0
         self._journal_failed = False
-        self._touched: set[str] = set()
         self._runs: dict[str, ModelEval] = {}
 
     def sink(self, ev: Any) -> None:
@@ -234,7 +233,9 @@ class EvalRunner:
         shows = await self.guard.preflight(models)
         runs = {m: self._new_run(m, shows[m], start_ms) for m in models}
         self._runs = runs
-        lanes_before = await note_lanes(self.engine, self.cfg)
+        self.guard.residency = ResidencyGuard(self.cfg, self.engine, models, kind="eval",
+                                              keep_loaded=self.guard.s.keep_loaded)
+        await self.guard.residency.begin(self.guard.num_ctx, lambda text: self.sink(Notice(text)))
         outcome = "FINISHED"
         try:
             self._sampler = GpuSampler(self.guard.gpu_reader()).start()
@@ -249,7 +250,7 @@ class EvalRunner:
             raise
         finally:
             # like the bench: lanes back and runs recorded even on a second Ctrl-C
-            wrap_up = await finish_shielded(self._wrap_up(models, runs, lanes_before, outcome),
+            wrap_up = await finish_shielded(self._wrap_up(models, runs, outcome),
                                             lambda text: self.sink(Notice(text)))
             if outcome != "FAILED" and not wrap_up.cancelled() and wrap_up.exception() is None:
                 self.sink(EvalFinished(list(runs.values())))  # stopped runs too, with their items
@@ -263,7 +264,6 @@ class EvalRunner:
 
     async def _eval_model(self, run: ModelEval) -> None:
         m = run.model
-        self._touched.add(model_key(m))
         self.sink(Phase(f"loading {m}"))
         run.started = True
         await self.guard.check_placement(run.guard, m, before=True)
@@ -323,7 +323,7 @@ class EvalRunner:
 
             opts["stop"] = list(LM_EVAL_UNTIL)
         stream = self.engine.generate(model, item.prompt, options=opts,
-                                      keep_alive=parse_keep_alive(self.s.keep_alive).wire,
+                                      keep_alive=self.guard.keep_alive(model),
                                       think=self.guard.think_for(model))
         t_send = time.perf_counter()
         first: list[float] = []
@@ -431,17 +431,11 @@ class EvalRunner:
 
     # ---- wrap-up, journal, record ------------------------------------------------------------
 
-    async def _wrap_up(self, models: list[str], runs: dict[str, ModelEval], lanes_before, outcome: str) -> None:
+    async def _wrap_up(self, models: list[str], runs: dict[str, ModelEval], outcome: str) -> None:
         if self._sampler is not None:
             self._sampler.stop()
         end_ms = int(time.time() * 1000)
-        try:
-            self.lane_restore = await restore_lanes(self.engine, lanes_before, lambda t: self.sink(Phase(t)),
-                                                    touched=self._touched)
-        except Exception as exc:
-            self.lane_restore = LaneRestore(failed=[redact_text(f"lane restore not possible: {exc}")])
-        for failure in self.lane_restore.failed:
-            self.sink(Notice(f"ERROR: lane model not restored: {failure}"))
+        self.lane_restore = await end_residency(self.guard.residency, self.sink)
         for run in runs.values():
             run.end_ms = end_ms
             if outcome != "FINISHED" and not run.completed:
@@ -473,6 +467,7 @@ class EvalRunner:
             g.flags.append(f"suite file differs from the published one (sha256 {self.suite.sha256[:12]}…)")
         if self.lane_restore is not None:
             g.lane_restore = self.lane_restore.tag()
+            g.residency = self.lane_restore.residency_tag()
             if self.lane_restore.failed:
                 g.flags.append("lane restore failed: " + "; ".join(self.lane_restore.failed))
 
@@ -551,6 +546,7 @@ class EvalRunner:
             "model.family": details.get("family", ""),
             "model.thinking": "n/a" if run.thinking is None else ("on" if run.thinking else "off"),
             "eval.suite_file": str(self.suite.path), "eval.suite_modified": str(self.suite.modified).lower(),
+            "eval.suite_copy": self.suite.copy or "file",  # shipped, pulled, path or config
             "guard.placement_before": g.placement_before, "guard.placement_after": g.placement_after,
             "guard.valid": str(not invalid).lower(), "guard.invalid_reasons": "; ".join(invalid),
             "guard.flags": "; ".join(g.flags),
@@ -558,6 +554,8 @@ class EvalRunner:
         }
         if g.lane_restore:
             tags["guard.lane_restore"] = g.lane_restore
+        if g.residency:
+            tags["guard.residency"] = g.residency
         identity = getattr(self.engine, "identity", None)
         if callable(identity):
             tags.update({k: str(v) for k, v in identity().items()})

@@ -9,7 +9,7 @@ from typing import Any
 
 from sparkctl.config import Config
 from sparkctl.core.names import same_model
-from sparkctl.core.placement import placement
+from sparkctl.core.placement import placement, spill_warning
 from sparkctl.core.snapshots import ResidentModel
 from sparkctl.services.lanes.history import current_entry
 from sparkctl.statefile import OwnedState, read_state
@@ -37,6 +37,12 @@ class LaneRow:
             return "NOT RESIDENT"
         return placement(self.resident.size, self.resident.size_vram).label
 
+    @property
+    def warning(self) -> str | None:
+        """Its model spilled to the CPU (core.placement.spill_warning), or None."""
+        r = self.resident
+        return None if r is None else spill_warning(self.lane, self.model, r.size, r.size_vram)
+
     def to_dict(self) -> dict[str, Any]:
         r = self.resident
         return {"lane": self.lane, "model": self.model, "source": self.source, "since": self.since or None,
@@ -44,7 +50,7 @@ class LaneRow:
                 "forced": self.forced, "record_id": self.record_id or None,
                 "resident": None if not self.engine_known else r is not None,
                 "placement": None if r is None else placement(r.size, r.size_vram).label,
-                "size": None if r is None else r.size}
+                "size": None if r is None else r.size, "warning": self.warning}
 
 
 def lane_rows(cfg: Config, resident: list[ResidentModel] | None, state: OwnedState | None = None) -> list[LaneRow]:

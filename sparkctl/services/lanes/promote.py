@@ -28,10 +28,12 @@ from typing import Any, Callable
 from sparkctl.config import Config, user_file_value
 from sparkctl.core import promotion as rules
 from sparkctl.core.keepalive import parse_keep_alive
-from sparkctl.core.lanestate import is_forever, restore_keep_alive, snapshot_lanes
+from sparkctl.core.residency import is_forever
 from sparkctl.core.names import same_model, validate_model_name
 from sparkctl.core.snapshots import ResidentModel
 from sparkctl.engines.base import EngineError, EngineUnreachable
+from sparkctl.services.bench.residency import ResidencyGuard
+from sparkctl.services.bench.wrapup import finish_shielded
 from sparkctl.services.lanes.history import NothingToRollBack, rollback_target
 from sparkctl.services.lanes.hook import HookResult, hook_env, run_hook
 from sparkctl.services.models import (
@@ -127,6 +129,7 @@ class PromotionOutcome:
     load: LoadReport | None = None
     error: str = ""  # why the switch failed (engine error, failed verification, conflict)
     engine_error: bool = False  # the engine refused or failed the load
+    unreachable: bool = False  # ...or stopped answering
     problems: tuple[str, ...] = ()
     restored: list[str] = field(default_factory=list)  # what was put back after a failure
     unloaded: str = ""  # --swap: the incumbent's unload, in words
@@ -341,40 +344,35 @@ def _hard_problems(load: LoadReport) -> tuple[str, ...]:
     return tuple(p for p in load.verification.problems if not p.startswith(_SOFT_PROBLEMS))
 
 
-async def _put_back(cfg, engine, plan: PromotionPlan, now: datetime) -> list[str]:
-    """After a failed switch: unload the contender if this switch loaded it, and load back
-    every lane model that was resident before and is gone now, as it was."""
-    out: list[str] = []
-    try:
-        after = tuple(await engine.ps())
-    except EngineError as exc:
-        return [f"could not read /api/ps to put things back: {exc.message}"]
-    if _find(plan.resident_before, plan.model) is None and _find(after, plan.model) is not None:
-        try:
-            await unload_model(engine, plan.model)
-            out.append(f"unloaded {plan.model} again")
-        except EngineError as exc:
-            out.append(f"could not unload {plan.model}: {exc.message}")
-    lanes = {**cfg.lanes, plan.lane: plan.incumbent} if plan.incumbent else cfg.lanes
+PUT_BACK_ATTEMPTS = 3  # the engine may be restarting: try again before giving the repair to the next start
+PUT_BACK_PAUSE_S = 2.0
 
-    def lane_of(name: str) -> str | None:
-        return next((ln for ln, m in lanes.items() if same_model(m, name)), None)
 
-    for before in snapshot_lanes(plan.resident_before, lane_of, now):
-        if _find(after, before.name) is not None:
-            continue
-        ka = restore_keep_alive(before, datetime.now(timezone.utc))
-        if ka is None:
-            continue
-        options = {"num_ctx": before.context_length} if before.context_length else None
-        try:
-            await engine.load(before.name, keep_alive=ka, options=options)
-            back = _find(await engine.ps(), before.name)
-            out.append(f"{before.name} (lane {before.lane}) loaded back ({before.describe()})"
-                       if back is not None else f"!! {before.name} (lane {before.lane}) NOT resident after reloading")
-        except EngineError as exc:
-            out.append(f"!! could not load {before.name} (lane {before.lane}) back: {exc.message}")
-    return out
+def _lanes_during(cfg: Config, plan: PromotionPlan) -> Callable[[str], str | None]:
+    """lane_of as it stands while the switch runs: the lane still names the incumbent."""
+    lanes = {**cfg.lanes, plan.lane: plan.incumbent} if plan.incumbent else dict(cfg.lanes)
+    return lambda name: next((ln for ln, m in lanes.items() if same_model(m, name)), None)
+
+
+async def _put_back(guard, say: Callable[[str], None] = lambda _t: None) -> list[str]:
+    """After a failed switch: unload the contender if this switch loaded it, load back every
+    model that was resident before and is gone or changed now (the incumbent --swap
+    unloaded first, a model the load evicted) with its context and keep-alive, and verify
+    each from /api/ps. An engine that went away is tried again for a few seconds; after
+    that the journal stays, and the next sparkctl start (or `lanes --restore`) finishes it."""
+    for attempt in range(PUT_BACK_ATTEMPTS):
+        out = await guard.end(say)
+        unreachable = out.failed and all("cannot read the engine" in f for f in out.failed)
+        if not unreachable or attempt == PUT_BACK_ATTEMPTS - 1:
+            break
+        await asyncio.sleep(PUT_BACK_PAUSE_S)
+        guard.journal.state = "running"  # end() marked it failed: try the same journal again
+    lines = [f"unloaded {m} again" for m in out.unloaded]
+    lines += [f"{r} loaded back, verified from /api/ps" for r in out.restored]
+    lines += [f"!! not put back: {f}" for f in out.failed + out.leftover]
+    if out.failed or out.leftover:
+        lines.append("!! it stays on record: the next sparkctl command, or `sparkctl lanes --restore`, tries again")
+    return lines + list(out.notes)
 
 
 def _who() -> tuple[str, str]:
@@ -393,9 +391,39 @@ async def execute(cfg: Config, engine, probes, plan: PromotionPlan, *, force: bo
     if plan.unmet and not force:
         raise PromotionRefused(plan)
     state_path = state_path or (Path(cfg.state_file) if cfg.state_file else None)
-    now = datetime.now(timezone.utc)
     out.record_id = new_record_id()
     started_ms = int(time.time() * 1000)
+    # What is resident now is journaled before anything changes: if the switch fails, or this
+    # process dies, after --swap unloaded the incumbent, the incumbent is put back (verified).
+    guard = ResidencyGuard(cfg, engine, [plan.model], kind=plan.action, lane_of=_lanes_during(cfg, plan),
+                           lane=plan.lane, disturbs=[plan.incumbent] if plan.swap_first and plan.incumbent else ())
+    await guard.begin(lambda _m: plan.settings.num_ctx or 0, lambda text: out.restored.append(f"!! {text}"))
+    try:
+        await _switch(cfg, engine, probes, plan, out, state_path, clock)
+    except BaseException as exc:
+        # anything else after the incumbent went (the engine gone, Ctrl-C): put it back first
+        if not isinstance(exc, Exception):
+            await finish_shielded(_put_back(guard), lambda _t: None, what="the promotion")
+        else:
+            out.restored = await _put_back(guard)
+        raise
+    if out.changed:
+        await guard.discard()
+    else:
+        out.restored = await _put_back(guard)
+        out.error += f"; lane {plan.lane} keeps {plan.incumbent or 'no model'}"
+    if out.changed:
+        await _after_change(cfg, engine, plan, out, run_hooks)
+    if recorder is not None and (out.changed or out.load is not None):
+        record = promotion_record(cfg, out, started_ms, int(time.time() * 1000))
+        out.record = await asyncio.to_thread(recorder, record)
+    return out
+
+
+async def _switch(cfg, engine, probes, plan: PromotionPlan, out: PromotionOutcome, state_path, clock) -> None:
+    """Load and verify the contender (after unloading the incumbent with --swap when both do
+    not fit), then write the lane change. Sets out.error on any failure; an engine that
+    stops answering sets it too (the caller puts things back either way)."""
     try:
         if plan.swap_first and plan.incumbent:
             gone = await unload_model(engine, plan.incumbent)
@@ -406,35 +434,38 @@ async def execute(cfg: Config, engine, probes, plan: PromotionPlan, *, force: bo
         out.problems = _hard_problems(out.load)
         if out.problems:
             out.error = f"{plan.model} loaded but failed verification: " + "; ".join(out.problems)
-    except EngineUnreachable:
-        raise
+    except EngineUnreachable as exc:  # the engine went away mid-switch
+        out.error, out.engine_error, out.unreachable = f"engine unreachable: {exc.message}", True, True
     except (LoadFailed, EngineError) as exc:
         out.error, out.engine_error = f"engine error: {exc.message}", True
     if out.error:
-        out.restored = await _put_back(cfg, engine, plan, now)
-        out.error += f"; lane {plan.lane} keeps {plan.incumbent or 'no model'}"
-    else:
-        user_value = user_file_value(cfg, f"lanes.{plan.lane}")
-        user, host = _who()
+        return
+    user_value = user_file_value(cfg, f"lanes.{plan.lane}")
+    user, host = _who()
+    try:
+        written = await asyncio.to_thread(update_state, lambda s: _change_lane(s, plan, user_value, user, host,
+                                                                               out), state_path)
+        out.changed, out.state_file = True, str(written.path)
+    except StateConflict as exc:
+        out.error = str(exc)
+
+
+async def _after_change(cfg, engine, plan: PromotionPlan, out: PromotionOutcome, run_hooks: bool) -> None:
+    """The lane now serves plan.model: unload what no lane needs any more, run the hook."""
+    old = plan.incumbent
+    serves_other = old and any(same_model(m, old) for ln, m in cfg.lanes.items() if ln != plan.lane)
+    if old and not plan.swap_first and not serves_other and (plan.swap or plan.action == "rollback"):
+        # --swap; and a rollback always: the model it rolls back from serves no lane now and
+        # would otherwise stay resident (kept forever as a lane model) for nobody
+        why = "--swap" if plan.swap else "rollback: it serves no lane now"
         try:
-            written = await asyncio.to_thread(update_state, lambda s: _change_lane(s, plan, user_value, user, host,
-                                                                                   out), state_path)
-            out.changed, out.state_file = True, str(written.path)
-        except StateConflict as exc:
-            out.error = str(exc)
-        if out.changed and plan.swap and not plan.swap_first and plan.incumbent:
-            try:
-                gone = await unload_model(engine, plan.incumbent)
-                out.unloaded = f"--swap: {gone.line()}"
-            except EngineError as exc:
-                out.unloaded = f"!! --swap: {plan.incumbent} is still resident: {exc.message}"
-        if out.changed and run_hooks and cfg.lanes_on_change:
-            env = hook_env(plan.action, plan.lane, plan.model, plan.incumbent, plan.engine_host)
-            out.hook = await asyncio.to_thread(run_hook, cfg.lanes_on_change, env)
-    if recorder is not None and (out.changed or out.load is not None):
-        record = promotion_record(cfg, out, started_ms, int(time.time() * 1000))
-        out.record = await asyncio.to_thread(recorder, record)
-    return out
+            gone = await unload_model(engine, old)
+            out.unloaded = f"{why}: {gone.line()}"
+        except EngineError as exc:
+            out.unloaded = f"!! {why}: {old} is still resident: {exc.message}"
+    if run_hooks and cfg.lanes_on_change:
+        env = hook_env(plan.action, plan.lane, plan.model, plan.incumbent, plan.engine_host)
+        out.hook = await asyncio.to_thread(run_hook, cfg.lanes_on_change, env)
 
 
 class PromotionRefused(Exception):

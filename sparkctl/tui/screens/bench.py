@@ -38,6 +38,24 @@ OLLAMA = "ollama"  # the engine picker's value for the dashboard's engine
 SWEEP_FIELDS = ("profile", "depth", "concurrency", "slo")  # the settings' sweep inputs
 
 
+def _after_run(app) -> None:
+    """A run ended: recount the spool (a run MLflow did not take waits there) and re-read
+    the residency journals (a restore that failed stays loud on the dashboard)."""
+    for name in ("count_pending", "check_residency"):
+        fn = getattr(app, name, None)
+        if callable(fn):
+            fn()
+
+
+def _gpu_busy(app) -> float | None:
+    """The highest GPU utilization of the app's last host sample (None without one)."""
+    from sparkctl.core.snapshots import Unavailable
+
+    host = getattr(app, "_host", None)
+    utils = [g.utilization_pct for g in host.gpu.gpus if not isinstance(g.utilization_pct, Unavailable)] if host else []
+    return float(max(utils)) if utils else None
+
+
 class BenchEvent(Message):
     def __init__(self, event) -> None:
         super().__init__()
@@ -88,6 +106,7 @@ class BenchScreen(Screen):
     #bench-form { height: auto; padding: 0 1; }
     #bench-form Input { width: 1fr; min-width: 24; }
     #bench-form #engine { width: 22; }
+    #bench-form #solo-badge { padding: 0 1; margin: 1 0 0 1; background: $warning; color: $text; text-style: bold; }
     #settings { height: auto; padding: 0 1; }
     #settings Horizontal { height: auto; }
     #settings Input { width: 1fr; }
@@ -111,6 +130,8 @@ class BenchScreen(Screen):
         with Horizontal(id="bench-form"):
             yield Input(placeholder="models to bench, e.g. qwen3:32b qwen3:8b", id="models")
             yield Select(self._engine_options(), value=OLLAMA, allow_blank=False, id="engine")
+            # solo unloads production: never a state hidden in the collapsed settings
+            yield Label("SOLO", id="solo-badge")
             yield Button("Run", id="run", variant="primary")
         # everything else has the config's value and sits in the settings, so the model
         # field keeps its width at 80 columns
@@ -136,6 +157,9 @@ class BenchScreen(Screen):
                 yield Switch(value=b.think, id="think")
                 yield Label("allow CPU")
                 yield Switch(value=False, id="allow_cpu")
+                yield Label("keep loaded")
+                yield Switch(value=b.keep_loaded, id="keep_loaded",
+                             tooltip="leave the models the bench loads resident afterwards (default: unloaded)")
                 yield Input(placeholder="prompt (empty: the configured one)", id="prompt")
             # any of these makes Run a workload sweep (as bench --profile/--depth/--concurrency/--slo)
             with Horizontal(id="sweep-row"):
@@ -169,6 +193,7 @@ class BenchScreen(Screen):
         self._total_steps = 0
         self._done_steps = 0
         self.runs: list = []
+        self.query_one("#solo-badge", Label).display = self.app.config.bench.mode == "solo"
         self.watch(self.app, "engines_status", self._engine_reachability, init=True)
 
     # ---- engine picker ---------------------------------------------------------------------
@@ -181,8 +206,9 @@ class BenchScreen(Screen):
         q = self.query_one
         mode = "solo" if q("#solo", Switch).value else "beside"
         sweep = " · sweep" if any(q(f"#{f}", Input).value.strip() for f in SWEEP_FIELDS) else ""
+        keep = " · keep loaded" if q("#keep_loaded", Switch).value else ""
         return (f"settings (ctrl+s): {q('#reps', Input).value} reps · warm-up {q('#warmup', Input).value} · {mode} · "
-                f"num_ctx {q('#num_ctx', Input).value} · {q('#cache', Select).value}{sweep}")
+                f"num_ctx {q('#num_ctx', Input).value} · {q('#cache', Select).value}{sweep}{keep}")
 
     @on(Input.Changed, "#settings Input")
     @on(Switch.Changed, "#settings Switch")
@@ -220,6 +246,12 @@ class BenchScreen(Screen):
     @on(Switch.Changed, "#solo")
     def _mode_changed(self, event: Switch.Changed) -> None:
         self.query_one("#mode-label", Label).update("solo" if event.value else "beside")
+        self.query_one("#solo-badge", Label).display = event.value
+
+    def _reset_solo(self) -> None:
+        """After a run the switch goes back to the config's [bench] mode: solo stays on only
+        where the user pinned it there, never by accident from an earlier run."""
+        self.query_one("#solo", Switch).value = self.app.config.bench.mode == "solo"
 
     def action_toggle_settings(self) -> None:
         c = self.query_one("#settings", Collapsible)
@@ -278,6 +310,7 @@ class BenchScreen(Screen):
             num_ctx=num_ctx if num_ctx != b.num_ctx else None, prompt=prompt,
             mode="solo" if solo else "beside", cache=str(self.query_one("#cache", Select).value),
             think=self.query_one("#think", Switch).value, allow_cpu=self.query_one("#allow_cpu", Switch).value,
+            keep_loaded=self.query_one("#keep_loaded", Switch).value,
         )
         return models, engine, settings
 
@@ -295,10 +328,43 @@ class BenchScreen(Screen):
         plan = self._sweep_form(settings)
         if plan is False:
             return
+        if settings.mode == "solo" and engine == OLLAMA:
+            self.confirm_solo(models, settings, engine, plan)  # production goes down: ask first
+            return
+        self._go(models, settings, engine, plan)
+
+    def _go(self, models: list[str], settings: BenchSettings, engine: str, plan) -> None:
         if plan is not None:
             self._launch_sweep(models, settings, engine, plan)
+        else:
+            self._launch(models, settings, engine)
+
+    @work(group="solo-preview", exclusive=True, exit_on_error=False)
+    async def confirm_solo(self, models: list[str], settings: BenchSettings, engine: str, plan) -> None:
+        """Solo takes lane models down: say which, for about how long, and what can be known
+        about their use (services/bench/solo.py); start only on yes."""
+        from sparkctl.services.bench.solo import solo_preview
+        from sparkctl.tui.widgets.model_dialogs import ConfirmDialog
+
+        self.query_one("#phase", Label).update("solo: reading what is resident and whether it is in use…")
+        try:
+            preview = await solo_preview(self.app.config, self.app.engine, models, settings, _gpu_busy(self.app))
+        except Exception as exc:  # no engine: the bench itself would fail the same way, with its reason
+            message = getattr(exc, "message", None) or str(exc)
+            self.notify(f"solo: cannot read the engine's resident models: {message}", severity="error")
             return
-        self._launch(models, settings, engine)
+        self.query_one("#phase", Label).update("")
+        if not preview.unload:
+            self._go(models, settings, engine, plan)
+            return
+
+        def answered(yes: bool | None) -> None:
+            if yes and not self._bench_running():
+                self._go(models, settings, engine, plan)
+            elif not yes:
+                self.query_one("#phase", Label).update("solo bench not started")
+
+        self.app.push_screen(ConfirmDialog(preview.text(), yes_label="Unload them and run solo"), answered)
 
     def _sweep_form(self, settings: BenchSettings):
         """(profiles, depths, concurrencies, slo) from the settings' sweep inputs; None when
@@ -367,6 +433,9 @@ class BenchScreen(Screen):
         if why:
             self.query_one("#phase", Label).update(why)
             self.notify(why, timeout=10)
+        if settings.mode == "solo":
+            self.confirm_solo(models, settings, OLLAMA, None)
+            return
         self._launch(models, settings)
 
     def action_stop(self) -> None:
@@ -399,9 +468,7 @@ class BenchScreen(Screen):
             self.app.notify(f"bench failed: {message}", severity="error", timeout=10)
         finally:
             self.post_message(BenchEvent(None))
-            count = getattr(self.app, "count_pending", None)
-            if callable(count):
-                count()  # a run MLflow did not take waits in the spool: the header says so
+            _after_run(self.app)
 
     @work(group="bench", exclusive=True, exit_on_error=False)
     async def run_sweep(self, models: list[str], settings: BenchSettings, engine_name: str, plan) -> None:
@@ -436,9 +503,7 @@ class BenchScreen(Screen):
                              f"{getattr(engine, 'kind', '')} {version}".strip(), tuple(c.run.status for c in done))
             self.post_message(SweepFinished(res, view))
             self.post_message(BenchEvent(None))
-            count = getattr(self.app, "count_pending", None)
-            if callable(count):
-                count()
+            _after_run(self.app)
 
     def on_sweep_finished(self, message: SweepFinished) -> None:
         res = message.result
@@ -459,6 +524,7 @@ class BenchScreen(Screen):
         ev = message.event
         if ev is None:  # the worker ended, however it ended
             self.query_one("#run", Button).disabled = False
+            self._reset_solo()
             self.query_one(Gauges).set(tps="-", elapsed="-")  # no live figure outlives its stream
             phase = self.query_one("#phase", Label)
             if str(phase.render()).startswith(("streaming", "stopping", "loading")):
@@ -533,6 +599,9 @@ class BenchScreen(Screen):
                 run.run_id[:8] if run.run_id else "spooled" if run.sync_message else "-",
             )
         notes = []
+        residency = next((r.residency for r in runs if r.residency and r.residency != "as before"), "")
+        if residency:  # what the end of the bench unloaded and put back
+            notes.append(f"residency: {residency}")
         for run in runs:
             notes.extend(f"{run.model}: {m}" for m in run.invalid + run.flags)
             if run.sync_message and not run.run_id:
@@ -555,6 +624,8 @@ class BenchScreen(Screen):
         from sparkctl.core.specdec import summary_text
 
         lines = [f"{run.model}: {summary_text(run.summary)}"] if summary_text(run.summary) else []
+        if run.residency and run.residency != "as before":
+            lines.append(f"residency after the bench: {run.residency}")
         for flag in dict.fromkeys(run.invalid + run.flags):
             why = explain(flag)
             lines.append(f"! {flag}" + (f" — {why}" if why else ""))

@@ -122,16 +122,22 @@ class DashboardScreen(Screen):
 
     def _show_cold_lanes(self, r: StatusReport) -> None:
         """Mark every lane whose model is not resident (the router's next request to it
-        loads it cold). Hidden while all are resident or the engine's state is unknown."""
+        loads it cold) or spilled to the CPU, and models a dead bench left changed. Hidden
+        while there is nothing to say."""
         cold = r.lanes_not_resident
+        loud = [*r.residency_warnings, *r.lanes_spilled]
         label = self.query_one("#lanes-cold", Label)
-        label.display = bool(cold)
-        if cold:
+        label.display = bool(cold or loud)
+        if cold or loud:
             text = Text()
+            for line in loud:
+                text.append(f"⚠ {line}\n", style="bold red" if line in r.residency_warnings else "bold yellow")
             for i, (lane, model) in enumerate(cold):
                 text.append(" · " if i else "", style="dim")
                 text.append(f"○ lane {lane}: {model} NOT RESIDENT", style="bold yellow")
-            text.append("  (its next request loads it cold)", style="dim")
+            if cold:
+                text.append("  (its next request loads it cold)", style="dim")
+            text.rstrip()
             set_if_changed(label, text)
 
     def _show_report(self, report: StatusReport | None) -> None:

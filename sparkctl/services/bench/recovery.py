@@ -1,0 +1,127 @@
+"""Repair what a dead bench left: at the next start, put back the models it changed.
+
+A bench killed without its wrap-up (kill -9, an OOM kill, a Spark power-cycled after a
+memory freeze) leaves its residency journal behind (tracking/residency.py). Every sparkctl
+start (any CLI command, the TUI, `sync`) calls ``recover_residency``: for each journal whose
+owner process is dead, it takes the engine's bench lock (so no live bench is disturbed),
+puts back what the journal says was resident, unloads what the bench loaded, verifies from
+/api/ps, and says what it did. A restore that fails keeps the journal, marked failed: the
+dashboard and `status` warn about it (``residency_warnings``) until `sparkctl lanes
+--restore` succeeds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from sparkctl.core.names import same_model
+from sparkctl.tracking.residency import FAILED, ResidencyJournal, owner_dead, read_journals, residency_warnings
+
+__all__ = ["RecoveryReport", "recover_residency", "residency_warnings"]
+
+
+@dataclass
+class RecoveryReport:
+    done: list[str] = field(default_factory=list)  # what was put back, one line per journal
+    notes: list[str] = field(default_factory=list)  # what could not be kept exactly
+    warnings: list[str] = field(default_factory=list)  # loud: failed, unreachable, not configured here
+
+    @property
+    def lines(self) -> list[str]:
+        return self.done + self.notes + [f"WARNING: {w}" for w in self.warnings]
+
+
+def _engines_for(cfg) -> list[Any]:
+    """The Ollama engines this config knows: [engine] and any [engines.NAME] of kind ollama."""
+    from sparkctl.services.factory import EngineChoiceError, make_engine
+
+    out = []
+    try:
+        out.append(make_engine(cfg))
+    except EngineChoiceError:
+        pass
+    for name, e in cfg.engines.items():
+        if e.kind == "ollama":
+            try:
+                out.append(make_engine(cfg, name=name))
+            except EngineChoiceError:
+                continue
+    return out
+
+
+async def recover_residency(cfg, *, directory: Path | None = None, retry_failed: bool = False,
+                            engines: list[Any] | None = None, say: Callable[[str], None] = lambda _t: None
+                            ) -> RecoveryReport:
+    """Put back what dead benches changed. `retry_failed`: also journals of a live process
+    whose own restore failed (`sparkctl lanes --restore`, asked for by the user). Engines
+    not given are built from the config and closed again."""
+    from sparkctl.services.bench.lock import BenchLock, LockUnavailable, engine_key
+
+    report = RecoveryReport()
+    journals = await asyncio.to_thread(read_journals, directory)
+    todo = []
+    for j in journals:
+        dead = await asyncio.to_thread(owner_dead, j)
+        if not (dead or (retry_failed and j.state == FAILED)):
+            continue
+        if j.lane and j.models and same_model(cfg.lanes.get(j.lane, ""), j.models[0]):
+            # a promotion that died after writing the lane change: what it loaded is wanted
+            await asyncio.to_thread(j.remove)
+            continue
+        todo.append(j)
+    if not todo:
+        return report
+    built = [] if engines is not None else _engines_for(cfg)
+    pool = engines if engines is not None else built
+    try:
+        for j in todo:
+            engine = next((e for e in pool if engine_key(e.host) == j.engine_key), None)
+            if engine is None:
+                report.warnings.append(f"{j.describe()} left models changed on an engine this config does not "
+                                       "name; run `sparkctl lanes --restore` with the config that names it")
+                continue
+            lock = BenchLock(engine.host, ["putting back what a dead bench changed"])
+            try:
+                holder = await asyncio.to_thread(lock.try_acquire)
+            except LockUnavailable as exc:
+                report.warnings.append(f"{j.describe()} left models changed; not put back: {exc}")
+                continue
+            if holder is not None:
+                report.warnings.append(f"{j.describe()} left models changed; another bench is running "
+                                       f"({holder.describe()}), so they are put back later (`sparkctl lanes --restore`)")
+                continue
+            try:
+                await _recover_one(engine, j, report, say)
+            finally:
+                lock.release()
+    finally:
+        for e in built:
+            try:
+                await e.close()
+            except Exception:
+                pass
+    return report
+
+
+async def _recover_one(engine, j: ResidencyJournal, report: RecoveryReport, say) -> None:
+    from sparkctl.services.bench.residency import put_back
+
+    out = await put_back(engine, j, say)
+    changes = out.residency_tag()
+    if out.ok and not out.leftover:
+        report.done.append(f"put back what {j.describe()} changed when it died: {changes}")
+        report.notes.extend(out.notes)
+        await asyncio.to_thread(j.remove)
+        return
+    j.state, j.failures = FAILED, out.failed + out.leftover
+    try:
+        await asyncio.to_thread(j.save)
+    except OSError:
+        pass
+    report.warnings.append(f"{j.describe()} died and its changes could not all be put back: "
+                           + "; ".join(j.failures))
+    if out.restored or out.unloaded:
+        report.done.append(f"partly put back after {j.describe()}: {changes}")

@@ -1,0 +1,196 @@
+"""Residency is borrowed, not taken (issue 17, points 3 and 4): after a bench the engine holds
+the models it held before, with their contexts and keep-alive sessions, and nothing the bench
+loaded. The Ollama here is a FAKE (tests/fakes/ollama_server.py: Ollama's wire format over
+real HTTP; a runner's session length kept as server/sched.go keeps it: a request with
+keep_alive sets it, one without keeps it, the expiry restarts from it when a request ends)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+
+from sparkctl.config import Config
+from sparkctl.engines.ollama import OllamaEngine
+from sparkctl.services.bench import BenchRefused, BenchRunner, RepStarted
+from tests.fakes.host import FakeProbes, spark_snapshot
+from tests.fakes.ollama_server import FakeOllama, make_model
+from tests.integration.lanes_fixtures import FOREVER_AFTER_S, HALF_HOUR, lanes_state, ps, router_request
+from tests.integration.test_bench_lanes import settings
+
+LANES = {"production": "qwen3:8b", "fast": "qwen3:4b"}
+
+
+def spark_lanes(fast_left_s: float = 600.0):
+    """The lanes of lanes_fixtures, the fast one idle for 20 minutes of its 30 (10 left), as a
+    router would leave it; gemma3:4b and a CPU-only model on disk; unpaced streams."""
+    state = lanes_state(tokens_per_s=None, runaway=None)
+    state.add_model(make_model("gemma3:4b", size_gib=3.3, parameter_size="4.3B", context_length=131072))
+    state.add_model(make_model("cpuonly:7b", size_gib=4.1, parameter_size="7.6B", vram_fraction=0.0))
+    fast = state.resident["qwen3:4b"]
+    fast.expires_at_ns = time.time_ns() + int(fast_left_s * 1e9)  # session 30m, 10m of it left
+    return state
+
+
+async def bench(server: FakeOllama, cfg: Config, models, s, sink=None):
+    engine = OllamaEngine(server.url, timeout=5.0, connect_timeout=1.0)
+    try:
+        runner = BenchRunner(cfg, engine, FakeProbes(spark_snapshot()), s, sink=sink)
+        try:
+            runs = await runner.run(models)
+        except BenchRefused:
+            runs = None
+        return runner, runs
+    finally:
+        await engine.close()
+
+
+# ---- point 3: a restored timed lane gets its whole session back --------------------------
+
+
+async def test_a_timed_lane_unloaded_by_solo_comes_back_with_its_configured_session(serve):
+    """Today's restore sent the 10 minutes the fast lane had left as keep_alive: Ollama keeps
+    that as the runner's session, so the router's next request left it 10 minutes, not 30."""
+    server = serve(spark_lanes())
+    cfg = Config(lanes=LANES, lane_keep_alive={"fast": "30m"})
+    runner, (run,) = await bench(server, cfg, ["llama3.2:3b"], settings(cfg, mode="solo"))
+    assert run.status == "FINISHED" and runner.lane_restore.ok
+    router_request(server, "qwen3:4b", 8192)
+    now = ps(server)
+    ctx, left = now["qwen3:4b"]
+    assert ctx == 8192
+    assert abs(left - HALF_HOUR) < 60, f"fast lane session is {left:.0f} s after the router's request, not 30 min"
+    assert now["qwen3:8b"][0] == 32768 and now["qwen3:8b"][1] > FOREVER_AFTER_S
+    assert "llama3.2:3b" not in now
+    note = " ".join(runner.lane_restore.notes)
+    assert "[lanes.keep_alive] fast" in note and "could not be kept exactly" in note
+
+
+async def test_without_a_configured_session_the_engine_default_is_used_and_said(serve):
+    state = spark_lanes()
+    state.default_keep_alive_s = 300.0  # OLLAMA_KEEP_ALIVE unset: 5m
+    server = serve(state)
+    cfg = Config(lanes=LANES)
+    runner, (run,) = await bench(server, cfg, ["llama3.2:3b"], settings(cfg, mode="solo"))
+    loads = [c.body for c in server.calls("/api/generate")
+             if c.body.get("model") == "qwen3:4b" and not c.body.get("prompt") and c.body.get("keep_alive") != 0]
+    assert loads and all("keep_alive" not in b for b in loads)  # the server's own default applies
+    ctx, left = ps(server)["qwen3:4b"]
+    assert ctx == 8192 and abs(left - 300) < 60
+    assert "the engine's default" in " ".join(runner.lane_restore.notes)
+
+
+async def test_a_resident_timed_lane_benched_in_place_keeps_its_session(serve):
+    """Benching the fast lane itself: its requests carry no keep_alive, so the router's next
+    request still finds a 30-minute session (the bench's 30m keep-alive used to replace it,
+    and a 2m bench keep-alive would have shortened it)."""
+    server = serve(spark_lanes())
+    cfg = Config(lanes=LANES)
+    _, (run,) = await bench(server, cfg, ["qwen3:4b"], settings(cfg, keep_alive="2m"))
+    assert run.status == "FINISHED" and run.num_ctx == 8192
+    assert not [c for c in server.calls("/api/generate") if c.body.get("model") == "qwen3:4b"
+                and "keep_alive" in c.body]
+    router_request(server, "qwen3:4b", 8192)
+    assert abs(ps(server)["qwen3:4b"][1] - HALF_HOUR) < 60
+
+
+# ---- point 4: the residency set after a bench is the set before it ------------------------
+
+
+async def test_a_model_the_bench_loaded_is_unloaded_when_it_finishes(serve):
+    server = serve(spark_lanes())
+    cfg = Config(lanes=LANES)
+    runner, (run,) = await bench(server, cfg, ["llama3.2:3b"], settings(cfg))
+    assert run.status == "FINISHED"
+    assert set(ps(server)) == {"qwen3:8b", "qwen3:4b"}
+    assert "unloaded: llama3.2:3b" in run.residency
+    record = runner.to_record(run, 0, 1, None)
+    assert "unloaded: llama3.2:3b" in record.tags["guard.residency"]
+
+
+async def test_keep_loaded_leaves_it_resident_and_says_so(serve):
+    server = serve(spark_lanes())
+    cfg = Config(lanes=LANES)
+    _, (run,) = await bench(server, cfg, ["llama3.2:3b"], settings(cfg, keep_loaded=True))
+    assert "llama3.2:3b" in ps(server)
+    assert "kept loaded: llama3.2:3b" in run.residency
+
+
+async def test_a_refused_model_does_not_stay_resident_at_100_percent_cpu(serve):
+    """cpuonly:7b loads on the CPU only: the placement guard refuses the bench, and the
+    model it loaded used to stay resident for the bench's 30 minutes."""
+    server = serve(spark_lanes())
+    cfg = Config(lanes=LANES)
+    runner, runs = await bench(server, cfg, ["cpuonly:7b"], settings(cfg))
+    assert runs is None  # refused
+    assert set(ps(server)) == {"qwen3:8b", "qwen3:4b"}
+    assert runner.lane_restore.unloaded == ["cpuonly:7b"]
+
+
+async def test_a_failed_bench_unloads_what_it_loaded(serve):
+    """Every repetition fails (the runner crashed): the run is FAILED, and the model goes."""
+    state = spark_lanes()
+    server = serve(state)
+    cfg = Config(lanes=LANES)
+
+    def sink(ev):
+        if isinstance(ev, RepStarted) and not ev.warmup:
+            state.fail_in_stream("/api/generate", "llama runner process has terminated: exit status 2")
+
+    _, (run,) = await bench(server, cfg, ["llama3.2:3b"], settings(cfg, warmup=0), sink=sink)
+    state.clear_faults()
+    assert run.status == "FAILED"
+    assert set(ps(server)) == {"qwen3:8b", "qwen3:4b"}
+
+
+async def test_a_stopped_bench_unloads_what_it_loaded(serve):
+    state = spark_lanes()
+    state.tokens_per_s = 40.0
+    state.runaway = "response"
+    server = serve(state)
+    cfg = Config(lanes=LANES)
+    engine = OllamaEngine(server.url, timeout=5.0, connect_timeout=1.0)
+    runner = BenchRunner(cfg, engine, FakeProbes(spark_snapshot()), settings(cfg, num_predict=100000))
+    task = asyncio.ensure_future(runner.run(["llama3.2:3b"]))
+    for _ in range(200):
+        if any(c.body.get("prompt") for c in server.calls("/api/generate")):
+            break
+        await asyncio.sleep(0.05)
+    await asyncio.sleep(0.3)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    await engine.close()
+    assert set(ps(server)) == {"qwen3:8b", "qwen3:4b"}
+    assert runner.lane_restore.unloaded == ["llama3.2:3b"]
+
+
+async def test_a_resident_contender_benched_keeps_forever_and_others_get_no_request(serve):
+    """gemma3:4b was side-loaded forever (no lane): benching it beside the lanes must leave it
+    forever, and the lane models, not measured, must see no request at all."""
+    state = spark_lanes()
+    state.add_resident("gemma3:4b", expires_in_s=None, context_length=8192)
+    server = serve(state)
+    cfg = Config(lanes=LANES)
+    _, (run,) = await bench(server, cfg, ["gemma3:4b"], settings(cfg))
+    assert run.status == "FINISHED" and run.num_ctx == 8192
+    after = ps(server)
+    assert after["gemma3:4b"][1] > FOREVER_AFTER_S
+    assert {c.body.get("model") for c in server.calls("/api/generate")} == {"gemma3:4b"}
+    assert set(after) == {"qwen3:8b", "qwen3:4b", "gemma3:4b"}
+
+
+async def test_solo_puts_back_a_resident_non_lane_model_too(serve):
+    """Solo unloads everything else; a side-loaded contender (no lane) used to be left out of
+    the restore and stay unloaded."""
+    state = spark_lanes()
+    state.add_resident("gemma3:4b", expires_in_s=None, context_length=16384)
+    server = serve(state)
+    cfg = Config(lanes=LANES, lane_keep_alive={"fast": "30m"})
+    runner, (run,) = await bench(server, cfg, ["llama3.2:3b"], settings(cfg, mode="solo"))
+    after = ps(server)
+    assert set(after) == {"qwen3:8b", "qwen3:4b", "gemma3:4b"}
+    assert after["gemma3:4b"][0] == 16384 and after["gemma3:4b"][1] > FOREVER_AFTER_S
+    assert "restored: " in run.residency and "gemma3:4b" in run.residency
+    assert "unloaded: llama3.2:3b" in run.residency

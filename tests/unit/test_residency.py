@@ -1,0 +1,89 @@
+"""What a bench found resident and how each model is put back (core.residency): Ollama's
+session semantics (server/sched.go: a request with keep_alive sets a runner's session, one
+without keeps it) decide what "as before" means. Times are built by hand around a fixed now."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+from sparkctl.core.residency import (
+    EXPIRED, KEEP, KEPT_LOADED, RESTORE, UNLOAD, Held, changes, plan, restore_session, snapshot, verify,
+)
+from sparkctl.core.snapshots import ResidentModel
+
+NOW = datetime(2026, 11, 30, 18, 0, tzinfo=timezone.utc)
+FOREVER = NOW + timedelta(days=365 * 290)
+LANES = {"qwen3:32b": "production", "qwen3:4b": "fast"}
+
+
+def rm(name, ctx, expires):
+    return ResidentModel(name=name, size=1, size_vram=1, context_length=ctx, expires_at=expires)
+
+
+def lane_of(name):
+    return LANES.get(name)
+
+
+PROD = Held("qwen3:32b", "production", 32768, FOREVER, True)
+FAST = Held("qwen3:4b", "fast", 8192, NOW + timedelta(minutes=10), False)
+SIDE = Held("gemma3:4b", None, 16384, FOREVER, True)
+
+
+def test_snapshot_keeps_every_resident_model_lane_or_not():
+    held = snapshot([rm("qwen3:32b", 32768, FOREVER), rm("gemma3:4b", 4096, NOW + timedelta(minutes=3))], lane_of, NOW)
+    assert [(h.name, h.lane, h.forever) for h in held] == [("qwen3:32b", "production", True),
+                                                           ("gemma3:4b", None, False)]
+    assert Held.from_dict(held[1].to_dict()) == held[1]  # journaled and read back alike
+
+
+def test_the_session_a_model_comes_back_with():
+    assert restore_session(PROD, {}).wire == -1 and restore_session(PROD, {}).exact
+    configured = restore_session(FAST, {"fast": "30m"})
+    assert (configured.wire, configured.label, configured.exact) == (1800, "30m", False)
+    assert "[lanes.keep_alive] fast" in configured.source
+    default = restore_session(FAST, {})
+    assert default.wire is None and "OLLAMA_KEEP_ALIVE" in default.source  # send none: the server's default
+    # never the 10 minutes it had left: that would become its session for every later request
+    assert restore_session(FAST, {"fast": "30m"}).wire != 600
+
+
+def test_a_timed_expiry_moving_is_not_a_change_but_context_and_forever_are():
+    assert changes(FAST, rm("qwen3:4b", 8192, NOW + timedelta(minutes=29)), NOW) == []
+    assert changes(PROD, rm("qwen3:32b", 8192, NOW + timedelta(minutes=30)), NOW) == [
+        "context 8192 instead of 32768", "timed instead of kept forever"]
+    assert changes(PROD, None, NOW) == ["not resident"]
+
+
+def test_verify_checks_the_session_it_set():
+    s = restore_session(FAST, {"fast": "30m"})
+    assert verify(FAST, s, rm("qwen3:4b", 8192, NOW + timedelta(minutes=30)), NOW) == []
+    assert verify(FAST, s, rm("qwen3:4b", 8192, NOW + timedelta(minutes=10)), NOW) == ["expires in 10m, not 30m"]
+
+
+def test_solo_plan_unloads_the_bench_model_first_and_restores_what_it_unloaded():
+    steps = plan([PROD, FAST, SIDE], ["llama3.2:3b"], {"qwen3:32b", "qwen3:4b", "gemma3:4b"},
+                 [rm("llama3.2:3b", 8192, NOW + timedelta(minutes=30))], {"fast": "30m"}, NOW)
+    assert [(s.kind, s.name) for s in steps] == [
+        (UNLOAD, "llama3.2:3b"), (RESTORE, "qwen3:32b"), (RESTORE, "qwen3:4b"), (RESTORE, "gemma3:4b")]
+    assert steps[2].session.wire == 1800
+
+
+def test_keep_loaded_and_a_timed_model_whose_time_ran_out():
+    later = NOW + timedelta(minutes=20)  # FAST would have expired at 18:10
+    steps = plan([FAST], ["llama3.2:3b"], {"qwen3:4b"}, [rm("llama3.2:3b", 8192, later)], {}, later,
+                 keep_loaded=True)
+    assert [(s.kind, s.name) for s in steps] == [(KEPT_LOADED, "llama3.2:3b"), (EXPIRED, "qwen3:4b")]
+
+
+def test_beside_a_model_someone_else_changed_is_left_alone_one_evicted_is_restored():
+    resident = [rm("qwen3:4b", 4096, NOW + timedelta(minutes=5))]  # FAST reloaded by its own users
+    steps = plan([PROD, FAST], ["llama3.2:3b"], set(), resident, {}, NOW)
+    kinds = {s.name: s.kind for s in steps}
+    assert kinds == {"qwen3:4b": KEEP, "qwen3:32b": RESTORE}  # production evicted while the bench ran
+    assert next(s for s in steps if s.name == "qwen3:32b").why == "evicted while the bench ran"
+
+
+def test_a_timed_model_reloaded_by_the_bench_gets_its_session_back_even_when_it_looks_right():
+    steps = plan([FAST], ["qwen3:4b"], {"qwen3:4b"}, [rm("qwen3:4b", 8192, NOW + timedelta(minutes=5))],
+                 {"fast": "30m"}, NOW)
+    assert [(s.kind, s.why) for s in steps] == [(RESTORE, "reloaded by the bench: its session was reset")]
