@@ -68,6 +68,7 @@ Use it:
 from __future__ import annotations
 
 import json
+import random
 import socket
 import zlib
 import threading
@@ -146,6 +147,11 @@ class OpenAIState:
     # structured output (a request with response_format) is easier to draft than prose: its
     # own acceptance when set (the seeds' JSON-vs-prose gap)
     spec_acceptance_structured: float | None = None
+    # a real draft's acceptance moves with the text: each request's rate is drawn within
+    # +/- spec_jitter of the configured one (random.Random(spec_seed), so runs repeat)
+    spec_jitter: float = 0.03
+    spec_seed: int = 0
+    _spec_rng: Any = None
     spec_tokens: int = 3  # vLLM num_speculative_tokens / SGLang speculative_num_steps / llama.cpp --spec-draft-n-max
     spec_drafts: int = 0  # cumulative counters, as the server keeps them since it started
     spec_draft_tokens: int = 0
@@ -188,6 +194,10 @@ class OpenAIState:
             return 0, 0, 0
         rate = self.spec_acceptance_structured if structured and self.spec_acceptance_structured is not None \
             else self.spec_acceptance
+        with self.lock:
+            if self._spec_rng is None:
+                self._spec_rng = random.Random(self.spec_seed)
+            rate = min(1.0, max(0.0, rate + self._spec_rng.uniform(-self.spec_jitter, self.spec_jitter)))
         drafts = drafted = accepted = produced = 0
         with self.lock:
             while produced < tokens:

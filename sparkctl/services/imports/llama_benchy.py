@@ -18,11 +18,12 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from sparkctl.core import benchy
+from sparkctl.core import benchy, workload
+from sparkctl.core.workload import WorkloadIdentity
 from sparkctl.core.names import model_key
 from sparkctl.tracking.record import RunRecord
 
-KIND_IMPORT = "import"
+KIND_IMPORT = workload.IMPORT
 SOURCE = "llama-benchy"
 
 
@@ -119,6 +120,11 @@ def records(report: benchy.Report, file_sha256: str, file_name: str, *, experime
             "engine.kind": engine_kind or "unknown", "engine.version": engine_version or "unknown",
             "guard.cache_policy": policy,
         }
+        # the workload identity every producer records (core/workload.py): kind import, so no
+        # comparison ever pairs it with a bench; depth and concurrency say where it sits
+        tags.update(WorkloadIdentity(workload.IMPORT, profile=SOURCE, depth=str(p.depth), concurrency=str(p.concurrency),
+                                     cache_policy=policy, num_predict="" if p.response_size is None
+                                     else str(p.response_size)).to_tags())
         out.append(RunRecord(
             experiment=experiment, run_name=f"{name} {cell} (llama-benchy import)", status="FINISHED",
             start_ms=start, end_ms=start, params={k: str(v) for k, v in params.items()}, tags=tags,

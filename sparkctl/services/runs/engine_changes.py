@@ -1,7 +1,7 @@
 """What an engine change did besides the speed: speculative decoding's acceptance before and
-after (the same regression rule as decode tok/s, per repetition), and which parts of the
-engine's identity changed (runner, its llama.cpp build, flash attention, KV cache type), so
-a regression says where to look. Blocking (MLflow): call from a worker thread."""
+after (the same regression rule as decode tok/s, on the repetitions each run used), and
+which parts of the engine's identity changed (runner, its llama.cpp build, flash attention,
+KV cache type), so a regression says where to look. Pure: the caller reads the runs."""
 
 from __future__ import annotations
 
@@ -17,13 +17,11 @@ def identity_of(row: Any) -> dict[str, str]:
     return out
 
 
-def annotate(regression_row: Any, store: Any) -> None:
-    """Fill a RegressionRow's acceptance comparison and identity changes."""
+def annotate(regression_row: Any, acceptance_before: list[float], acceptance_after: list[float]) -> Any:
+    """A RegressionRow with its identity changes and, when both runs have per-repetition
+    acceptance (the repetitions each run used), the acceptance comparison. Returns the row."""
     before, after = regression_row.before, regression_row.after
     regression_row.identity_changes = ei.changes(identity_of(before), identity_of(after))
-    if before.spec_acceptance_pct is None or after.spec_acceptance_pct is None:
-        return
-    a = store.metric_history(before.run_id, "spec_acceptance_pct")
-    b = store.metric_history(after.run_id, "spec_acceptance_pct")
-    if a and b:
-        regression_row.acceptance = compare.regression(a, b)
+    if acceptance_before and acceptance_after:
+        regression_row.acceptance = compare.regression(acceptance_before, acceptance_after)
+    return regression_row

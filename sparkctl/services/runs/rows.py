@@ -11,25 +11,29 @@ from dataclasses import dataclass, fields
 from datetime import datetime, timezone
 from typing import Any
 
-from sparkctl.core import engine_identity
+from sparkctl.core import engine_identity, workload
 from sparkctl.core.fleet import HardwareClass
 from sparkctl.core.gpu import is_throttled
 from sparkctl.core.names import model_key
+from sparkctl.core.workload import WorkloadIdentity
 
 # Tags written by the bench (services/bench/runner.py to_record) and read back here.
 TAG_MODEL = "model.name"
 TAG_ENGINE_KIND = "engine.kind"
 TAG_ENGINE_VERSION = "engine.version"
 TAG_HOST = "host.name"
-# Set by the eval (services/evals); a run without it is a bench.
+# Set by every producer since the workload identity (core/workload.py); a run without it
+# is read by that module's rules (no tag and no sweep tags: a bench).
 TAG_KIND = "sparkctl.kind"
-KIND_BENCH = "bench"
-KIND_EVAL = "eval"
+KIND_BENCH = workload.BENCH
+KIND_SWEEP_CELL = workload.SWEEP_CELL  # one cell of a workload sweep: never a plain bench
+KIND_EVAL = workload.EVAL
 # A lane change (services/lanes): no measurements; its model.name is the new lane model.
-KIND_PROMOTION = "promotion"
+# Rollbacks are lane changes too (this kind); their identity says "rollback".
+KIND_PROMOTION = workload.PROMOTION
 # A community result recorded by `sparkctl import` (services/imports): never a measurement of ours.
-KIND_IMPORT = "import"
-RUN_KINDS = (KIND_BENCH, KIND_EVAL, KIND_PROMOTION, KIND_IMPORT)
+KIND_IMPORT = workload.IMPORT
+RUN_KINDS = (KIND_BENCH, KIND_SWEEP_CELL, KIND_EVAL, KIND_PROMOTION, KIND_IMPORT)
 
 # Flag words, in the order they are shown.
 FLAG_INVALID = "invalid"
@@ -87,12 +91,26 @@ class RunRow:
     decode_tps_min: float | None = None  # the range of the repetitions, for charts
     decode_tps_max: float | None = None
     resident_gib: float | None = None  # the loaded model's size as the engine reported it
-    spec_acceptance_pct: float | None = None  # speculative decoding: accepted / drafted tokens, whole run
-    engine_identity: str = ""  # "runner=llama-server; runner_build=b6500; flash_attn=on; kv_cache_type=f16"
     # the machine it ran on, beyond its name: what makes two hosts' numbers comparable
     gpu_name: str = ""
     gpu_driver: str = ""
     mem_total_gib: float | None = None
+    spec_acceptance_pct: float | None = None  # speculative decoding: accepted / drafted tokens, whole run
+    engine_identity: str = ""  # "runner=llama-server; runner_build=b6500; flash_attn=on; kv_cache_type=f16"
+    # what the run measured (core.workload): what compare, regressions, promotion and the
+    # re-bench key match on; inferred (identity.recorded False) for runs older than it
+    identity: WorkloadIdentity = WorkloadIdentity(KIND_BENCH, recorded=False)
+
+    @property
+    def what(self) -> str:
+        """The run's kind in words: "bench", "sweep cell prose/d0/c4", "eval gsm8k",
+        "promotion", "rollback"."""
+        i = self.identity
+        if i.kind == workload.SWEEP_CELL:
+            return f"sweep cell {i.cell}"
+        if i.kind == workload.EVAL:
+            return f"eval {self.suite or i.suite}".strip()
+        return i.kind
 
     @property
     def score(self) -> float | None:
@@ -121,6 +139,8 @@ class RunRow:
         out: dict[str, Any] = {}
         for f in fields(self):
             value = getattr(self, f.name)
+            if isinstance(value, WorkloadIdentity):
+                value = value.to_dict()
             out[f.name] = list(value) if isinstance(value, tuple) else value
             if f.name == "start_ms":
                 out["start_utc"] = self.start_utc
@@ -198,6 +218,9 @@ def row_from_run(run: dict[str, Any]) -> RunRow:
     dnf = _metric(metrics, "dnf_count")
     dnf_count = None if dnf is None else int(dnf)
     start = run.get("start_time")
+    identity = WorkloadIdentity.from_run(tags, params)
+    # rollbacks are lane changes: listed (and filtered) with the promotions
+    kind = KIND_PROMOTION if identity.kind == workload.ROLLBACK else identity.kind
     return RunRow(
         run_id=str(run.get("run_id") or ""),
         run_name=str(run.get("run_name") or ""),
@@ -207,7 +230,7 @@ def row_from_run(run: dict[str, Any]) -> RunRow:
         engine_kind=tags.get(TAG_ENGINE_KIND, ""),
         engine_version=tags.get(TAG_ENGINE_VERSION, ""),
         host=tags.get(TAG_HOST, ""),
-        kind=(tags.get(TAG_KIND) or KIND_BENCH).strip().lower(),
+        kind=kind,
         decode_tps_median=_metric(metrics, "decode_tps_median"),
         decode_tps_cv_pct=_metric(metrics, "decode_tps_cv_pct"),
         ttft_s_median=_metric(metrics, "ttft_s_median"),
@@ -231,11 +254,12 @@ def row_from_run(run: dict[str, Any]) -> RunRow:
         decode_tps_min=_metric(metrics, "decode_tps_min"),
         decode_tps_max=_metric(metrics, "decode_tps_max"),
         resident_gib=_metric(metrics, "resident_gib"),
-        spec_acceptance_pct=_metric(metrics, "spec_acceptance_pct_total"),
-        engine_identity=engine_identity.compact(tags),
         gpu_name=tags.get("gpu.name", ""),
         gpu_driver=tags.get("gpu.driver", ""),
         mem_total_gib=_float_tag(tags, "host.mem_total_gib"),
+        spec_acceptance_pct=_metric(metrics, "spec_acceptance_pct_total"),
+        engine_identity=engine_identity.compact(tags),
+        identity=identity,
     )
 
 

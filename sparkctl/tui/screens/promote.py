@@ -106,6 +106,9 @@ async def apply_switch(app, plan, force: bool) -> tuple[str, bool]:
         cfg = app.config
         app.config = replace(cfg, lanes={**cfg.lanes, plan.lane: plan.model},
                              sources={**cfg.sources, f"lanes.{plan.lane}": out.state_file})
+        recheck = getattr(app, "recheck_drift", None)
+        if callable(recheck):
+            recheck()  # the lane's new model may never have been benched here: the dashboard says so
     lines = [line for line in out.lines() if not line.startswith("  -  ")]
     failed = bool(out.error) or (out.hook is not None and not out.hook.ok)
     return "\n".join(lines[-8:]), failed
