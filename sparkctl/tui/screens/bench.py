@@ -551,7 +551,8 @@ class BenchScreen(Screen):
             self.query_one(Gauges).set(
                 tokens=str(ev.tokens), elapsed=f"{ev.elapsed_s:.1f} s",
                 ttft="-" if ev.ttft_s is None else f"{ev.ttft_s:.2f} s",
-                tps="-" if ev.decode_tps is None else f"{ev.decode_tps:.1f}",
+                tps=("-" if ev.decode_tps is None else f"{ev.decode_tps:.1f}")
+                + ("" if ev.acceptance_pct is None else f" · acc {ev.acceptance_pct:.0f}%"),
             )
         elif isinstance(ev, RepDone):
             self._done_steps += 1
@@ -621,7 +622,9 @@ class BenchScreen(Screen):
         if not 0 <= index < len(self.runs):
             return
         run = self.runs[index]
-        lines = []
+        from sparkctl.core.specdec import summary_text
+
+        lines = [f"{run.model}: {summary_text(run.summary)}"] if summary_text(run.summary) else []
         if run.residency and run.residency != "as before":
             lines.append(f"residency after the bench: {run.residency}")
         for flag in dict.fromkeys(run.invalid + run.flags):
