@@ -10,6 +10,7 @@ reader and of one that never does (``fast_reads=False``, MLflow's client alone).
 from __future__ import annotations
 
 import hashlib
+import json
 import math
 import shutil
 import socket
@@ -67,7 +68,10 @@ def _records() -> list[RunRecord]:
             start_ms=1_700_000_000_000 + (i // 2) * 60_000,  # pairs share a start time: run id decides
             end_ms=1_700_000_000_000 + (i // 2) * 60_000 + 5_000,
             params={"model": model, "num_ctx": "8192" if i % 3 else "4096"}, tags=tags,
-            step_metrics={"engine_decode_tps": [decode, decode + 1.0, decode - 0.5]}, summary_metrics=summary,
+            # spec_acceptance_pct: a per-repetition figure some repetitions do not have
+            step_metrics={"engine_decode_tps": [decode, decode + 1.0, decode - 0.5],
+                          "spec_acceptance_pct": [None, 60.0 + i, None, 58.5] if i % 2 else [71.0, None, 70.5]},
+            summary_metrics=summary,
             artifacts={"items.jsonl": f'{{"item_id": "{i}", "passed": true}}\n'},
         ))
     return out
@@ -126,7 +130,36 @@ def test_sqlite_reader_answers_without_mlflow_what_the_client_answers(stores):
             slow.metric_history(run_id, "engine_decode_tps"))
         assert str(fast.metric_steps(run_id, "engine_decode_tps")) == str(
             slow.metric_steps(run_id, "engine_decode_tps"))
+        # per-repetition figures with gaps line up by step (compare's acceptance, issue 22)
+        assert fast.metric_steps(run_id, "spec_acceptance_pct") == slow.metric_steps(run_id, "spec_acceptance_pct")
+        assert light.metric_history(run_id, "spec_acceptance_pct") == slow.metric_history(
+            run_id, "spec_acceptance_pct")
+    assert fast.metric_steps(ids[1], "spec_acceptance_pct") == {1: 61.0, 3: 58.5}  # not vacuous
+    assert light.metric_history(ids[0], "no-such-metric") == slow.metric_history(ids[0], "no-such-metric") == []
     assert fast.read_artifact(ids[1], "items.jsonl") == slow.read_artifact(ids[1], "items.jsonl")
+
+
+def test_imported_community_runs_read_as_mlflow_client_reads_them(stores, tmp_path):
+    """llama-benchy imports (issue 22): `runs --kind import`, `compare --community`'s figures
+    and a run looked up by id give the same through the reader as through MLflow's client."""
+    from sparkctl.services.imports import community, llama_benchy
+    from sparkctl.services.runs.query import list_runs
+    from tests.integration.test_community_formats import benchy_json
+
+    fast, slow, _ = stores
+    store = MlflowStore(fast.uri, None, "imports")
+    client_only = MlflowStore(fast.uri, None, "imports", fast_reads=False)
+    path = tmp_path / "gpt.json"
+    path.write_text(json.dumps(benchy_json([60.0, 59.5, 60.4], [3790.0, 3770.0])))
+    report, sha = llama_benchy.read(path)
+    for record in llama_benchy.records(report, sha, path.name, experiment="imports", now_ms=1_700_000_000_000,
+                                       model="llama3.2:3b", engine_kind="llama.cpp"):
+        store.write(record)
+    imported = list_runs(store.without_mlflow(), kind="import")
+    assert len(imported) == 2 and imported == list_runs(client_only, kind="import")
+    for depth in (0, 4096):
+        got = community.figures(store.without_mlflow(), "llama3.2:3b", depth=depth)
+        assert len(got) == 1 and got == community.figures(client_only, "llama3.2:3b", depth=depth)
 
 
 def test_the_installed_mlflow_writes_a_schema_the_reader_knows(mlflow_template_db):  # noqa: F811
@@ -198,6 +231,8 @@ def test_rest_reader_reads_histories_and_artifacts_as_mlflow_client(server_store
             slow.metric_history(run_id, "engine_decode_tps"))
         assert str(fast.metric_steps(run_id, "engine_decode_tps")) == str(
             slow.metric_steps(run_id, "engine_decode_tps"))
+        assert fast.metric_steps(run_id, "spec_acceptance_pct") == slow.metric_steps(run_id, "spec_acceptance_pct")
+    assert fast.metric_steps(ids[1], "spec_acceptance_pct") == {1: 61.0, 3: 58.5}
     assert fast.read_artifact(ids[1], "items.jsonl") == slow.read_artifact(ids[1], "items.jsonl")
     assert light.metric_history(ids[0], "no-such-metric") == slow.metric_history(ids[0], "no-such-metric") == []
 
