@@ -69,9 +69,10 @@ def test_runs_and_compare_answer_from_sqlite_without_importing_mlflow(history, t
     assert done.returncode == 0, done.stderr
     assert sorted(r["model"] for r in json.loads(done.stdout)) == [A, B]
     assert not mods & NEVER, mods & NEVER
-    done, mods = _cli(["compare", A, B, "--json"], env, tmp_path)
+    done, mods = _cli(["compare", A, B, "--json", "--community"], env, tmp_path)  # --community: issue 22
     assert done.returncode == 0, done.stderr
     assert [m["model"] for m in json.loads(done.stdout)["models"]] == [A, B]
+    assert json.loads(done.stdout)["community"] == []  # asked of the store, found no imports
     assert not mods & NEVER, mods & NEVER
 
 
