@@ -215,7 +215,19 @@ class DashboardScreen(Screen):
         key = [tuple(str(c) for c in row) for row in rows]
         if key != getattr(self, "_rows_key", None):
             self._rows_key = key
-            table.clear()
+            # Each column as wide as its widest cell, given with the columns: a DataTable
+            # sizes auto-width columns only when it next idles, and a frame drawn before
+            # that stays cached at the old widths ("gpt-o" for "gpt-oss:120b") until the
+            # rows change again.
+            widths = [max([cell_len(label), *(cell_len(str(row[i])) for row in rows)])
+                      for i, label in enumerate(RESIDENT_COLUMNS)]
+            if widths != getattr(self, "_widths", None):
+                self._widths = widths
+                table.clear(columns=True)
+                for label, width in zip(RESIDENT_COLUMNS, widths):
+                    table.add_column(label, width=width)
+            else:
+                table.clear()
             for row in rows:
                 table.add_row(*row)
         self._show_cold_lanes(r)
