@@ -90,6 +90,19 @@ def cmd_tui(args, cfg) -> int:
     return app.return_code or EXIT_OK
 
 
+def _engine_origin(cfg, args) -> str:
+    """Where the engine's URL came from, when the user did not give it on this command line:
+    the fix for "unreachable" is usually there ($OLLAMA_HOST, a config file, or neither)."""
+    if cfg is None or getattr(args, "engine_url", None) or getattr(args, "engine", None):
+        return ""
+    source = cfg.sources.get("engine.host")
+    if source is None:
+        return "; that is the default URL: set $OLLAMA_HOST or [engine] host if Ollama listens elsewhere"
+    if source.startswith("$"):
+        return f"; the URL is from {source}"
+    return f"; the URL is [engine] host in {source}"
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv in (["--version"], ["-V"]):
@@ -106,6 +119,7 @@ def main(argv: list[str] | None = None) -> int:
     from sparkctl.engines.base import EngineError, EngineUnreachable
     from sparkctl.services.factory import SetupError
 
+    cfg = None
     try:
         # `config --init` writes the file that loading would look for: nothing to load yet
         cfg = None if (args.command == "config" and getattr(args, "init", False)) else _load_config(args)
@@ -125,7 +139,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"sparkctl: {redact_text(str(exc))}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except EngineUnreachable as exc:
-        print(f"sparkctl: engine unreachable: {redact_text(exc.message)}", file=sys.stderr)
+        where = _engine_origin(cfg, args)
+        print(f"sparkctl: engine unreachable: {redact_text(exc.message)}{where}", file=sys.stderr)
         return EXIT_UNREACHABLE
     except EngineError as exc:
         print(f"sparkctl: engine error: {redact_text(exc.message)}", file=sys.stderr)
