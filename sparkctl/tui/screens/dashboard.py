@@ -7,7 +7,7 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
-from textual.widgets import DataTable, Footer, Header, Label, Static
+from textual.widgets import DataTable, Header, Label, Static
 
 from sparkctl.core.budget import Level, MemoryBudget
 from sparkctl.core.fmt import gib, na, size
@@ -15,6 +15,7 @@ from sparkctl.core.snapshots import GIB, GpuMemory, MemInfo, Pressure, Unavailab
 from sparkctl.services.status import StatusReport
 from sparkctl.tui.widgets.budget_bar import BudgetBar
 from sparkctl.tui.widgets.drift import DriftGate
+from sparkctl.tui.widgets.footer import Footer
 from sparkctl.tui.widgets.history import HistorySparkline
 
 SPARK_EVERY = 3  # redraw the history sparklines every this many samples
