@@ -6,7 +6,7 @@ the first frame (focus set, screen resumed, focus set again after a refresh), ~3
 CPU each on a 2-core box, for the same row of keys. This one shows its keys from its first
 compose and rebuilds only when what it shows (the shown bindings, enabled or not, their
 tooltips, the palette key) differs from what it last built or is about to build. It looks
-exactly like Textual's (same compose, same CSS).
+exactly like Textual's (same compose, same CSS, the same classes on every key).
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from typing import Hashable
 
 from textual.app import ComposeResult
 from textual.widgets import Footer as TextualFooter
+from textual.widgets._footer import FooterKey
 
 
 class Footer(TextualFooter):
@@ -34,7 +35,12 @@ class Footer(TextualFooter):
         # build waiting for the first "bindings changed"
         self._bindings_ready = True
         self._built_for = self._shown()
-        yield from super().compose()
+        for widget in super().compose():
+            if isinstance(widget, FooterKey) and "-command-palette" not in widget.classes:
+                # bound to the footer's `compact` (False here) but born True: each key was
+                # styled again twice (its class added at mount, removed by the binding)
+                widget.set_reactive(FooterKey.compact, self.compact)
+            yield widget
 
     def bindings_changed(self, screen) -> None:
         if self.is_attached and screen is self.screen and self.app.app_focus:
