@@ -31,6 +31,7 @@ from sparkctl.tui.screens.dashboard import DashboardScreen
 from sparkctl.tui.themes import load_themes
 
 FALLBACK_THEME = "sparkctl-dark"
+SCREENS = Binding.Group("screens")
 VERSION_EVERY_S = 10.0  # /api/ps every refresh; /api/version this often or after a failure
 # worker groups that quitting would interrupt: the app asks first
 BUSY_GROUPS = {"bench": "a bench", "eval": "an eval", "pull": "a pull"}
@@ -50,15 +51,16 @@ class SparkApp(App):
     VERTICAL_BREAKPOINTS = [(0, "-short"), (32, "-tall")]
     # sparkctl's own commands in the palette (ctrl+p), beside Textual's (theme, keys, quit)
     COMMANDS = App.COMMANDS | {lambda: _sparkctl_commands()}
+    # The screens' keys share one group in the footer ("d m b h e screens"), so they stay on
+    # it at 80 columns beside each screen's own keys; `?` lists them with their names.
     BINDINGS = [
-        ("d", "switch_mode('dashboard')", "Dashboard"),
-        ("m", "switch_mode('models')", "Models"),
-        ("b", "switch_mode('bench')", "Bench"),
-        ("q", "quit", "Quit"),
-        # after Quit: where the footer is too narrow for every key, Runs is the one cut
-        Binding("h", "switch_mode('runs')", "Runs"),
-        Binding("e", "switch_mode('eval')", "Eval"),
-        Binding("question_mark", "help", "Help", show=False),
+        Binding("d", "switch_mode('dashboard')", "Dashboard", group=SCREENS),
+        Binding("m", "switch_mode('models')", "Models", group=SCREENS),
+        Binding("b", "switch_mode('bench')", "Bench", group=SCREENS),
+        Binding("h", "switch_mode('runs')", "Runs", group=SCREENS),
+        Binding("e", "switch_mode('eval')", "Eval", group=SCREENS),
+        Binding("q", "quit", "Quit"),
+        Binding("question_mark", "help", "Help"),
         Binding("y", "sync", "Sync runs", show=False),
         Binding("o", "show_config", "Config", show=False),
         Binding("F", "switch_mode('fleet')", "Fleet", show=False),

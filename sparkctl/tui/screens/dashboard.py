@@ -6,13 +6,14 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
-from textual.widgets import DataTable, Footer, Header, Label, Static
+from textual.widgets import DataTable, Header, Label, Static
 
 from sparkctl.core.budget import Level, MemoryBudget
 from sparkctl.core.fmt import gib, na, size
 from sparkctl.core.snapshots import GIB, GpuMemory, MemInfo, Pressure, Unavailable
 from sparkctl.services.status import StatusReport
 from sparkctl.tui.widgets.budget_bar import BudgetBar
+from sparkctl.tui.widgets.footer import KeysFooter
 from sparkctl.tui.widgets.history import HistorySparkline
 
 SPARK_EVERY = 3  # redraw the history sparklines every this many samples
@@ -77,7 +78,7 @@ class DashboardScreen(Screen):
                 v.border_title = "GPU utilization"
                 yield HistorySparkline([], id="spark-gpu", bounds=(0.0, 100.0))
                 yield Label("", id="spark-gpu-label")
-        yield Footer()
+        yield KeysFooter()
 
     def action_lanes(self) -> None:
         from sparkctl.tui.screens.lanes import LanesScreen

@@ -21,7 +21,7 @@ from textual.message import Message
 from textual.screen import Screen
 from textual.suggester import Suggester
 from textual.widget import Widget
-from textual.widgets import Button, DataTable, Footer, Header, Input, Label, Select, Switch
+from textual.widgets import Button, DataTable, Header, Input, Label, Select, Switch
 
 from sparkctl.services.bench import Notice, Phase
 from sparkctl.services.evals import (
@@ -37,6 +37,7 @@ from sparkctl.services.evals import (
     SuiteError,
     load_suite,
 )
+from sparkctl.tui.widgets.footer import KeysFooter
 from sparkctl.tui.widgets.item_grid import LEGEND, PENDING, FLIGHT, ItemGrid, state_of
 from sparkctl.tui.widgets.stream_tail import StreamTail
 
@@ -184,7 +185,7 @@ class EvalScreen(Screen):
                 v.border_title = "answer"
                 yield StreamTail(id="eval-answer", max_lines=LOG_LINES)
         yield DataTable(id="results", zebra_stripes=True, cursor_type="row")
-        yield Footer()
+        yield KeysFooter()
 
     def on_mount(self) -> None:
         self._phase("name models (→ completes a local one), pick a suite; Run or ctrl+r starts, escape stops")

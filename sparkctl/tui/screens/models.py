@@ -24,7 +24,7 @@ from textual.binding import Binding
 from textual.containers import Vertical, VerticalScroll
 from textual.message import Message
 from textual.screen import Screen
-from textual.widgets import DataTable, Footer, Header, Label, Static
+from textual.widgets import DataTable, Header, Label, Static
 from textual.worker import Worker, WorkerState
 
 from sparkctl.core.fit import FitKind
@@ -57,6 +57,7 @@ from sparkctl.services.models import (
     unload_model,
     with_resident,
 )
+from sparkctl.tui.widgets.footer import KeysFooter
 from sparkctl.tui.widgets.model_dialogs import ConfirmDialog, LoadChoice, LoadDialog, PullDialog
 from sparkctl.tui.widgets.pull_view import PullProgressView
 
@@ -303,7 +304,7 @@ class ModelsScreen(Screen):
             info.border_subtitle = "esc: close"
             yield Static("", id="model-info-text")
         yield PullProgressView(id="pull-view")
-        yield Footer()
+        yield KeysFooter()
 
     def on_mount(self) -> None:
         table = self.query_one("#models", DataTable)

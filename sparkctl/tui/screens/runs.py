@@ -20,11 +20,12 @@ from textual.binding import Binding
 from textual.containers import Vertical
 from textual.message import Message
 from textual.screen import ModalScreen, Screen
-from textual.widgets import DataTable, Footer, Header, Input, Label, Static
+from textual.widgets import DataTable, Header, Input, Label, Static
 from textual.worker import get_current_worker
 
 from sparkctl.services.runs import RunRow, list_runs
 from sparkctl.tui.screens.run_extra import run_extra
+from sparkctl.tui.widgets.footer import KeysFooter
 
 PAGE = 100  # the first page of runs; newest first
 
@@ -332,7 +333,7 @@ class RunsScreen(Screen):
             box.border_title = "Runs"
             yield DataTable(id="runs", cursor_type="row", zebra_stripes=True)
             yield Label("loading…", id="runs-status")
-        yield Footer()
+        yield KeysFooter()
 
     def on_mount(self) -> None:
         table = self.query_one("#runs", DataTable)

@@ -1,0 +1,16 @@
+"""The footer every screen shows: its own keys first, then the app's, in the compact
+style, so at 80 columns the keys that go to the other screens stay on it (they share one
+group, "d m b h e screens", instead of a word each; `?` names them all)."""
+
+from __future__ import annotations
+
+from textual.widgets import Footer
+
+
+class KeysFooter(Footer):
+    DEFAULT_CSS = """
+    KeysFooter.-compact FooterLabel { margin: 0 1 0 0; }
+    """
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(compact=True, **kwargs)
