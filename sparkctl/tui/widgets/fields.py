@@ -59,7 +59,8 @@ class ModelField(Field):
 
     def __init__(self, **kwargs) -> None:
         self._names = LastWordSuggester()
-        super().__init__(suggester=self._names, **kwargs)
+        # names are added to, not retyped: focus puts the cursor at the end, selecting nothing
+        super().__init__(suggester=self._names, select_on_focus=False, **kwargs)
         self.border_title = "models"  # a title that stays when the placeholder gives way to names
         self.local: list[str] | None = None  # None: not known (no engine answer yet)
 
