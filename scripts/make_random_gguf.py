@@ -1,4 +1,4 @@
-"""Write a random-weight llama-architecture GGUF for engine benches on a machine with no models.
+"""Write a random-weight GGUF (llama, or gemma3 with sliding-window layers) for engine benches and fit checks.
 
 The weights are noise, so the text is nonsense, but the shapes, the bytes read per token
 and so the decode speed are those of a real model of that size. The tokenizer is copied
@@ -7,6 +7,10 @@ numpy and the `gguf` package (PyPI `gguf`, or llama.cpp's gguf-py on PYTHONPATH)
 
     python scripts/make_random_gguf.py --vocab ggml-vocab-llama-spm.gguf --out rand.gguf \
         --embd 1024 --layers 12 --heads 16 --kv-heads 8 --ffn 4096
+
+`--arch gemma3 --swa 512` writes Gemma 3's tensor set (QK norms, post-norms, tied output)
+with `gemma3.attention.sliding_window`; llama.cpp then windows five layers in six, as it
+does for a real Gemma 3.
 """
 
 from __future__ import annotations
@@ -59,13 +63,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--head-dim", type=int, default=0, help="attention head size (default embd / heads)")
     ap.add_argument("--experts", type=int, default=0, help="MoE: experts per layer (0: a dense model)")
     ap.add_argument("--experts-used", type=int, default=0, help="MoE: experts each token uses")
+    ap.add_argument("--arch", choices=("llama", "gemma3"), default="llama")
+    ap.add_argument("--swa", type=int, default=0, help="gemma3: the sliding window in tokens (required there)")
     args = ap.parse_args(argv)
+    gemma = args.arch == "gemma3"
+    if gemma and (args.swa <= 0 or args.experts):
+        ap.error("--arch gemma3 needs --swa N and has no experts")
 
     import gguf
 
     t0 = time.perf_counter()
     rng = np.random.default_rng(args.seed)
-    w = gguf.GGUFWriter(args.out, "llama")
+    w = gguf.GGUFWriter(args.out, args.arch)
     w.add_name(args.name)
     w.add_context_length(args.ctx)
     w.add_embedding_length(args.embd)
@@ -75,13 +84,15 @@ def main(argv: list[str] | None = None) -> int:
     w.add_head_count_kv(args.kv_heads)
     head_dim = args.head_dim or args.embd // args.heads
     w.add_rope_dimension_count(head_dim)
-    if head_dim != args.embd // args.heads:
+    if head_dim != args.embd // args.heads or gemma:
         w.add_key_length(head_dim)
         w.add_value_length(head_dim)
     if args.experts:
         w.add_expert_count(args.experts)
         w.add_expert_used_count(args.experts_used or 1)
-    w.add_layer_norm_rms_eps(1e-5)
+    w.add_layer_norm_rms_eps(1e-5 if not gemma else 1e-6)
+    if gemma:
+        w.add_sliding_window(args.swa)
     w.add_rope_freq_base(10000.0)
     q4k = args.qtype == "q4_k"
     # all-Q4_K is closest to llama.cpp's Q4_K_S label (Q4_K_M mixes in Q6_K tensors)
@@ -129,6 +140,11 @@ def main(argv: list[str] | None = None) -> int:
         w.add_tensor(p + "attn_k.weight", mat(kv, args.embd), **raw)
         w.add_tensor(p + "attn_v.weight", mat(kv, args.embd), **raw)
         w.add_tensor(p + "attn_output.weight", mat(args.embd, q_dim), **raw)
+        if gemma:
+            w.add_tensor(p + "attn_q_norm.weight", ones(head_dim))
+            w.add_tensor(p + "attn_k_norm.weight", ones(head_dim))
+            w.add_tensor(p + "post_attention_norm.weight", ones(args.embd))
+            w.add_tensor(p + "post_ffw_norm.weight", ones(args.embd))
         w.add_tensor(p + "ffn_norm.weight", ones(args.embd))
         if e:
             w.add_tensor(p + "ffn_gate_inp.weight", (rng.standard_normal((e, args.embd), dtype=np.float32) * 0.02))
@@ -140,13 +156,14 @@ def main(argv: list[str] | None = None) -> int:
             w.add_tensor(p + "ffn_up.weight", mat(args.ffn, args.embd), **raw)
             w.add_tensor(p + "ffn_down.weight", mat(args.embd, args.ffn), **raw)
     w.add_tensor("output_norm.weight", ones(args.embd))
-    w.add_tensor("output.weight", mat(n_vocab, args.embd), **raw)
+    if not gemma:  # Gemma ties the output to the token embedding
+        w.add_tensor("output.weight", mat(n_vocab, args.embd), **raw)
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_tensors_to_file()
     w.close()
     ffn = 3 * args.ffn * args.embd * max(1, e)
-    params = n_vocab * args.embd * 2 + args.layers * (2 * q_dim * args.embd + 2 * kv * args.embd + ffn)
+    params = n_vocab * args.embd * (1 if gemma else 2) + args.layers * (2 * q_dim * args.embd + 2 * kv * args.embd + ffn)
     active = params - args.layers * ffn * (1 - (args.experts_used or 1) / e) if e else params
     print(f"wrote {args.out}: {params / 1e6:.0f}M parameters ({active / 1e6:.0f}M active, "
           f"{'Q4_K' if q4k else 'F16'}), vocab {n_vocab}, "

@@ -104,6 +104,7 @@ class TrackingConfig:
 class ModelsConfig:
     keep_alive: str | int | float = "-1"  # see core.keepalive: a number is seconds, -1 forever
     num_ctx: int = 0  # 0: let the engine choose (Ollama: by memory size)
+    registry: str = ""  # base URL for names without a host ("": https://registry.ollama.ai)
 
 
 @dataclass(frozen=True)
@@ -266,6 +267,7 @@ SECTIONS: dict[str, tuple[type, dict[str, Check]]] = {
         {
             "keep_alive": _keep_alive,
             "num_ctx": _number(0, integer=True),
+            "registry": _string(pattern=_URL + "|", what="a URL like https://registry.ollama.ai"),
         },
     ),
     "bench": (

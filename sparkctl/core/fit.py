@@ -117,10 +117,61 @@ def model_context_length(model_info: Mapping[str, Any]) -> int | None:
     return _pos_int(arch_value(model_info, "context_length"))
 
 
+# Sliding-window layers as llama.cpp lays them out (src/llama-model.cpp, each architecture's
+# `hparams.set_swa_pattern(period)`): in every `period` layers the first period - 1 are
+# windowed and the last attends to everything. Only architectures whose loader was read
+# are listed; another architecture with a sliding window and no
+# ARCH.attention.sliding_window_pattern key is estimated as if every layer were full.
+SWA_PERIOD_BY_ARCH: dict[str, int] = {"gemma2": 2, "gemma3": 6, "gemma3n": 5, "cohere2": 4,
+                                      "gemma-embedding": 6, "llama4": 4}
+# Windows llama.cpp assumes when the GGUF has no ARCH.attention.sliding_window key.
+SWA_DEFAULT_WINDOW: dict[str, int] = {"gemma2": 4096, "llama4": 8192}
+# llama.cpp's iSWA cache keeps window + one micro-batch of cells per sequence (n_ubatch
+# 512, Ollama's num_batch default too), and rounds cache sizes up to 256 cells.
+SWA_UBATCH = 512
+KV_CELL_PAD = 256
+
+
+def pad_cells(n: int) -> int:
+    """`n` rounded up to llama.cpp's cache granularity (256 cells)."""
+    return -(-n // KV_CELL_PAD) * KV_CELL_PAD
+
+
+@dataclass(frozen=True)
+class SlidingWindow:
+    window: int  # tokens a windowed layer attends to
+    layers: tuple[bool, ...]  # per layer: True = windowed
+
+    @property
+    def count(self) -> int:
+        return sum(self.layers)
+
+
+def sliding_window(model_info: Mapping[str, Any]) -> SlidingWindow | None:
+    """Which layers are windowed, and the window, or None (no window, or the pattern is unknown)."""
+    arch = _arch(model_info)
+    layers = _pos_int(arch_value(model_info, "block_count"))
+    if arch is None or layers is None:
+        return None
+    window = _pos_int(arch_value(model_info, "attention.sliding_window")) or SWA_DEFAULT_WINDOW.get(arch)
+    if window is None:
+        return None
+    pattern = arch_value(model_info, "attention.sliding_window_pattern")
+    if isinstance(pattern, (list, tuple)) and len(pattern) == layers and all(
+            isinstance(x, (bool, int)) for x in pattern):
+        return SlidingWindow(window, tuple(bool(x) for x in pattern))
+    period = pattern if isinstance(pattern, int) and not isinstance(pattern, bool) and pattern >= 0 \
+        else SWA_PERIOD_BY_ARCH.get(arch)
+    if period is None:
+        return None
+    return SlidingWindow(window, tuple(period == 0 or i % period < period - 1 for i in range(layers)))
+
+
 def kv_cache_bytes(
-    model_info: Mapping[str, Any], num_ctx: int, bytes_per_element: float = 2
+    model_info: Mapping[str, Any], num_ctx: int, bytes_per_element: float = 2, *, slots: int = 1
 ) -> int | None:
-    """KV-cache size for `num_ctx` tokens: 2 x layers x kv heads x head dim x ctx x bytes.
+    """KV-cache size for `num_ctx` tokens (all `slots` together): per layer, 2 x kv heads x
+    head dim x cells x bytes.
 
     K and V are counted separately so a model whose key and value heads differ in width
     (ARCH.attention.key_length / value_length) is right; with equal widths this is the
@@ -130,11 +181,15 @@ def kv_cache_bytes(
     head_count_kv means plain multi-head attention (GGUF's rule), so head_count is used.
     None when a needed key is missing.
 
-    This is an upper bound for models with sliding-window layers and for MLA models
-    (deepseek2), whose real caches are smaller.
+    A sliding-window layer (see `sliding_window`) holds, per slot, the window plus one
+    micro-batch (rounded up to 256 cells) or the slot's context if that is smaller, as
+    llama.cpp's iSWA cache does; its head sizes may differ (ARCH.attention.key_length_swa).
+    Still an upper bound for MLA models (deepseek2), whose real caches are smaller.
     """
     if num_ctx < 0:
         raise ValueError(f"num_ctx must be >= 0, got {num_ctx}")
+    if slots < 1:
+        raise ValueError(f"slots must be >= 1, got {slots}")
     layers = _pos_int(arch_value(model_info, "block_count"))
     if layers is None:
         return None
@@ -146,21 +201,30 @@ def kv_cache_bytes(
     key_len = _pos_int(arch_value(model_info, "attention.key_length"))
     value_len = _pos_int(arch_value(model_info, "attention.value_length"))
     embedding = _pos_int(arch_value(model_info, "embedding_length"))
+    swa = sliding_window(model_info)
+    swa_cells = 0
+    if swa is not None:
+        per_slot = num_ctx // slots
+        swa_cells = slots * min(per_slot, pad_cells(swa.window + SWA_UBATCH))
+        key_len_swa = _pos_int(arch_value(model_info, "attention.key_length_swa")) or key_len
+        value_len_swa = _pos_int(arch_value(model_info, "attention.value_length_swa")) or value_len
 
-    per_token_elements = 0
+    total = 0.0
     for i in range(layers):
         kv = kv_heads[i]
         if kv == 0:
             continue
-        k_dim = key_len
+        windowed = swa is not None and swa.layers[i]
+        k_dim = key_len_swa if windowed else key_len
         if k_dim is None:
             hc = head_count[i] if head_count is not None else 0
             if embedding is None or hc <= 0:
                 return None
             k_dim = embedding // hc
-        v_dim = value_len if value_len is not None else k_dim
-        per_token_elements += kv * (k_dim + v_dim)
-    return int(math.ceil(per_token_elements * num_ctx * bytes_per_element))
+        v_dim = (value_len_swa if windowed else value_len) or k_dim
+        cells = swa_cells if windowed else num_ctx
+        total += kv * (k_dim + v_dim) * cells
+    return int(math.ceil(total * bytes_per_element))
 
 
 def _kv_missing_reason(model_info: Mapping[str, Any]) -> str:
@@ -281,12 +345,18 @@ def estimate_fit(
     if num_parallel > 1:
         notes.append(f"KV cache sized for {num_parallel} parallel slots ({runner_ctx} tokens)")
 
-    kv = kv_cache_bytes(model_info, runner_ctx, kv_bytes_per_element)
+    # llama.cpp rounds the cache up to whole 256-cell blocks
+    kv = kv_cache_bytes(model_info, pad_cells(runner_ctx), kv_bytes_per_element, slots=num_parallel)
     if kv is None:
         notes.append(f"KV cache unknown: {_kv_missing_reason(model_info)}")
     else:
-        if arch_value(model_info, "attention.sliding_window") is not None:
-            notes.append("sliding-window attention: the real KV cache is smaller than estimated")
+        swa = sliding_window(model_info)
+        if swa is not None:
+            notes.append(f"sliding-window attention: {swa.count} of {len(swa.layers)} layers keep only "
+                         f"{swa.window} + {SWA_UBATCH} tokens (llama.cpp's iSWA cache)")
+        elif arch_value(model_info, "attention.sliding_window") is not None:
+            notes.append("sliding-window attention with an unknown layer pattern: every layer counted "
+                         "in full, so the real KV cache is smaller than estimated")
         if arch_value(model_info, "attention.kv_lora_rank") is not None:
             notes.append("latent (MLA) attention: the real KV cache may be smaller than estimated")
 

@@ -362,25 +362,19 @@ class SparkApp(App):
         self.count_pending()
 
     def action_pull_suites(self) -> None:
-        self.notify("downloading the quality suites (sha256 checked)…", timeout=4)
+        self.notify("checking the quality suites' source for a newer file (sha256 compared)…", timeout=4)
         self.pull_suites()
 
     @work(thread=True, group="suites", exclusive=True, exit_on_error=False)
     def pull_suites(self) -> None:
-        """`sparkctl suites pull` from the TUI: into the directory the Eval screen reads."""
-        from sparkctl.services.evals import SUITES, SuiteError, pull_suite, suites_dir
+        """`sparkctl suites pull` from the TUI: the source checked, a new file kept where evals read."""
+        from sparkctl.services.evals import pull_all
 
-        dest, _how = suites_dir(self.config)
-        said = []
-        for name in SUITES:
-            try:
-                p = pull_suite(name, dest=dest)
-                said.append(f"{name}: {'already there' if p.already else 'downloaded'}")
-            except SuiteError as exc:
-                said.append(f"{name}: {exc}")
-        failed = any(": " in s and not s.endswith(("already there", "downloaded")) for s in said)
-        self.call_from_thread(self.notify, f"suites in {dest}: " + "; ".join(said),
-                              severity="error" if failed else "information", timeout=12)
+        _dest, _how, reports = pull_all(self.config)
+        said = [f"{r.name}: {r.pulled.describe() if r.pulled else r.error}" for r in reports]
+        failed = any(r.pulled is None for r in reports)
+        self.call_from_thread(self.notify, "; ".join(said), severity="error" if failed else "information",
+                              timeout=15)
 
     def action_show_config(self) -> None:
         from sparkctl.tui.screens.config_view import ConfigScreen

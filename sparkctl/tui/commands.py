@@ -161,8 +161,8 @@ def _app_commands(app, screen) -> Iterator[Command]:
         yield Command("Show the config", "each config value and the file it came from (read-only)",
                       _do(app, None, "app.show_config"))
     if hasattr(app, "action_pull_suites"):
-        yield Command("Pull the quality suites", "download GSM8K and IFEval (sha256 checked) for the Eval screen "
-                      "(sparkctl suites pull)", _do(app, None, "app.pull_suites"))
+        yield Command("Pull the quality suites", "check GSM8K's and IFEval's source for a file newer than the "
+                      "shipped one (sparkctl suites pull)", _do(app, None, "app.pull_suites"))
     yield Command("Lanes", "each lane's model, since when and by what; roll one back (l on Dashboard)",
                   _do(app, "dashboard", "lanes"))
     yield Command("Quit", "leave sparkctl (a running bench is stopped and recorded first) (q)",

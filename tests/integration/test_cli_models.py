@@ -117,7 +117,7 @@ def test_pull_failures_are_one_line_naming_the_version(run, fake, name, code, te
 def test_pull_refuses_when_the_disk_is_too_small(run, fake, monkeypatch, tmp_path):
     fake.state = pull_scenario()
     monkeypatch.setenv("OLLAMA_MODELS", str(tmp_path))
-    monkeypatch.setattr("sparkctl.services.models._disk_free", lambda path: 1 * GIB)
+    monkeypatch.setattr("sparkctl.services.models.pull._disk_free", lambda path: 1 * GIB)
     code, _, err = run("pull", "qwen3:8b")
     assert code == 4 and "not enough disk space to pull qwen3:8b" in one_line(err)
 
@@ -213,9 +213,13 @@ def test_fit_with_ctx(run):
     assert code == 0 and data["estimate"]["num_ctx"] == 8192 and data["estimate"]["context_source"] == "user"
 
 
-def test_fit_unknown_model_shows_the_engine_text(run):
+def test_fit_of_a_model_not_stored_asks_the_registry(run):
+    # Not stored locally: the fit is read from the registry, which is unreachable here
+    # (tests/conftest.py points SPARKCTL_REGISTRY at a closed port); the fake registry's
+    # own tests are in test_remote_fit.py.
     code, _, err = run("fit", "mistral")
-    assert code == 5 and one_line(err) == "sparkctl: engine error: model 'mistral:latest' not found"
+    assert code == 3 and one_line(err).startswith(
+        "sparkctl: mistral: fit unknown until downloaded: cannot reach the registry at http://127.0.0.1:9/")
 
 
 # ---------------------------------------------------------------------------- load
@@ -323,16 +327,16 @@ def test_rm_asks_on_a_terminal(run, fake, monkeypatch):
 
 
 def test_mistyped_names_suggest_a_close_local_one(run, fake):
-    code, _, err = run("fit", "qwen3:8")
-    assert code == 5 and one_line(err).endswith("not found; did you mean qwen3:8b or qwen3:30b-a3b?")
+    code, _, err = run("fit", "qwen3:8")  # not stored: the registry (unreachable here), then the hint
+    assert code == 3 and one_line(err).endswith("; did you mean qwen3:8b or qwen3:30b-a3b?")
     code, _, err = run("load", "qwen3:8")
     assert code == 5 and "did you mean qwen3:8b" in one_line(err) and fake.calls("/api/generate") == []
     code, _, err = run("rm", "llama3.2", "--yes")
     assert code == 5 and one_line(err).endswith("not found; did you mean llama3.2:3b?")
     code, out, _ = run("unload", "gpt-oss:12b")
     assert code == 0 and out.strip() == "gpt-oss:12b was not loaded (did you mean gpt-oss:120b?)"
-    code, _, err = run("fit", "mistral")  # nothing close: the engine's words alone
-    assert one_line(err) == "sparkctl: engine error: model 'mistral:latest' not found"
+    code, _, err = run("rm", "mistral", "--yes")  # nothing close: the engine's words alone
+    assert one_line(err) == "sparkctl: engine error: model 'mistral' not found"
 
 
 def test_a_stray_space_is_bad_input_with_the_obvious_reading(run, fake):

@@ -5,7 +5,7 @@ MLflow SQLite store.
 
 The suites here are small files written by the tests in the suites' own formats (so the
 expected scores are known by construction); tests/integration/test_eval_suites.py reads the
-real GSM8K and IFEval files from ../shared/suites."""
+real GSM8K and IFEval files the package ships."""
 
 from __future__ import annotations
 
@@ -254,7 +254,8 @@ def test_cli_missing_suite_says_how_to_get_it(tmp_path, data_dir, capsys):
     cfg = cli_config(tmp_path, "http://127.0.0.1:9", tmp_path / "empty")
     assert cli.main(["--config", str(cfg), "eval", A, "--suite", "ifeval"]) == 2
     err = capsys.readouterr().err.strip()
-    assert "IFEval" in err and "sparkctl suites pull" in err and "\n" not in err
+    assert "IFEval" in err and str(tmp_path / "empty") in err and "\n" not in err
+    assert "remove [eval] suites_dir from the config to read the shipped copy" in err
 
 
 @pytest.mark.parametrize("argv, message", [

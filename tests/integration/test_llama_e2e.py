@@ -197,16 +197,15 @@ def test_eval_cli_end_to_end(llama_server, mlflow_template_db, tmp_path, monkeyp
     engine's build; and with a one-second ceiling, items that cannot finish are DNF."""
     from sparkctl.config import load_config
     from sparkctl.services.evals import load_suite
-    from tests.suites_data import shared_suites
 
     data = tmp_path / "data"
     data.mkdir()
     shutil.copy2(mlflow_template_db, data / DB_FILE_NAME)
     monkeypatch.setenv("SPARKCTL_DATA_DIR", str(data))
     conf = tmp_path / "sparkctl.toml"
-    # 512 tokens of context on the server: room for a prompt and a 160-token answer
-    conf.write_text("[budget]\nreserve_gib = 0.25\nwarn_gib = 0.5\n"
-                    f'[eval]\nsuites_dir = "{shared_suites()}"\nnum_predict = 160\n')
+    # 512 tokens of context on the server: room for a prompt and a 160-token answer. No suites
+    # dir: the copies shipped in the package are read
+    conf.write_text("[budget]\nreserve_gib = 0.25\nwarn_gib = 0.5\n[eval]\nnum_predict = 160\n")
     store = MlflowStore(default_tracking_uri(data), None, "sparkctl-bench")
     props = httpx.get(llama_server + "/props", timeout=5).json()
 

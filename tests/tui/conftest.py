@@ -1,5 +1,5 @@
 """TUI tests: text cursors do not blink, so a snapshot never depends on the moment it is
-taken (Textual's own advice; see ../shared/reference/TEXTUAL.md)."""
+taken (Textual's own advice for snapshot tests)."""
 
 from __future__ import annotations
 

@@ -262,6 +262,7 @@ async def test_bad_choices_are_refused_before_any_request(serve, tmp_path):
 
 
 async def test_a_missing_suite_says_how_to_get_it(serve, tmp_path):
+    """A configured suites dir without the file: the way back to the shipped copy is named."""
     server = serve(answering_state())
     app = build(server, config(tmp_path / "no-suites"))
     async with app.run_test(size=(80, 24)) as pilot:
@@ -270,8 +271,8 @@ async def test_a_missing_suite_says_how_to_get_it(serve, tmp_path):
         screen = await start(app, pilot, A, suite="ifeval")
         await finish(app, pilot)
         phase = str(screen.query_one("#eval-phase", Label).content)
-        assert phase.startswith("no suite:") and "sparkctl suites pull" in phase
-        assert any("sparkctl suites pull" in m for m in seen)
+        assert phase.startswith("no suite:") and "remove [eval] suites_dir from the config" in phase
+        assert any("to read the shipped copy" in m for m in seen)
         assert str(screen.query_one("#run").disabled) == "False"
 
 

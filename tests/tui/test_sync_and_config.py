@@ -15,7 +15,7 @@ from sparkctl.tracking.spool import Spool
 from sparkctl.tui.app import make_app
 from tests.fakes.host import FakeProbes, spark_snapshot
 from tests.fakes.ollama_server import FakeOllama, bench_scenario
-from tests.integration.test_eval_suites import mirror, suites  # noqa: F401  (fixtures)
+from tests.integration.test_eval_suites import changed_gsm8k, http_mirror, mirror_dir  # noqa: F401  (fixtures)
 from tests.integration.tracking_fixtures import TEST_EXPERIMENT, mlflow_store, mlflow_template_db  # noqa: F401
 
 
@@ -77,21 +77,28 @@ async def test_o_shows_each_value_with_the_file_it_came_from(tmp_path, monkeypat
         server.stop()
 
 
-async def test_the_palettes_pull_suites_downloads_them_for_the_eval_screen(mirror, tmp_path):  # noqa: F811
+async def test_the_palettes_pull_suites_checks_the_source_against_the_shipped_copy(http_mirror, tmp_path):  # noqa: F811
     """`sparkctl suites pull` from the TUI (palette: "Pull the quality suites"), from a
-    loopback mirror of the real files: both land, sha256 checked, where eval reads them."""
+    loopback mirror: IFEval is the shipped file (nothing written), GSM8K is another file,
+    refused until accepted, and the notice says the shipped copy stays in use."""
     from sparkctl import paths
     from sparkctl.tui.commands import app_commands
 
+    changed_gsm8k(http_mirror, lines=9)
     server = FakeOllama(bench_scenario()).start()
     try:
         app = make_app(load_config(None, state=None), engine=OllamaEngine(server.url, timeout=5.0),
                        probes=FakeProbes(spark_snapshot()), recorder=lambda r: None)
         async with app.run_test(size=(120, 40)) as pilot:
+            seen: list[tuple[str, str]] = []
+            app.notify = lambda message, severity="information", **kw: seen.append((message, severity))
             names = [c.name for c in app_commands(app, app.screen)]
             assert "Pull the quality suites" in names and "Lanes" in names
             app.action_pull_suites()
-            dest = paths.data_dir() / "suites"
-            await until(pilot, lambda: (dest / "gsm8k-test.jsonl").is_file() and (dest / "ifeval-input.jsonl").is_file())
+            await until(pilot, lambda: any(m.startswith("gsm8k:") for m, _s in seen))
+            message, severity = next((m, s) for m, s in seen if m.startswith("gsm8k:"))
+            assert severity == "error" and "--accept-new" in message and "evals keep reading the shipped copy" in message
+            assert "ifeval: up to date: the source's file is the shipped copy" in message
+            assert not (paths.data_dir() / "suites" / "gsm8k-test.jsonl").exists()
     finally:
         server.stop()

@@ -25,7 +25,7 @@ from sparkctl.core.suites.ifeval import (
     score_response,
     summarize,
 )
-from tests.suites_data import shared_suites
+from sparkctl.services.evals import shipped_dir
 
 DEV = Path(__file__).resolve().parents[1] / "data" / "ifeval_dev"
 
@@ -93,7 +93,7 @@ def test_dev_set_covers_every_instruction_passing_and_failing():
 
 
 def test_dev_set_answers_every_suite_prompt_with_the_suite_kwargs():
-    suite = {d["prompt"]: d for d in _jsonl(shared_suites() / "ifeval-input.jsonl")}
+    suite = {d["prompt"]: d for d in _jsonl(shipped_dir() / "ifeval-input.jsonl")}
     reference = _jsonl(DEV / "reference_verdicts.jsonl")
     for ref in reference:
         item = suite[ref["prompt"]]

@@ -546,6 +546,7 @@ class EvalRunner:
             "model.family": details.get("family", ""),
             "model.thinking": "n/a" if run.thinking is None else ("on" if run.thinking else "off"),
             "eval.suite_file": str(self.suite.path), "eval.suite_modified": str(self.suite.modified).lower(),
+            "eval.suite_copy": self.suite.copy or "file",  # shipped, pulled, path or config
             "guard.placement_before": g.placement_before, "guard.placement_after": g.placement_after,
             "guard.valid": str(not invalid).lower(), "guard.invalid_reasons": "; ".join(invalid),
             "guard.flags": "; ".join(g.flags),

@@ -1,19 +1,21 @@
-"""Quality suites on disk: where they are, what they hold, and getting them.
+"""Quality suites on disk: which copy is read, what it holds, and checking it.
 
-The product ships no suite data. `sparkctl suites pull` downloads each file from its public
-source into ``<data dir>/suites`` and checks its sha256; `sparkctl suites path DIR` points at a
-copy the user already has (kept in ``<data dir>/suites/location``, written atomically);
-``[eval] suites_dir`` in the config wins over both.
+The package ships each suite as published (``sparkctl/suites_data``, with its licence and a
+SHA256SUMS manifest), so an eval needs no network. A copy is chosen per suite, first match wins:
+``[eval] suites_dir`` in the config; a directory remembered by `sparkctl suites path DIR`
+(``<data dir>/suites/location``, written atomically); a file `sparkctl suites pull` put in
+``<data dir>/suites``; else the shipped copy. A chosen directory that lacks the file is an
+error, not a silent fallback: a run must say which file it read.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import os
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from sparkctl import paths
 from sparkctl.config import Config
@@ -28,35 +30,72 @@ class SuiteSpec:
     name: str
     title: str
     file: str
-    sha256: str  # of the published file; a local copy that differs is used but flagged
     url: str
     licence: str
     licence_url: str
-    items: int
+
+    @property
+    def licence_file(self) -> str:
+        return f"LICENSE-{self.name}.txt"
+
+    @property
+    def sha256(self) -> str:
+        """Of the published file this sparkctl knows: the one it ships (SHA256SUMS)."""
+        return shipped_sums()[self.file]
 
 
 SUITES: dict[str, SuiteSpec] = {
     "gsm8k": SuiteSpec(
         name="gsm8k", title="GSM8K (test split)", file="gsm8k-test.jsonl",
-        sha256="3730d312f6e3440559ace48831e51066acaca737f6eabec99bccb9e4b3c39d14",
         url="https://raw.githubusercontent.com/openai/grade-school-math/master/grade_school_math/data/test.jsonl",
         licence="MIT",
         licence_url="https://raw.githubusercontent.com/openai/grade-school-math/master/LICENSE",
-        items=1319,
     ),
     "ifeval": SuiteSpec(
         name="ifeval", title="IFEval (input prompts)", file="ifeval-input.jsonl",
-        sha256="67ffeee0fcb87c317c5b08a2de85557b4a7e96ada6178aa645b4954fe4b53d49",
         url=("https://raw.githubusercontent.com/google-research/google-research/master/"
              "instruction_following_eval/data/input_data.jsonl"),
         licence="Apache-2.0",
         licence_url="https://raw.githubusercontent.com/google-research/google-research/master/LICENSE",
-        items=541,
     ),
 }
 
 SUITE_NAMES = tuple(SUITES)
 
+
+def shipped_dir() -> Path:
+    """The package's own copies (a plain directory: sparkctl is never installed zipped)."""
+    from importlib.resources import files
+
+    return Path(str(files("sparkctl.suites_data")))
+
+
+@lru_cache(maxsize=1)
+def shipped_sums() -> dict[str, str]:
+    """File name -> sha256, from the package's SHA256SUMS (`sha256sum` format)."""
+    sums: dict[str, str] = {}
+    for line in (shipped_dir() / "SHA256SUMS").read_text(encoding="ascii").splitlines():
+        if line.strip():
+            digest, name = line.split(maxsplit=1)
+            sums[name.lstrip("*")] = digest
+    return sums
+
+
+# Where a copy came from, as `sparkctl suites` and the Eval screen name it.
+COPY_LABELS = {"config": "[eval] suites_dir", "path": "suites path", "pulled": "pulled", "shipped": "shipped"}
+
+
+@dataclass(frozen=True)
+class SuiteCopy:
+    """The file a suite is read from and why that one."""
+
+    kind: str  # "config", "path", "pulled" or "shipped" (the order they are tried in)
+    path: Path
+    how: str  # for messages: what chose it
+
+    @property
+    def label(self) -> str:
+        return f"{COPY_LABELS[self.kind]} copy"
 
 @dataclass(frozen=True)
 class SuiteItem:
@@ -81,6 +120,7 @@ class Suite:
     path: Path
     sha256: str
     items: tuple[SuiteItem, ...] = field(repr=False)
+    copy: str = ""  # SuiteCopy.kind: which copy was read ("" for a file read by other means)
 
     @property
     def spec(self) -> SuiteSpec:
@@ -90,6 +130,12 @@ class Suite:
     def modified(self) -> bool:
         """A copy that is not the published file: its scores do not compare with others'."""
         return self.sha256 != self.spec.sha256
+
+    def describe(self) -> str:
+        """Which file an eval reads, in one line: ``gsm8k: shipped copy · sha256 3730d312f6e3 · 1319 items``."""
+        label = f"{COPY_LABELS[self.copy]} copy" if self.copy else str(self.path)
+        differs = " · differs from the published file" if self.modified else ""
+        return f"{self.name}: {label} · sha256 {self.sha256[:12]} · {len(self.items)} items{differs}"
 
     def by_id(self) -> dict[str, SuiteItem]:
         return {it.id: it for it in self.items}
@@ -106,23 +152,43 @@ def _location_file() -> Path:
     return paths.data_dir() / "suites" / "location"
 
 
-def suites_dir(cfg: Config) -> tuple[Path, str]:
-    """(the directory suites are read from, how it was chosen)."""
+def pulled_dir() -> Path:
+    return paths.data_dir() / "suites"
+
+
+def chosen_dir(cfg: Config) -> tuple[str, Path, str] | None:
+    """(kind, directory, what chose it) when the user chose a directory; None otherwise."""
     if cfg.eval.suites_dir:
-        return Path(cfg.eval.suites_dir).expanduser(), f"[eval] suites_dir in {cfg.source}"
+        return "config", Path(cfg.eval.suites_dir).expanduser(), f"[eval] suites_dir in {cfg.source}"
     loc = _location_file()
     try:
         text = loc.read_text(encoding="utf-8").strip()
     except OSError:
         text = ""
     if text:
-        return Path(text), f"`sparkctl suites path` ({loc})"
-    return paths.data_dir() / "suites", "the data dir (`sparkctl suites pull`)"
+        return "path", Path(text), f"`sparkctl suites path` ({loc})"
+    return None
 
 
-def how_to_get(name: str) -> str:
-    return (f"run `sparkctl suites pull` on a networked machine (downloads {SUITES[name].url}), "
-            "or `sparkctl suites path DIR` for a copy you have")
+def pull_dir(cfg: Config) -> tuple[Path, str]:
+    """(where `sparkctl suites pull` writes, why): a directory the user chose, else the data dir."""
+    chosen = chosen_dir(cfg)
+    if chosen is not None:
+        return chosen[1], chosen[2]
+    return pulled_dir(), "the data dir"
+
+
+def locate(cfg: Config, name: str) -> SuiteCopy:
+    """Which copy of a suite an eval reads (no file is opened beyond a stat)."""
+    spec = check_name(name)
+    chosen = chosen_dir(cfg)
+    if chosen is not None:
+        kind, folder, how = chosen
+        return SuiteCopy(kind, folder / spec.file, how)
+    pulled = pulled_dir() / spec.file
+    if pulled.is_file():
+        return SuiteCopy("pulled", pulled, f"`sparkctl suites pull` ({pulled_dir()})")
+    return SuiteCopy("shipped", shipped_dir() / spec.file, "the copy shipped with sparkctl")
 
 
 def check_name(name: str) -> SuiteSpec:
@@ -132,20 +198,67 @@ def check_name(name: str) -> SuiteSpec:
     return spec
 
 
+def _read(copy: SuiteCopy, spec: SuiteSpec) -> bytes:
+    try:
+        return copy.path.read_bytes()
+    except FileNotFoundError:
+        if copy.kind == "shipped":
+            raise SuiteError(f"{spec.title}: the shipped copy is missing ({copy.path}): reinstall sparkctl, "
+                             "or `sparkctl suites path DIR` for a copy you have") from None
+        if copy.kind == "pulled":  # gone between the stat and the read
+            raise SuiteError(f"{copy.path}: removed while being read; run the eval again") from None
+        raise SuiteError(f"{spec.title} not found at {copy.path} (suites dir from {copy.how}): put "
+                         f"{spec.file} there, or {forget_hint(copy.kind)} to read the shipped copy") from None
+    except OSError as exc:
+        raise SuiteError(f"{copy.path}: cannot read ({exc.strerror})") from None
+
+
+def forget_hint(kind: str) -> str:
+    return "remove [eval] suites_dir from the config" if kind == "config" else "`sparkctl suites path --reset`"
+
+
 def load_suite(cfg: Config, name: str) -> Suite:
     """Read and validate a suite file. Blocking (file I/O): call from a worker thread."""
     spec = check_name(name)
-    folder, how = suites_dir(cfg)
-    path = folder / spec.file
-    try:
-        raw = path.read_bytes()
-    except FileNotFoundError:
-        raise SuiteError(f"{spec.title} not found at {path} (suites dir from {how}): {how_to_get(spec.name)}") from None
-    except OSError as exc:
-        raise SuiteError(f"{path}: cannot read ({exc.strerror})") from None
+    copy = locate(cfg, name)
+    raw = _read(copy, spec)
     sha = hashlib.sha256(raw).hexdigest()
-    items = parse_items(spec.name, raw, path)
-    return Suite(spec.name, path, sha, tuple(items))
+    if copy.kind == "shipped" and sha != spec.sha256:
+        raise SuiteError(f"the shipped copy {copy.path} is damaged (sha256 {sha[:12]}… is not the "
+                         f"{spec.sha256[:12]}… of SHA256SUMS): reinstall sparkctl")
+    items = parse_items(spec.name, raw, copy.path)
+    return Suite(spec.name, copy.path, sha, tuple(items), copy=copy.kind)
+
+
+@dataclass(frozen=True)
+class CopyState:
+    """What `sparkctl suites` and the Eval screen show about the copy an eval would read."""
+
+    suite: str
+    copy: SuiteCopy
+    sha256: str | None  # None: missing or unreadable
+    state: str  # "ok", "differs" (not the published file), "missing", "unreadable"
+
+    @property
+    def summary(self) -> str:
+        """One short line without the path (a path is long and differs per machine)."""
+        if self.sha256 is None:
+            return f"{self.suite}: {self.copy.label} {self.state} · {forget_hint(self.copy.kind)} to read the shipped one"
+        differs = " · differs from the published file" if self.state == "differs" else ""
+        return f"{self.suite}: {self.copy.label} · sha256 {self.sha256[:12]}{differs}"
+
+
+def copy_state(cfg: Config, name: str) -> CopyState:
+    """The copy an eval of ``name`` would read, hashed. Blocking (reads the file)."""
+    spec = check_name(name)
+    copy = locate(cfg, name)
+    try:
+        sha = hashlib.sha256(copy.path.read_bytes()).hexdigest()
+    except FileNotFoundError:
+        return CopyState(spec.name, copy, None, "missing")
+    except OSError:
+        return CopyState(spec.name, copy, None, "unreadable")
+    return CopyState(spec.name, copy, sha, "ok" if sha == spec.sha256 else "differs")
 
 
 def parse_items(name: str, raw: bytes, origin: Path | str) -> list[SuiteItem]:
@@ -203,11 +316,14 @@ def _check_instructions(ids: tuple[str, ...], kwargs: tuple[dict, ...], where: s
             raise SuiteError(f"{where}: instruction {iid}: {exc}") from None
 
 
-# ---- getting the data ------------------------------------------------------------------------
+
+
+# ---- choosing a directory (`sparkctl suites path`, the Eval screen's "Suites dir") ------------
 
 
 def set_location(folder: Path) -> Path:
-    """`sparkctl suites path DIR`: check DIR holds at least one suite, then remember it."""
+    """Check FOLDER holds at least one suite file, then remember it; returns the file that
+    remembers it. Blocking (stats and a write)."""
     folder = folder.expanduser().resolve()
     if not folder.is_dir():
         raise SuiteError(f"{folder}: not a directory")
@@ -215,92 +331,21 @@ def set_location(folder: Path) -> Path:
     if not found:
         raise SuiteError(f"{folder}: holds none of " + ", ".join(s.file for s in SUITES.values()))
     loc = _location_file()
-    paths.atomic_write_text(loc, f"{folder}\n")
+    try:
+        paths.atomic_write_text(loc, f"{folder}\n")
+    except OSError as exc:  # a read-only or full data dir
+        raise SuiteError(f"{loc}: cannot remember the directory ({exc.strerror or exc})") from None
     return loc
 
 
-Fetch = Callable[[str, Callable[[int, int | None], None]], bytes]
-
-
-def _http_fetch(url: str, progress: Callable[[int, int | None], None]) -> bytes:
-    import httpx
-
-    with httpx.stream("GET", url, follow_redirects=True, timeout=httpx.Timeout(30.0)) as resp:
-        if resp.status_code != 200:
-            from sparkctl.core.redact import redact_uri
-
-            raise SuiteError(f"{redact_uri(url)}: HTTP {resp.status_code}")
-        total = int(resp.headers.get("content-length") or 0) or None
-        chunks, got = [], 0
-        for chunk in resp.iter_bytes():
-            chunks.append(chunk)
-            got += len(chunk)
-            progress(got, total)
-        return b"".join(chunks)
-
-
-def source_url(spec: SuiteSpec, which: str = "data") -> str:
-    """The published file, or a mirror: $SPARKCTL_SUITES_MIRROR/<file> (an offline site's copy)."""
-    mirror = os.environ.get("SPARKCTL_SUITES_MIRROR", "").strip()
-    if not mirror:
-        return spec.licence_url if which == "licence" else spec.url
-    from urllib.parse import urlsplit, urlunsplit
-
-    parts = urlsplit(mirror)  # the file name goes on the path, before any ?query
-    name = f"LICENSE-{spec.name}.txt" if which == "licence" else spec.file
-    return urlunsplit(parts._replace(path=parts.path.rstrip("/") + "/" + name))
-
-
-@dataclass(frozen=True)
-class Pulled:
-    name: str
-    path: Path
-    bytes: int
-    sha256: str
-    already: bool  # the file was there with the right sha256: nothing downloaded
-
-
-def pull_suite(name: str, dest: Path | None = None, fetch: Fetch | None = None,
-               progress: Callable[[str, int, int | None], None] | None = None) -> Pulled:
-    """Download one suite (and its licence) into the data dir, verify sha256, write atomically.
-
-    A file already there with the published sha256 is kept. A download whose sha256 differs
-    is refused and nothing is written. Blocking: call from a worker thread."""
-    spec = check_name(name)
-    dest = dest or paths.data_dir() / "suites"
-    path = dest / spec.file
+def clear_location() -> bool:
+    """Forget the remembered directory (evals go back to the pulled or shipped copy); False
+    when none was remembered."""
+    loc = _location_file()
     try:
-        return _pull(spec, dest, path, fetch, progress)
-    except OSError as exc:  # a full disk, a read-only dir, a file where the dir should be
-        raise SuiteError(f"{dest}: cannot write the suite ({exc.strerror or exc})") from None
-
-
-def _pull(spec: SuiteSpec, dest: Path, path: Path, fetch: Fetch | None,
-          progress: Callable[[str, int, int | None], None] | None) -> Pulled:
-    from sparkctl.core.redact import redact_uri
-
-    if path.is_file():
-        have = hashlib.sha256(path.read_bytes()).hexdigest()
-        if have == spec.sha256:
-            return Pulled(spec.name, path, path.stat().st_size, have, True)
-    fetch = fetch or _http_fetch
-    say = progress or (lambda *_: None)
-    url = source_url(spec)
-    try:
-        data = fetch(url, lambda got, total: say(spec.name, got, total))
-    except SuiteError:
-        raise
-    except Exception as exc:  # httpx's many errors: one line naming the URL
-        raise SuiteError(f"{redact_uri(url)}: download failed ({type(exc).__name__})") from None
-    sha = hashlib.sha256(data).hexdigest()
-    if sha != spec.sha256:
-        raise SuiteError(f"{redact_uri(url)}: sha256 {sha[:16]}… does not match the published "
-                         f"{spec.sha256[:16]}…; nothing was written")
-    parse_items(spec.name, data, redact_uri(url))  # a file that cannot be read as the suite is not kept
-    try:
-        licence = fetch(source_url(spec, "licence"), lambda *_: None)
-    except Exception:
-        licence = f"{spec.title}: {spec.licence} licence, {spec.licence_url}\n".encode()
-    paths.atomic_write_bytes(dest / f"LICENSE-{spec.name}.txt", licence)
-    paths.atomic_write_bytes(path, data)
-    return Pulled(spec.name, path, len(data), sha, False)
+        loc.unlink()
+    except FileNotFoundError:
+        return False
+    except OSError as exc:
+        raise SuiteError(f"{loc}: cannot forget the directory ({exc.strerror or exc})") from None
+    return True

@@ -5,7 +5,9 @@ what it streams to ~10 updates a second per item; this screen turns its events i
 messages and paints them: a cell per item, a stats line (done/left, running accuracy with
 its 95% interval, DNF, ETA), the followed item's thinking (dimmed) and answer in bounded
 views with its token count climbing, and a table of the suite's metrics at the end.
-The suite file is read in a thread; nothing here blocks the event loop.
+The suite file is read in a thread; nothing here blocks the event loop. A line under the
+options says which copy of the suite an eval would read (shipped, pulled, a chosen directory)
+and its sha256; "Suites dir" points at a directory of one's own (as `sparkctl suites path`).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from textual.widgets import Button, DataTable, Header, Input, Label, Select, Swi
 from sparkctl.services.bench import Notice, Phase
 from sparkctl.services.evals import (
     SUITE_NAMES,
+    CopyState,
     EvalFinished,
     EvalModelDone,
     EvalRunner,
@@ -36,7 +39,10 @@ from sparkctl.services.evals import (
     ItemLive,
     ItemStarted,
     SuiteError,
+    clear_location,
+    copy_state,
     load_suite,
+    set_location,
 )
 from sparkctl.tui.widgets.footer import KeysFooter
 from sparkctl.tui.widgets.fields import Field, ModelField, RowTable
@@ -54,6 +60,14 @@ class EvalEvent(Message):
     def __init__(self, event) -> None:
         super().__init__()
         self.event = event
+
+
+class SuiteCopyRead(Message):
+    """Which copy of the selected suite an eval would read (copy_state, from a worker)."""
+
+    def __init__(self, state: CopyState) -> None:
+        super().__init__()
+        self.state = state
 
 
 @dataclass(frozen=True)
@@ -135,6 +149,10 @@ class EvalScreen(Screen):
     #eval-opts #timeout { width: 10; }
     #eval-opts #concurrency { width: 6; }
     #eval-phase { padding: 0 1; height: 1; color: $text-muted; }
+    #eval-copy { height: 1; padding: 0 1; }
+    #eval-copy #suite-copy { width: 1fr; color: $text-muted; }
+    #eval-copy #suite-copy.differs { color: $warning; }
+    #eval-copy #suite-copy.missing { color: $error; }
     #eval-streams { height: 1fr; min-height: 4; }
     #eval-streams > Vertical { border: round $panel-lighten-2; }
     #eval-thinking-box { width: 2fr; display: none; }
@@ -178,7 +196,10 @@ class EvalScreen(Screen):
             yield Field(value=str(e.concurrency), id="concurrency", type="integer")
             yield Label("think")
             yield Switch(value=e.think, id="think")
-        yield Label("", id="eval-phase", markup=False)
+        with Horizontal(id="eval-copy"):
+            yield Label("", id="suite-copy", markup=False)
+            yield Button("Suites dir…", id="suites-dir", compact=True)
+        yield Label("", id="eval-phase", markup=False)  # errors quote "[eval] suites_dir": text, not markup
         yield EvalStats(id="stats")
         yield ItemGrid(id="grid")
         with Horizontal(id="eval-streams"):
@@ -195,6 +216,64 @@ class EvalScreen(Screen):
     def on_mount(self) -> None:
         self._phase("tab to the models (→ completes a local one), pick a suite; Run or ctrl+r starts")
         self.query_one("#eval-notes", NotesPanel).hint = "n: all notes"
+        self._refresh_copy()
+
+    # ---- which copy of the suite (shipped, pulled, a chosen directory) --------------------
+
+    def _refresh_copy(self) -> None:
+        self.read_copy(str(self.query_one("#suite", Select).value))
+
+    @work(thread=True, group="eval-copy", exclusive=True, exit_on_error=False)
+    def read_copy(self, suite: str) -> None:
+        try:
+            state = copy_state(self.app.config, suite)
+        except SuiteError as exc:  # an unknown name cannot come from the Select; say it anyway
+            self.app.call_from_thread(self._phase, str(exc))
+            return
+        self.post_message(SuiteCopyRead(state))
+
+    def on_suite_copy_read(self, message: SuiteCopyRead) -> None:
+        if str(self.query_one("#suite", Select).value) != message.state.suite:
+            return  # the Select moved on; its own read follows
+        label = self.query_one("#suite-copy", Label)
+        label.update(message.state.summary)
+        label.set_class(message.state.state == "differs", "differs")
+        label.set_class(message.state.sha256 is None, "missing")
+        label.tooltip = str(message.state.copy.path)
+
+    @on(Select.Changed, "#suite")
+    def _suite_changed(self) -> None:
+        self._refresh_copy()
+
+    @on(Button.Pressed, "#suites-dir")
+    def _choose_dir(self) -> None:
+        from sparkctl.tui.widgets.suites_dialog import SuitesDirDialog
+
+        cfg = self.app.config
+        overridden = f"[eval] suites_dir in {cfg.source}" if cfg.eval.suites_dir else ""
+        self.app.push_screen(SuitesDirDialog(overridden_by=overridden), self._dir_chosen)
+
+    def _dir_chosen(self, answer: str | None) -> None:
+        if answer is not None:
+            self.apply_dir(answer)
+
+    @work(thread=True, group="eval-copy-dir", exclusive=True, exit_on_error=False)
+    def apply_dir(self, folder: str) -> None:
+        """`sparkctl suites path DIR` (or `--reset` for ""), then the copy line again."""
+        from pathlib import Path
+
+        try:
+            if folder:
+                set_location(Path(folder))
+                said = f"suites are now read from {Path(folder).expanduser().resolve()}"
+            else:
+                said = ("back to the pulled or shipped copy" if clear_location()
+                        else "no directory was chosen: the pulled or shipped copy is read")
+        except SuiteError as exc:
+            self.app.call_from_thread(self.app.notify, str(exc), severity="error", timeout=10)
+            return
+        self.app.call_from_thread(self.app.notify, said, timeout=6)
+        self.app.call_from_thread(self._refresh_copy)
 
     # ---- starting and stopping -------------------------------------------------------------
 
@@ -438,6 +517,8 @@ class EvalScreen(Screen):
             self.query_one("#run", Button).disabled = False
             if self._runs:
                 self._show_results()
+            elif not self._tally:  # ended before any model started: no "reading the suite…" left behind
+                self.query_one(EvalStats).set(summary=f"{self._suite}: not run", current="")
         elif isinstance(ev, Phase):
             self._phase(tui_words(ev.text, "eval"))
         elif isinstance(ev, Failed):

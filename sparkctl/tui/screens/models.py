@@ -42,6 +42,7 @@ from sparkctl.services.models import (
     ModelsRefused,
     ModelStore,
     PullView,
+    RemoteFitReport,
     ShowCache,
     UnloadReport,
     delete_model,
@@ -53,6 +54,7 @@ from sparkctl.services.models import (
     override_offered,
     pull_model,
     refusal_reason,
+    remote_fit_check,
     side_load,
     unload_model,
     with_resident,
@@ -96,6 +98,16 @@ class PullProgressed(Message):
     def __init__(self, view: PullView) -> None:
         super().__init__()
         self.view = view
+
+
+class PullFitChecked(Message):
+    """The verdict for a model about to be pulled, from its registry (or why it is unknown)."""
+
+    def __init__(self, name: str, report: RemoteFitReport | None, error: str | None = None) -> None:
+        super().__init__()
+        self.name = name
+        self.report = report
+        self.error = error
 
 
 class FitChecked(Message):
@@ -151,6 +163,16 @@ def fit_text(report: FitReport) -> Text:
     if reason:
         t.append("\nload would be refused: ", style="yellow")
         t.append(override_hint(report), style="yellow")
+    return t
+
+
+def remote_fit_text(report: RemoteFitReport) -> Text:
+    """A remote verdict before a pull: the fit's lines under the registry's facts."""
+    lines = report.lines()
+    v = report.fit.verdict if report.fit is not None else None
+    t = Text(lines[0], style=_VERDICT_STYLE.get(v.kind, "bold") if v else "bold yellow")
+    for line in lines[1:]:
+        t.append("\n" + line)
     return t
 
 
@@ -457,6 +479,15 @@ class ModelsScreen(Screen):
         finally:
             await stream.aclose()  # closes the HTTP stream: Ollama's only cancel
 
+    @work(group="pull-fit", exclusive=True, exit_on_error=False)
+    async def run_pull_fit(self, name: str) -> None:
+        try:
+            report = await remote_fit_check(self.cfg, self.app.engine, self.app.probes, name)
+        except EngineError as exc:
+            self.post_message(PullFitChecked(name, None, exc.message))
+            return
+        self.post_message(PullFitChecked(name, report))
+
     @work(group="fit", exclusive=True, exit_on_error=False)
     async def run_fit(self, name: str, num_ctx: int | None = None) -> None:
         try:
@@ -544,6 +575,25 @@ class ModelsScreen(Screen):
         if message.view.outcome == "success":
             self._after_change()
 
+    def on_pull_fit_checked(self, message: PullFitChecked) -> None:
+        """Show the verdict, then pull; a model that cannot fit here is pulled only if the
+        user says so."""
+        name, report = message.name, message.report
+        if report is None:
+            self._show_info(f"Pull {name}", Text(f"✘ {message.error}", style="bold red"))
+            return
+        self._show_info(f"Fit {name} (before the pull)", remote_fit_text(report))
+        if not report.cannot_fit:
+            self._pull_chosen(name)
+            return
+
+        def answered(yes: bool | None) -> None:
+            if yes:
+                self._pull_chosen(name)
+
+        self.app.push_screen(ConfirmDialog(f"{name} cannot fit here:\n\n{report.summary()}\n\nPull it anyway?",
+                                           yes_label="Pull anyway"), answered)
+
     def on_fit_checked(self, message: FitChecked) -> None:
         self.last_fit = message.report
         self.override_fit = message.report
@@ -608,7 +658,15 @@ class ModelsScreen(Screen):
         if self.query_one(PullProgressView).running:
             self._show_info("Pull", Text("a pull is running: c cancels it", style="yellow"))
             return
-        self.app.push_screen(PullDialog(self.pull_suggestions()), self._pull_chosen)
+        self.app.push_screen(PullDialog(self.pull_suggestions()), self._pull_requested)
+
+    def _pull_requested(self, name: str | None) -> None:
+        """The dialog's answer: check the fit from the registry first (a worker), then pull."""
+        if not name:
+            return
+        self._show_info(f"Fit {name} (before the pull)",
+                        Text("reading the registry's manifest and GGUF header…", style="dim"))
+        self.run_pull_fit(name)
 
     def _pull_chosen(self, name: str | None) -> None:
         if not name:
