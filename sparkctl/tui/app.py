@@ -113,8 +113,11 @@ class SparkApp(App):
         self._undo_signals: Callable[[], None] | None = None
         self._residency_warnings: tuple[str, ...] = ()  # models a dead bench left changed
         self._drift_checked: tuple[str, str] | None = None
-        # model keys side-loaded from the Models screen: "contender" until promoted or unloaded
-        self.contenders: set[str] = set()
+        # model keys side-loaded from the Models screen: "contender" until promoted or unloaded,
+        # kept in sparkctl's own state file so the mark outlives a restart
+        from sparkctl.core.names import model_key
+
+        self.contenders: set[str] = {model_key(m) for m in getattr(config, "contenders", ())}
 
     # ---- start-up ------------------------------------------------------------------------
 
@@ -175,6 +178,28 @@ class SparkApp(App):
             save_ui_theme(self.config, name)
         except (OSError, StateError, ConfigError) as exc:
             self.call_from_thread(self.notify, f"theme {name!r} not saved: {exc}", severity="warning", timeout=8)
+
+    def set_contender(self, name: str, on: bool) -> None:
+        """Mark `name` contender (or clear the mark) here and in sparkctl's own state file."""
+        from sparkctl.core.names import model_key
+
+        key = model_key(name)
+        if (key in self.contenders) == on:
+            return
+        (self.contenders.add if on else self.contenders.discard)(key)
+        self.save_contender(name, on)
+
+    @work(thread=True, group="contender", exclusive=False, exit_on_error=False)
+    def save_contender(self, name: str, on: bool) -> None:
+        """Through the owned-file writer (flock + atomic rename), off the UI thread."""
+        from sparkctl.config import ConfigError, save_contender
+        from sparkctl.statefile import StateError
+
+        try:
+            save_contender(self.config, name, on)
+        except (OSError, StateError, ConfigError) as exc:
+            self.call_from_thread(self.notify, f"contender mark of {name} not saved: {exc}", severity="warning",
+                                  timeout=8)
 
     @work(thread=True, group="recover", exit_on_error=False)
     def recover_runs(self) -> None:

@@ -10,10 +10,14 @@ import dataclasses
 import pytest
 from textual.widgets import Button, DataTable, Input, Label, Select
 
+from sparkctl.services.runs import list_runs
+from sparkctl.tracking.spool import Spool
+from sparkctl.tracking.sync import record_run
 from sparkctl.tui.widgets.gauges import Gauges
 from sparkctl.tui.widgets.notes import NotesPanel, NotesScreen
 from tests.fakes.ollama_server import FakeOllama, bench_scenario, load_scenario
 from tests.tui.screen_text import joined, screen_text
+from tests.integration.tracking_fixtures import mlflow_store, mlflow_template_db  # noqa: F401
 from tests.tui.test_bench_screen import build, config, finish
 
 
@@ -46,9 +50,11 @@ async def run(app, pilot, models: str):
     await finish(app, pilot)
 
 
-async def test_a_refusal_reads_whole_at_80x24_in_the_screens_words_and_clears_the_gauges(serve):
+async def test_a_refusal_reads_whole_at_80x24_in_the_screens_words_and_clears_the_gauges(
+        serve, mlflow_store, tmp_path):  # noqa: F811
     server = serve(load_scenario(spill=True))  # qwen3:8b loads 30% on the CPU: refused
-    app = build(server, config(warmup=0, reps=1, num_predict=5))
+    spool = Spool(tmp_path / "spool.jsonl")
+    app = build(server, config(warmup=0, reps=1, num_predict=5), recorder=lambda r: record_run(r, spool, mlflow_store))
     async with app.run_test(size=(80, 24)) as pilot:
         screen = await open_bench(app, pilot)
         await run(app, pilot, "llama3.2:3b")  # a bench that runs: the gauges hold its figures
@@ -64,6 +70,11 @@ async def test_a_refusal_reads_whole_at_80x24_in_the_screens_words_and_clears_th
         # nothing of the earlier model's run is left in the gauges
         assert set(screen.query_one(Gauges).values.values()) == {"-"}
         assert screen.query_one("#summary", DataTable).row_count == 0
+    # the refused run is on record as refused and not valid (MLflow's own status: FAILED)
+    refused = [r for r in list_runs(mlflow_store, experiment="sparkctl-bench") if r.model == "qwen3:8b"]
+    assert [(r.status, r.valid) for r in refused] == [("REFUSED", False)]
+    (raw,) = [r for r in mlflow_store.search_runs(experiment="sparkctl-bench") if r["tags"]["model.name"] == "qwen3:8b"]
+    assert raw["status"] == "FAILED" and "30%/70% CPU/GPU" in raw["tags"]["guard.refused"]
 
 
 async def test_a_runs_notes_keep_config_keys_and_open_whole_with_enter(serve):

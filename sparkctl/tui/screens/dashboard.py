@@ -10,6 +10,7 @@ from textual.widgets import DataTable, Header, Label, Static
 
 from sparkctl.core.budget import Level, MemoryBudget
 from sparkctl.core.fmt import gib, na, size
+from sparkctl.core.names import model_key
 from sparkctl.core.snapshots import GIB, GpuMemory, MemInfo, Pressure, Unavailable
 from sparkctl.services.status import StatusReport
 from sparkctl.tui.widgets.budget_bar import BudgetBar
@@ -106,6 +107,10 @@ class DashboardScreen(Screen):
             self.query_one("#engines", Panel).border_title = "Bench engines"
             self.watch(self.app, "engines_status", self._show_engines, init=True)
 
+    def _contenders(self):
+        """Model keys this machine's sparkctl marked contender (the legend says so too)."""
+        return getattr(self.app, "contenders", ())
+
     def _engine_down_for(self) -> float | None:
         return self.app.engine_down_for()
 
@@ -144,7 +149,7 @@ class DashboardScreen(Screen):
     def _show_report(self, report: StatusReport | None) -> None:
         if report is None:
             return
-        self.query_one(BudgetBar).show(report.budget)
+        self.query_one(BudgetBar).show(report.budget, self._contenders())
         self._show_resident(report)
         self._show_engine(report)
         self._show_first_run(report)
@@ -189,7 +194,7 @@ class DashboardScreen(Screen):
             processor = Text(row.placement, style="bold red" if row.placement != "100% GPU" else "")
             rows.append((
                 Text(m.name, style=f"bold {lane_colour}"),
-                row.lane or _contender(self.app, m.name),
+                row.lane or ("contender" if model_key(m.name) in self._contenders() else "-"),
                 size(m.size),  # a 1 MB model is "976.6 KiB", not "0.0 GiB"
                 processor,
                 str(m.context_length) if m.context_length else "n/a",
@@ -361,13 +366,6 @@ def _no_gpu_data(r: StatusReport) -> Text:
         reasons = {str(g.utilization_pct.reason) for g in gpu.gpus if isinstance(g.utilization_pct, Unavailable)}
         why = f"utilization {', '.join(sorted(reasons))}" if reasons else "no sample yet"
     return Text(f"no data ({why})", style="dim")
-
-
-def _contender(app, name: str) -> str:
-    """ "contender" for a model side-loaded from the Models screen (no lane yet), else "-"."""
-    from sparkctl.core.names import model_key
-
-    return "contender" if model_key(name) in getattr(app, "contenders", ()) else "-"
 
 
 def _window_label(seconds: int) -> str:

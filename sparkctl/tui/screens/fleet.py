@@ -388,6 +388,9 @@ class HostDashboardScreen(DashboardScreen, inherit_bindings=False):
     def _engine_down_for(self) -> float | None:
         return None
 
+    def _contenders(self):
+        return ()  # this machine's marks say nothing about another host's models
+
     def _show_history(self, r) -> None:
         mem, gpu = list(self._mem), list(self._gpu)
         if isinstance(r.host.meminfo, MemInfo):  # available out of that host's MemTotal
