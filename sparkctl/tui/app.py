@@ -37,6 +37,7 @@ VERSION_EVERY_S = 10.0  # /api/ps every refresh; /api/version this often or afte
 BUSY_GROUPS = {"bench": "a bench", "eval": "an eval", "pull": "a pull"}
 DRIFT_DELAY_S = 3.0  # after the engine's version is first seen: the lane re-bench check
 ENGINES_REFRESH_S = 5.0  # the extra [engines.NAME] servers: a few seconds is fresh enough
+MESSAGES_KEPT = 200  # toasts kept for N (Messages)
 
 
 class SparkApp(App):
@@ -64,6 +65,7 @@ class SparkApp(App):
         Binding("y", "sync", "Sync runs", show=False),
         Binding("o", "show_config", "Config", show=False),
         Binding("F", "switch_mode('fleet')", "Fleet", show=False),
+        Binding("N", "messages", "Messages", show=False),
     ]
 
     # a var, not a reactive: setting it must not repaint the whole screen twice a second
@@ -118,6 +120,8 @@ class SparkApp(App):
         from sparkctl.core.names import model_key
 
         self.contenders: set[str] = {model_key(m) for m in getattr(config, "contenders", ())}
+        # every message a toast showed, newest last: N shows them whole after the toast is gone
+        self.messages: deque[tuple[str, str, str]] = deque(maxlen=MESSAGES_KEPT)
 
     # ---- start-up ------------------------------------------------------------------------
 
@@ -400,6 +404,21 @@ class SparkApp(App):
         failed = any(r.pulled is None for r in reports)
         self.call_from_thread(self.notify, "; ".join(said), severity="error" if failed else "information",
                               timeout=15)
+
+    def notify(self, message: str, *, title: str = "", severity="information", timeout: float | None = None,
+               markup: bool = True) -> None:
+        """A toast that is also kept (N lists them): nothing said only for a few seconds. Never
+        markup: sparkctl's messages quote config keys such as `[bench] timeout_s`."""
+        self.messages.append((self.clock().astimezone().strftime("%H:%M:%S"), str(severity), str(message)))
+        super().notify(message, title=title, severity=severity, timeout=timeout, markup=False)
+
+    def action_messages(self) -> None:
+        from sparkctl.tui.widgets.notes import Note, NotesScreen
+
+        level = {"error": "error", "warning": "warning"}
+        notes = [Note(text, level.get(sev, "info"), at) for at, sev, text in reversed(self.messages)]
+        if not isinstance(self.screen, NotesScreen):
+            self.push_screen(NotesScreen("Messages (newest first)", notes))
 
     def action_show_config(self) -> None:
         from sparkctl.tui.screens.config_view import ConfigScreen

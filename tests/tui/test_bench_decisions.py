@@ -192,3 +192,23 @@ async def test_the_settings_leave_the_live_panes_on_screen_at_80x24(serve):
         answer = screen.query_one("#answer-box")
         assert screen.query_one("#num_predict").region.height >= 1  # the settings are open
         assert answer.region.height >= 5 and answer.region.bottom <= 24
+
+
+async def test_a_toast_keeps_config_keys_and_stays_readable_after_it_goes(serve):
+    server = serve(bench_scenario())
+    app = build(server, config())
+    async with app.run_test(size=(80, 24), notifications=True) as pilot:  # (tests hide toasts by default)
+        await pilot.pause(0.2)
+        said = "repetitions past [bench] timeout_s are DNF; raise [bench] bandwidth_gbps if the roofline is wrong"
+        app.notify(said, severity="warning", timeout=1.5)
+        await pilot.pause(0.3)
+        assert "[bench] timeout_s" in joined(screen_text(app))  # literal in the toast, not eaten as markup
+        for _ in range(60):
+            await pilot.pause(0.1)
+            if "timeout_s" not in screen_text(app):
+                break
+        assert "timeout_s" not in screen_text(app)  # the toast is gone...
+        await pilot.press("N")  # ...and the message is still there, whole
+        await pilot.pause(0.2)
+        assert isinstance(app.screen, NotesScreen)
+        assert said in app.screen.query_one("#notes-full").render().plain
