@@ -163,3 +163,20 @@ async def test_a_mistyped_model_is_refused_with_the_close_local_names(serve, tmp
         await pilot.pause(0.3)
         assert "did you mean llama3.2:3b?" in joined(screen_text(app))
         assert eval_requests(server) == []
+
+
+async def test_at_80x24_the_results_show_the_headline_and_status_without_scrolling(serve, tmp_path):
+    server = serve(answering_state())
+    app = build(server, config(write_gsm8k(tmp_path / "suites")))
+    async with app.run_test(size=(80, 24)) as pilot:
+        screen = await open_eval(app, pilot)
+        screen.query_one("#models", Input).value = f"{A} {B}"
+        screen.query_one("#n", Input).value = "6"
+        await pilot.press("ctrl+r")
+        await finish(app, pilot)
+        await pilot.pause(0.2)
+        lines = screen_text(app).splitlines()
+        head = next(line for line in lines if " Model " in line and "strict" in line)
+        assert "95% CI" in head and "status" in head
+        assert any(B in line and "50.0" in line and "FINISHED" in line for line in lines)
+        assert screen.max_scroll_y == 0  # the whole screen fits: nothing below the fold

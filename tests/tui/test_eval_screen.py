@@ -105,7 +105,7 @@ async def test_the_grid_shows_each_items_verdict_and_the_runs_are_recorded(serve
     spool = Spool(tmp_path / "spool.jsonl")
     app = build(server, config(write_gsm8k(tmp_path / "suites")),
                 recorder=lambda r: record_run(r, spool, mlflow_store))
-    async with app.run_test(size=(100, 40)) as pilot:
+    async with app.run_test(size=(120, 40)) as pilot:  # every results column
         screen = await start(app, pilot, f"{A} {B}")
         await finish(app, pilot)
         grid = screen.query_one(ItemGrid)
@@ -146,7 +146,7 @@ async def test_a_dnf_item_has_its_own_cell_and_count_and_its_tokens_climb(serve,
     spool = Spool(tmp_path / "spool.jsonl")
     app = build(server, config(write_gsm8k(tmp_path / "suites")),
                 recorder=lambda r: record_run(r, spool, mlflow_store))
-    async with app.run_test(size=(80, 24)) as pilot:
+    async with app.run_test(size=(120, 40)) as pilot:  # every results column
         await pilot.press("e")
         await pilot.pause(0.2)
         stats = app.screen.query_one(EvalStats)
@@ -204,7 +204,7 @@ async def test_stop_records_killed_and_keeps_the_finished_items(serve, tmp_path)
     server = serve(state)
     records = []
     app = build(server, config(write_gsm8k(tmp_path / "suites")), recorder=records.append)
-    async with app.run_test(size=(80, 24)) as pilot:
+    async with app.run_test(size=(120, 40)) as pilot:  # every results column
         screen = await start(app, pilot, A)
         grid = screen.query_one(ItemGrid)
         for _ in range(200):

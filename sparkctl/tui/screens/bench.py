@@ -38,6 +38,9 @@ from sparkctl.tui.wording import tui_words
 LOG_LINES = 5000
 SUMMARY_COLUMNS = ("Model", "decode tok/s", "min", "max", "CV %", "client", "prefill", "TTFT s", "load s",
                    "roof %", "J/tok", "placement", "DNF", "verdict", "MLflow")
+# under WIDE columns, the ones a verdict needs (the rest are in MLflow and the run's detail)
+NARROW_COLUMNS = ("Model", "decode tok/s", "CV %", "TTFT s", "placement", "DNF", "verdict")
+WIDE = 110
 OLLAMA = "ollama"  # the engine picker's value for the dashboard's engine
 SWEEP_FIELDS = ("profile", "depth", "concurrency", "slo")  # the settings' sweep inputs
 
@@ -222,7 +225,6 @@ class BenchScreen(Screen):
         yield KeysFooter()
 
     def on_mount(self) -> None:
-        self.query_one("#summary", DataTable).add_columns(*SUMMARY_COLUMNS)
         s = self.app.config.bench
         self.query_one("#phase", Label).update(
             f"prompt sha256 {BenchSettings.from_config(s).prompt_sha256[:12]} · num_ctx {s.num_ctx} · "
@@ -652,16 +654,36 @@ class BenchScreen(Screen):
 
     def _show_summary(self, runs, labels: list[str] | None = None) -> None:
         self.runs = list(runs)
+        self._labels = labels
         table = self.query_one("#summary", DataTable)
-        table.clear()
-        table.set_class(not self.runs, "-empty")
+        self._fill_summary()
         if self.runs and (self.focused is None or not isinstance(self.focused, Input)):
             table.focus()  # up/down pick a run, enter reads its notes
+        count = len(self.notes) + sum(len(run_notes(r)) for r in runs)
+        stopped = any(r.status == "KILLED" for r in runs)
+        head = "bench stopped (KILLED): the finished repetitions are recorded" if stopped else "bench finished"
+        self.query_one("#phase", Label).update(head + (f" · {count} note(s) below: enter or n reads them whole"
+                                                       if count else ""))
+        self._show_notes(0)
+
+    def on_resize(self) -> None:
+        if self.runs:
+            self._fill_summary()  # the columns that fit the new width
+
+    def _fill_summary(self) -> None:
+        """One row per run; every column from WIDE terminal columns, the verdict's own below."""
+        table = self.query_one("#summary", DataTable)
+        columns = SUMMARY_COLUMNS if self.size.width >= WIDE else NARROW_COLUMNS
+        cursor = table.cursor_row
+        table.clear(columns=True)
+        table.add_columns(*columns)
+        table.set_class(not self.runs, "-empty")
+        labels = getattr(self, "_labels", None)
 
         def f(x, spec=".1f"):
             return "-" if x is None else format(x, spec)
 
-        for i, run in enumerate(runs):
+        for i, run in enumerate(self.runs):
             s = run.summary
             if run.status != "FINISHED":
                 verdict = Text(f"{run.status} ({len(run.reps)} rep)", style="bold yellow")
@@ -675,21 +697,18 @@ class BenchScreen(Screen):
                 verdict = Text("- (1 rep)", style="dim")
             placement = run.placement_before if run.placement_before == run.placement_after else (
                 f"{run.placement_before} → {run.placement_after}")
-            table.add_row(
-                labels[i] if labels else run.model, f(s.get("decode_tps_median")), f(s.get("decode_tps_min")), f(s.get("decode_tps_max")),
-                f(s.get("decode_tps_cv_pct")), f(s.get("client_decode_tps_median")),
+            cells = dict(zip(SUMMARY_COLUMNS, (
+                labels[i] if labels else run.model, f(s.get("decode_tps_median")), f(s.get("decode_tps_min")),
+                f(s.get("decode_tps_max")), f(s.get("decode_tps_cv_pct")), f(s.get("client_decode_tps_median")),
                 f(s.get("prefill_tps_median"), ".0f"), f(s.get("ttft_s_median"), ".2f"),
                 f(s.get("load_s_median"), ".2f"), f(s.get("roofline_pct"), ".0f"), f(s.get("joules_per_token"), ".2f"),
                 Text(placement, style="" if placement == "100% GPU" else "yellow"),
                 str(int(s.get("dnf_count", 0))), verdict,
                 run.run_id[:8] if run.run_id else "spooled" if run.sync_message else "-",
-            )
-        count = len(self.notes) + sum(len(run_notes(r)) for r in runs)
-        stopped = any(r.status == "KILLED" for r in runs)
-        head = "bench stopped (KILLED): the finished repetitions are recorded" if stopped else "bench finished"
-        self.query_one("#phase", Label).update(head + (f" · {count} note(s) below: enter or n reads them whole"
-                                                       if count else ""))
-        self._show_notes(0)
+            )))
+            table.add_row(*(cells[c] for c in columns))
+        if self.runs:
+            table.move_cursor(row=min(max(cursor, 0), len(self.runs) - 1))
 
     @on(DataTable.RowHighlighted, "#summary")
     def _row_highlighted(self, event: DataTable.RowHighlighted) -> None:

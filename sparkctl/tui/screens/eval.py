@@ -52,6 +52,7 @@ from sparkctl.tui.widgets.stream_tail import StreamTail
 from sparkctl.tui.wording import tui_words
 
 LOG_LINES = 2000  # per view: the followed item's text, bounded however long it runs
+WIDE = 110  # columns from which the results table shows every column
 
 
 class EvalEvent(Message):
@@ -139,11 +140,12 @@ class EvalScreen(Screen):
     # nothing typed into by accident: ?, q and d are keys here until a field is chosen
     AUTO_FOCUS = ""
     DEFAULT_CSS = """
-    #eval-form, #eval-opts { height: auto; padding: 0 1; }
+    #eval-form { height: auto; padding: 0 1; }
+    #eval-opts { height: 1; padding: 0 1; }
     #eval-form #models { width: 1fr; }
     #eval-form #suite { width: 16; }
-    #eval-opts Label { padding: 1 0 0 1; }
-    #eval-opts Input { padding: 0 1; }
+    #eval-opts Label { padding: 0 1 0 1; }
+    #eval-opts Switch { border: none; padding: 0; height: 1; width: 6; }
     #eval-opts #n { width: 8; }
     #eval-opts #seed { width: 10; }
     #eval-opts #timeout { width: 10; }
@@ -154,6 +156,7 @@ class EvalScreen(Screen):
     #eval-copy #suite-copy.differs { color: $warning; }
     #eval-copy #suite-copy.missing { color: $error; }
     #eval-streams { height: 1fr; min-height: 4; }
+    EvalScreen.-short #eval-streams { min-height: 0; }  /* results and notes first once there are some */
     #eval-streams > Vertical { border: round $panel-lighten-2; }
     #eval-thinking-box { width: 2fr; display: none; }
     #eval-streams.thinking #eval-thinking-box { display: block; }
@@ -162,6 +165,7 @@ class EvalScreen(Screen):
     #results { height: auto; max-height: 8; display: none; }
     #results.shown { display: block; }
     EvalScreen.-short #results { max-height: 4; }
+    #results.-narrow { overflow-x: hidden; }
     """
 
     def __init__(self, **kwargs) -> None:
@@ -187,13 +191,13 @@ class EvalScreen(Screen):
             yield Button("Run", id="run", variant="primary")
         with Horizontal(id="eval-opts"):
             yield Label("n")
-            yield Field(value="all" if e.n is None else str(e.n), id="n")
+            yield Field(value="all" if e.n is None else str(e.n), id="n", compact=True)
             yield Label("seed")
-            yield Field(value=str(e.seed), id="seed", type="integer")
+            yield Field(value=str(e.seed), id="seed", type="integer", compact=True)
             yield Label("timeout s")
-            yield Field(value=f"{e.timeout_s:g}", id="timeout", type="number")
+            yield Field(value=f"{e.timeout_s:g}", id="timeout", type="number", compact=True)
             yield Label("conc.")
-            yield Field(value=str(e.concurrency), id="concurrency", type="integer")
+            yield Field(value=str(e.concurrency), id="concurrency", type="integer", compact=True)
             yield Label("think")
             yield Switch(value=e.think, id="think")
         with Horizontal(id="eval-copy"):
@@ -446,14 +450,18 @@ class EvalScreen(Screen):
             failed("eval failed (why: in the notes below)", f"eval failed: {message}")
         finally:
             if engine is not self.app.engine:
-                try:
-                    await engine.close()
-                except Exception:  # closing must not turn the ending into a crash
-                    pass
+                self.close_engine(engine)  # its own worker: a stop's pending cancel must not end it early
             post(None)
             count = getattr(self.app, "count_pending", None)
             if callable(count):
                 count()  # a run MLflow did not take waits in the spool: the header says so
+
+    @work(group="eval-close", exit_on_error=False)
+    async def close_engine(self, engine) -> None:
+        try:
+            await engine.close()
+        except Exception:  # closing a dead connection must not turn the ending into a crash
+            pass
 
     # ---- eval score: saved responses, no model ----------------------------------------------
 
@@ -503,6 +511,7 @@ class EvalScreen(Screen):
         ci = "-" if lo is None or hi is None else f"{lo * 100:.1f}–{hi * 100:.1f}"
         table.add_row(message.path.name, str(len(r.samples)), *(pct(r.summary.get(m)) for m in metrics), ci)
         table.add_class("shown")
+        self._runs = {}  # the table holds the file's scores now (a resize must not swap it back)
         self._said, self._run_notes = [], []
         self._show_notes()
         self._phase(f"{message.suite}: {len(r.samples)} saved responses from {message.path} scored "
@@ -617,6 +626,10 @@ class EvalScreen(Screen):
             parts.append(f"ETA {duration(eta)}")
         self.query_one(EvalStats).set(summary=" · ".join(parts))
 
+    def on_resize(self) -> None:
+        if self._runs and self.query_one("#results", DataTable).has_class("shown"):
+            self._show_results()  # the columns that fit the new width
+
     def _show_results(self) -> None:
         from sparkctl.core.suites.tally import SUITE_METRICS
 
@@ -625,9 +638,15 @@ class EvalScreen(Screen):
         suite = self._suite
         metrics = list(SUITE_METRICS[suite])
         heads = [m.replace(f"{suite}_", "") for m in metrics]
-        # the headline first (80 columns show it without scrolling), then the rest
-        table.add_columns("Model", "items", "DNF", *(f"{h} %" for h in heads), "95% CI",
-                          *(f"{h} ans. %" for h in heads), "err", "status", "MLflow")
+        # by priority: the headline and its interval, then the status; under WIDE columns
+        # the rest (answered-only accuracy, errors, run id: in MLflow and `n`) is left out,
+        # so nothing needs scrolling sideways
+        wide = self.size.width >= WIDE
+        columns = ["Model", "items", "DNF", *(f"{h} %" for h in heads), "95% CI",
+                   *((f"{h} ans. %" for h in heads) if wide else ()), *(("err",) if wide else ()), "status",
+                   *(("MLflow",) if wide else ())]
+        table.add_columns(*columns)
+        table.set_class(not wide, "-narrow")
         for run in self._runs.values():
             s = run.summary
             lo, hi = s.get(f"{metrics[0]}_ci_low"), s.get(f"{metrics[0]}_ci_high")
@@ -641,9 +660,10 @@ class EvalScreen(Screen):
             dnf = int(s.get("dnf_count", 0))
             table.add_row(
                 run.model, str(int(s.get("items", 0))), Text(str(dnf), style="bold magenta" if dnf else ""),
-                *(pct(s.get(m)) for m in metrics), ci, *(pct(s.get(f"{m}_answered")) for m in metrics),
-                str(int(s.get("error_count", 0))), status,
-                run.run_id[:8] if run.run_id else "spooled" if run.sync_message else "-",
+                *(pct(s.get(m)) for m in metrics), ci,
+                *((pct(s.get(f"{m}_answered")) for m in metrics) if wide else ()),
+                *((str(int(s.get("error_count", 0))),) if wide else ()), status,
+                *((run.run_id[:8] if run.run_id else "spooled" if run.sync_message else "-",) if wide else ()),
             )
         table.add_class("shown")
         named = len(self._runs) > 1

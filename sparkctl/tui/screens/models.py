@@ -299,7 +299,7 @@ class ModelsScreen(Screen):
         Binding("L", "force_load", "Force load", show=False),
         Binding("u", "unload", "Unload"),
         Binding("x,delete", "delete", "Delete"),
-        Binding("r", "refresh_list", "Refresh"),
+        Binding("r", "refresh_list", "Refresh", show=False),  # the list refreshes itself after each action
         # shown only while they apply, so the footer fits 80 columns
         Binding("escape", "close_panel", "Close"),
         Binding("c", "cancel_pull", "Cancel pull"),
