@@ -150,6 +150,19 @@ class EvalConfig:
     suites_dir: str = ""  # empty: the data dir's suites/ (filled by `sparkctl suites pull`)
 
 
+def _default_margins() -> dict[str, float]:
+    from sparkctl.core.noninferiority import DEFAULT_MARGINS_PP
+
+    return dict(DEFAULT_MARGINS_PP)
+
+
+@dataclass(frozen=True)
+class PromoteConfig:
+    # percentage points a contender may be worse than the incumbent per suite: promotion
+    # needs the interval's lower bound above -margin (core/noninferiority.py says why 2 and 3)
+    quality_margin_pp: dict[str, float] = field(default_factory=_default_margins)
+
+
 @dataclass(frozen=True)
 class Config:
     engine: EngineConfig = EngineConfig()
@@ -160,6 +173,7 @@ class Config:
     models: ModelsConfig = ModelsConfig()
     bench: BenchConfig = BenchConfig()
     eval: EvalConfig = EvalConfig()
+    promote: PromoteConfig = PromoteConfig()
     engines: dict[str, NamedEngineConfig] = field(default_factory=dict)
     fleet: FleetConfig = FleetConfig()
     hosts: dict[str, HostConfig] = field(default_factory=dict)
@@ -236,6 +250,20 @@ def _boolean(v: Any) -> str | None:
     return None if isinstance(v, bool) else "true or false"
 
 
+def _margins(v: Any) -> str | None:
+    """A margin in percentage points for every suite, or a table suite -> margin."""
+    from sparkctl.core.noninferiority import DEFAULT_MARGINS_PP
+
+    expected = ("a margin in percentage points from 0 to 50, or a table like { gsm8k = 2.0, ifeval = 3.0 } "
+                f"(suites: {', '.join(DEFAULT_MARGINS_PP)})")
+    values = v.values() if isinstance(v, dict) else [v]
+    if isinstance(v, dict) and (not v or any(k not in DEFAULT_MARGINS_PP for k in v)):
+        return expected
+    if any(isinstance(x, bool) or not isinstance(x, (int, float)) or not 0 <= x <= 50 for x in values):
+        return expected
+    return None
+
+
 _URL = r"(https?://)?[A-Za-z0-9._\-\[\]:]+(:\d+)?(/.*)?"
 
 SECTIONS: dict[str, tuple[type, dict[str, Check]]] = {
@@ -301,6 +329,10 @@ SECTIONS: dict[str, tuple[type, dict[str, Check]]] = {
             "think": _boolean,
             "suites_dir": _string(),
         },
+    ),
+    "promote": (
+        PromoteConfig,
+        {"quality_margin_pp": _margins},
     ),
     "fleet": (
         FleetConfig,
@@ -507,6 +539,10 @@ def parse_config(text: str, origin: str = "<config>", env: dict[str, str] | None
             expected = checks[key](value)
             if expected:
                 raise _fail(origin, text, name, key, f"expected {expected}, got {_describe(value)}")
+            if name == "promote" and key == "quality_margin_pp":  # one number: every suite
+                value = ({k: float(x) for k, x in value.items()} if isinstance(value, dict)
+                         else {k: float(value) for k in _default_margins()})
+                value = {**_default_margins(), **value}
             values[key] = float(value) if isinstance(getattr(cls(), key), float) else value
         built[name] = cls(**values)
     built["bench"] = replace(built["bench"], profiles=_bench_profiles(raw.get("bench", {}).get("profiles"), origin, text))

@@ -108,6 +108,15 @@ def _num(x, spec=".1f") -> str:
 
 
 def render_comparison(cmp) -> str:
+    """The decision first (six figures, verdicts, one recommendation per contender), then
+    the runs and every difference in detail."""
+    from sparkctl.services.runs.decision import decision_table
+
+    return decision_table(cmp).text() + "\n\n" + render_comparison_detail(cmp)
+
+
+def render_comparison_detail(cmp) -> str:
+    """The runs compared and every difference, with what each run's summary left out."""
     lines = [f"engine: {cmp.engine.get('kind')} {cmp.engine.get('version')}"]
     names = [s.model + (f" ({s.note})" if s.note else "") for s in cmp.sides]
     w = max([len("MODEL")] + [len(n) for n in names])
@@ -123,29 +132,39 @@ def render_comparison(cmp) -> str:
                      f"{_num(r.resident_gib):>7} {_num(g.score * 100 if g else None):>7} {_num(i.score * 100 if i else None):>8}  {r.run_id[:8]}")
     if cmp.differences:
         lines.append("")
-        lines.append(f"{'B vs A':<40} {'METRIC':<12} {'DIFF':>8} {'95% CI (Welch)':>20}  VERDICT")
+        lines.append(f"{'B vs A':<40} {'METRIC':<16} {'DIFF':>8} {'95% CI (Welch)':>20}  VERDICT")
         for d in cmp.differences:
-            ci = "-" if d.ci.ci_low_pct is None else f"{_pct(d.ci.ci_low_pct)} .. {_pct(d.ci.ci_high_pct)}"
-            pair = f"{d.b} vs {d.a} ({d.ci.n_b}/{d.ci.n_a} reps)"
-            lines.append(f"{pair:<40} {d.metric:<12} {_pct(d.ci.diff_pct):>8} {ci:>20}  {d.verdict}")
+            c = d.ci
+            if c.relative:
+                diff = _pct(c.diff_pct)
+                ci = "-" if c.ci_low_pct is None else f"{_pct(c.ci_low_pct)} .. {_pct(c.ci_high_pct)}"
+            else:  # a baseline of (about) zero: the difference in the metric's own unit
+                diff = _num(c.diff_abs, "+.3g")
+                ci = "-" if c.ci_low_abs is None else f"{c.ci_low_abs:+.3g} .. {c.ci_high_abs:+.3g} abs"
+            pair = f"{d.b} vs {d.a} ({c.n_b}/{c.n_a} reps)"
+            left_out = "; ".join(f"{x} ({who})" for x, who in ((d.excluded_b, d.b), (d.excluded_a, d.a)) if x)
+            lines.append(f"{pair:<40} {d.metric:<16} {diff:>8} {ci:>20}  {d.verdict}"
+                         + (f" [{left_out}]" if left_out else ""))
     if cmp.quality:
         lines.append("")
-        lines.append(f"{'B vs A':<40} {'SUITE':<12} {'DIFF pp':>8} {'95% CI':>20}  VERDICT")
+        lines.append(f"{'B vs A':<40} {'SUITE':<16} {'DIFF pp':>8} {'95% CI':>20}  VERDICT")
         for q in cmp.quality:
             c = q.ci
             how = f"paired on {c.n} items, McNemar p={c.p_value:.3f}" if q.paired else f"{c.n_b}/{c.n_a} items"
             pair = f"{q.b} vs {q.a}"
-            lines.append(f"{pair:<40} {q.metric:<12} {c.diff_pp:>+8.1f} "
+            lines.append(f"{pair:<40} {q.metric:<16} {c.diff_pp:>+8.1f} "
                          f"{f'{c.ci_low_pp:+.1f} .. {c.ci_high_pp:+.1f}':>20}  {q.verdict} ({how})")
+            if q.gate is not None:
+                lines.append(f"  {q.suite}: {q.gate.explain()}")
     for note in cmp.notes:
         lines.append(f"  ! {note}")
     return "\n".join(lines)
 
 
-def render_regressions(rows) -> str:
-    if not rows:
-        return "no model has runs on two engine versions with the same settings"
-    lines = [f"{'MODEL':<28} {'BEFORE':>16} {'AFTER':>16} {'CHANGE':>8} {'LIMIT':>6}  VERDICT"]
+def render_regressions(rows, notes=()) -> str:
+    lines: list[str] = []
+    if rows:
+        lines.append(f"{'MODEL':<28} {'BEFORE':>16} {'AFTER':>16} {'CHANGE':>8} {'LIMIT':>6}  VERDICT")
     for row in rows:
         r = row.result
         before = f"{_num(r.median_before)} @{row.before.engine_version}"
@@ -153,6 +172,9 @@ def render_regressions(rows) -> str:
         verdict = "REGRESSION" if r.flagged else "ok"
         lines.append(f"{row.model:<28} {before:>16} {after:>16} {_pct(r.change_pct):>8} "
                      f"{r.threshold_pct:>5.1f}%  {verdict} ({r.reason})")
+    if not rows:
+        lines.append("no model has usable runs of one workload on two engine versions" + (":" if notes else ""))
+    lines.extend(f"  ! {n}" for n in notes)
     return "\n".join(lines)
 
 

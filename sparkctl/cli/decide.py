@@ -11,13 +11,17 @@ from sparkctl.cli.exitcodes import CliError, EXIT_BAD_INPUT, EXIT_ENGINE_ERROR, 
 
 
 def register(sub) -> None:
-    c = sub.add_parser("compare", help="head-to-head of models' latest valid benches, with 95%% intervals")
-    c.add_argument("models", nargs="+", metavar="MODEL", help="two or more models; the first is the baseline")
+    c = sub.add_parser("compare", help="head-to-head of models' latest like-for-like benches and evals, with 95%% "
+                                       "intervals, verdicts and a recommendation")
+    c.add_argument("models", nargs="+", metavar="MODEL",
+                   help="two or more models; the incumbent lane model (else the first) is the baseline")
     c.add_argument("--any-engine", action="store_true",
                    help="also compare runs on another engine kind or version (said so in the output)")
     c.add_argument("--any-hardware", action="store_true",
                    help="also compare runs from hosts of another hardware class (GPU, memory, driver)")
-    c.add_argument("--json", action="store_true", help="one JSON object (keys in docs/runs.md)")
+    out = c.add_mutually_exclusive_group()
+    out.add_argument("--json", action="store_true", help="one JSON object (keys in docs/runs.md)")
+    out.add_argument("--table", action="store_true", help="the decision table in Markdown")
     c.set_defaults(handler=cmd_compare)
 
     r = sub.add_parser("regressions", help="each model's latest bench against its last one on the previous "
@@ -49,13 +53,17 @@ def cmd_compare(args, cfg) -> int:
         raise CliError("compare needs at least two different models", EXIT_BAD_INPUT)
     try:
         cmp = compare_models(_store(cfg), models, any_engine=args.any_engine, lanes=cfg.lanes,
-                             any_hardware=args.any_hardware)
+                             margins=cfg.promote.quality_margin_pp, any_hardware=args.any_hardware)
     except NothingToCompare as exc:
         raise CliError(str(exc), EXIT_REFUSED) from None
     except TrackingError as exc:
         raise _tracking_error(exc) from None
     if args.json:
         print(json.dumps(cmp.to_dict(), indent=2))
+    elif args.table:
+        from sparkctl.services.runs.decision import decision_table
+
+        print(decision_table(cmp).markdown(), end="")
     else:
         from sparkctl.textreport import render_comparison  # shared with the TUI's head to head
 
@@ -66,18 +74,21 @@ def cmd_compare(args, cfg) -> int:
 def cmd_regressions(args, cfg) -> int:
     import json
 
-    from sparkctl.services.runs.decide import find_regressions
+    from sparkctl.services.runs.decide import regression_report
     from sparkctl.tracking.store import TrackingError
 
     try:
-        rows = find_regressions(_store(cfg))
+        report = regression_report(_store(cfg))
     except TrackingError as exc:
         raise _tracking_error(exc) from None
+    rows = report.rows
     if args.json:
         print(json.dumps([r.to_dict() for r in rows], indent=2))
+        for note in report.notes:  # the list stays what it was; what was passed over goes to stderr
+            print(f"sparkctl: note: {note}", file=sys.stderr)
     else:
         from sparkctl.textreport import render_regressions
 
-        print(render_regressions(rows))
+        print(render_regressions(rows, report.notes))
     sys.stdout.flush()
     return EXIT_REFUSED if any(r.result.flagged for r in rows) else EXIT_OK

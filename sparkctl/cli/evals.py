@@ -47,6 +47,13 @@ def register(sub) -> None:
     e.add_argument("--ctx", type=int, metavar="N", help="num_ctx (default: the bench's, or a resident model's own)")
     e.add_argument("--no-think", action="store_true", help="ask thinking models not to think")
     e.add_argument("--allow-cpu", action="store_true", help="run a model that is not 100%% GPU, marked invalid")
+    e.add_argument("--prompt", choices=("sparkctl", "lm-eval"), default="sparkctl",
+                   help="GSM8K prompt template: sparkctl (default: lm-eval's zero-shot CoT prompt plus a sentence "
+                        "asking for 'The answer is N.') or lm-eval (the task's prompt unmodified, for scores that "
+                        "compare with published lm-eval numbers); recorded with its sha256")
+    e.add_argument("--for-promotion", action="store_true",
+                   help="the evidence a promotion needs: the whole suite (--n all), every model at one context "
+                        "(--ctx, default [bench] num_ctx) so the runs pair item by item")
     e.add_argument("--no-wait", action="store_true", help="if a bench or eval is running on the engine, refuse (exit 4)")
     e.add_argument("--engine", metavar="NAME", help="evaluate on the [engines.NAME] server from the config")
     e.add_argument("--engine-kind", choices=("ollama", "openai"), help="an engine given by URL (openai: llama-server, vLLM, SGLang)")
@@ -236,15 +243,26 @@ def _run_eval(args, cfg) -> int:
                              ("--ctx", args.ctx, 256)):
         if value is not None and value < low:
             raise CliError(f"{flag} must be at least {low}, not {value:g}", EXIT_BAD_INPUT)
+    if args.prompt != "sparkctl" and args.suite != "gsm8k":
+        raise CliError(f"--prompt {args.prompt} is a GSM8K prompt template; IFEval sends its prompts as written",
+                       EXIT_BAD_INPUT)
+    n = _n(args.n) if args.n is not None else None
+    ctx = args.ctx
+    if args.for_promotion:
+        if n is not None and n != "all":
+            raise CliError(f"--for-promotion runs the whole suite; drop --n {args.n}", EXIT_BAD_INPUT)
+        # the whole suite (the margins are sized for it, core/noninferiority.py) and one
+        # context for every model: a resident lane model at its own context would not pair
+        n, ctx = "all", ctx or cfg.bench.num_ctx
     try:
         suite = load_suite(cfg, args.suite)
     except SuiteError as exc:
         raise CliError(str(exc), EXIT_BAD_INPUT) from None
     settings = EvalSettings.from_config(
-        cfg, args.suite, n=_n(args.n) if args.n is not None else None, seed=args.seed, timeout_s=args.timeout,
-        concurrency=args.concurrency, num_predict=args.num_predict, num_ctx=args.ctx,
+        cfg, args.suite, n=n, seed=args.seed, timeout_s=args.timeout,
+        concurrency=args.concurrency, num_predict=args.num_predict, num_ctx=ctx,
         think=False if args.no_think else None, allow_cpu=args.allow_cpu or None,
-        wait=False if args.no_wait else None)
+        wait=False if args.no_wait else None, template=args.prompt)
     try:
         # a queued item may see nothing while another runs up to its ceiling
         engine = make_engine(cfg, name=name, kind=kind, url=url,
@@ -278,6 +296,13 @@ def _run_eval(args, cfg) -> int:
         emit(json.dumps([eval_to_dict(r) for r in runs], indent=2, ensure_ascii=False, default=str), sys.stdout)
     else:
         emit(render_evals(runs), sys.stdout)
+        if settings.suite == "gsm8k":
+            from sparkctl.core.suites.gsm8k import RULES_VERSION, template_sha256
+
+            same = ("comparable with published lm-eval zero-shot numbers" if settings.template == "lm-eval" else
+                    "strict scores are NOT comparable with published lm-eval numbers (--prompt lm-eval for those)")
+            emit(f"  prompt template {settings.template} (sha256 {template_sha256(settings.template)[:12]}), "
+                 f"scored by {RULES_VERSION}: {same}", sys.stdout)
     if lanes_failed(runner_box):
         return EXIT_REFUSED
     return EXIT_ENGINE_ERROR if any(r.status == "FAILED" for r in runs) else EXIT_OK

@@ -42,6 +42,9 @@ def register(sub) -> None:
     p.add_argument("model", help="the contender, e.g. qwen3:30b-a3b")
     p.add_argument("--lane", required=True, help="the lane to serve, e.g. production")
     p.add_argument("--dry-run", action="store_true", help="show the preconditions and their evidence; change nothing")
+    p.add_argument("--quality-from-version", metavar="V",
+                   help="also accept eval runs made on engine version V (default: only the version serving now); "
+                        "recorded on the promotion")
     _switch_args(p)
     p.set_defaults(handler=cmd_promote)
 
@@ -143,7 +146,8 @@ def cmd_promote(args, cfg) -> int:
     except InvalidModelName as exc:
         raise CliError(str(exc), EXIT_BAD_INPUT) from None
     return _switch(args, cfg, lambda engine, probes, store: plan_promotion(
-        cfg, engine, probes, store, args.lane, model, swap=args.swap, num_ctx=args.ctx, keep_alive=args.keep_alive))
+        cfg, engine, probes, store, args.lane, model, swap=args.swap, num_ctx=args.ctx, keep_alive=args.keep_alive,
+        quality_from_version=(args.quality_from_version or "").strip()))
 
 
 def cmd_rollback(args, cfg) -> int:

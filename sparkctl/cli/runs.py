@@ -18,7 +18,8 @@ def register(sub) -> None:
     r = sub.add_parser("runs", help="past bench runs from MLflow (newest first), filtered; table, JSON or CSV")
     r.add_argument("--model", metavar="M", help="one model, by Ollama's name rules ('qwen3' = 'qwen3:latest')")
     r.add_argument("--engine-version", metavar="V", help="runs on this engine version only (exact)")
-    r.add_argument("--kind", choices=("bench", "eval", "promotion"), help="bench, eval or promotion (lane change) runs only")
+    r.add_argument("--kind", choices=("bench", "sweep-cell", "eval", "promotion"),
+                   help="plain benches, sweep cells, evals or lane changes (promotions and rollbacks) only")
     r.add_argument("--host", metavar="H", help="runs of this host only (its hostname, as `runs` shows it)")
     r.add_argument("--by-host", action="store_true",
                    help="group by host: one table per host (JSON: an object of host -> runs)")
@@ -60,7 +61,7 @@ _COLUMNS = (
     ("SCORE%", False, lambda r: "-" if r.score is None else f"{r.suite} {r.score * 100:.1f}"),
     ("J/tok", True, lambda r: _num(r.joules_per_token, ".2f")),
     ("ROOF%", True, lambda r: _num(r.roofline_pct, ".0f")),
-    ("FLAGS", False, lambda r: ",".join(((r.kind,) if r.kind == "promotion" else ()) + r.flags) or "-"),
+    ("FLAGS", False, lambda r: ",".join(((r.what,) if r.kind != "bench" else ()) + r.flags) or "-"),
     ("STATUS", False, lambda r: r.status or "-"),
     ("RUN", False, lambda r: r.run_id[:8]),
 )
@@ -80,6 +81,7 @@ def render_table(rows) -> str:
 def render_csv(rows) -> str:
     import csv
     import io
+    import json
 
     from sparkctl.services.runs import ROW_KEYS
 
@@ -89,6 +91,7 @@ def render_csv(rows) -> str:
     for row in rows:
         d = row.to_dict()
         d["flags"] = ";".join(d["flags"])
+        d["identity"] = json.dumps(d["identity"], sort_keys=True)  # one cell: the workload as JSON
         writer.writerow({k: "" if v is None else str(v).lower() if isinstance(v, bool) else v
                          for k, v in d.items()})
     return buf.getvalue()

@@ -111,7 +111,7 @@ def render_sweep(result) -> str:
     results = result.results
     lines = [matrix_text(results, result.slo), ""]
     hdr = (f"{'MODEL':<24} {'PROFILE':<9} {'DEPTH':>6} {'C':>2} {'REQ':>4} {'DEC/req':>8} {'AGG':>8} "
-           f"{'TTFT p50':>8} {'p90':>7} {'p99':>7} {'ITL p50':>8} {'p99':>7} {'ROOF%':>6}"
+           f"{'TTFT p50':>8} {'p90':>7} {'p99':>7} {'n':>4} {'ITL p50':>8} {'p99':>7} {'ROOF%':>6}"
            + (f" {'GOOD%':>6}" if result.slo else "") + f" {'DNF':>4}")
     lines.append(hdr)
     for r in results:
@@ -119,9 +119,11 @@ def render_sweep(result) -> str:
         lines.append(
             f"{r.cell.model:<24} {r.cell.profile:<9} {r.cell.depth:>6} {r.cell.concurrency:>2} {s.requests:>4} "
             f"{_f(s.decode_tps_per_request_median):>8} {_f(s.throughput_tps):>8} {_f(s.ttft_s_p50, '.3f'):>8} "
-            f"{_f(s.ttft_s_p90, '.3f'):>7} {_f(s.ttft_s_p99, '.3f'):>7} {_f(s.itl_ms_p50, '.1f'):>8} "
+            f"{_f(s.ttft_s_p90, '.3f'):>7} {_f(s.ttft_s_p99, '.3f'):>7} {s.ttft_n:>4} {_f(s.itl_ms_p50, '.1f'):>8} "
             f"{_f(s.itl_ms_p99, '.1f'):>7} {_f(r.roofline_pct, '.0f'):>6}"
             + (f" {_f(s.goodput_pct, '.0f'):>6}" if result.slo else "") + f" {s.dnf:>4}")
+    lines.append("  TTFT percentiles from n requests with a measured TTFT: p90 needs 10, p99 100 ('-' below);"
+                 " goodput leaves out requests it could not judge (no cold TTFT), counted apart")
     for (m, p), ratio in sorted(falloff(results).items()):
         deepest = max(r.cell.depth for r in results if r.cell.model == m and r.cell.profile == p)
         lines.append(f"  {m} {p}: decode at depth {deepest} is {ratio:.2f}x depth 0 "

@@ -29,6 +29,11 @@ WORSE = "worse"
 WITHIN_NOISE = "within noise"
 NOT_ENOUGH = "not enough repetitions"
 
+# A verdict needs this many values a side, and some spread between them: with two
+# repetitions (or identical values) an interval is too wide to mean anything, or so narrow
+# (zero width) that it claims a certainty the sample cannot have.
+MIN_REPS = 3
+
 RESOLVED_EXCLUDES_ZERO = "resolved: interval excludes zero"
 STOPPED_AT_MAX = "stopped at max reps"
 
@@ -149,9 +154,13 @@ class DiffCI:
     """B relative to A, in percent of A, with a confidence interval.
 
     statistic: "mean" (welch) or "median" (bootstrap): what diff_pct compares.
-    diff_pct: (stat(B) - stat(A)) / |stat(A)| * 100; None when a side has no value.
+    diff_pct: (stat(B) - stat(A)) / |stat(A)| * 100; None when a side has no value, and
+    when A is zero or indistinguishable from zero (``relative`` False): a percentage of
+    nothing means nothing, so the absolute difference stands alone.
     ci_low_pct / ci_high_pct: the interval in the same unit; None with fewer than 2 values
     on a side (then the verdict is "not enough repetitions").
+    diff_abs / ci_low_abs / ci_high_abs: the same in the metric's own unit (B - A), always
+    filled when the percentages are.
     df: Welch-Satterthwaite degrees of freedom (welch only; None when both sides are
     constant, where the interval collapses to the point).
     """
@@ -165,10 +174,25 @@ class DiffCI:
     n_b: int
     confidence: float
     df: float | None = None
+    diff_abs: float | None = None
+    ci_low_abs: float | None = None
+    ci_high_abs: float | None = None
+    relative: bool = True
 
     @property
     def has_interval(self) -> bool:
-        return self.ci_low_pct is not None and self.ci_high_pct is not None
+        if self.relative:
+            return self.ci_low_pct is not None and self.ci_high_pct is not None
+        return self.ci_low_abs is not None and self.ci_high_abs is not None
+
+    @property
+    def point(self) -> float | None:
+        """The difference in the unit the verdict reads (percent, or absolute)."""
+        return self.diff_pct if self.relative else self.diff_abs
+
+    @property
+    def interval(self) -> tuple[float | None, float | None]:
+        return (self.ci_low_pct, self.ci_high_pct) if self.relative else (self.ci_low_abs, self.ci_high_abs)
 
 
 def _relative(diff: float, base: float) -> float:
@@ -176,6 +200,18 @@ def _relative(diff: float, base: float) -> float:
     if base == 0:
         raise ValueError("relative difference undefined: the baseline (A) is 0")
     return diff / abs(base) * 100.0
+
+
+def _near_zero(xs: Sequence[float]) -> bool:
+    """Whether A's mean cannot be told from zero: exactly 0, or within one standard error
+    of it. A percentage of such a baseline is noise divided by noise, so the difference
+    stays absolute."""
+    m = statistics.fmean(xs)
+    if m == 0:
+        return True
+    if len(xs) < 2:
+        return False
+    return abs(m) <= statistics.stdev(xs, m) / math.sqrt(len(xs))
 
 
 def diff_ci(
@@ -216,35 +252,51 @@ def diff_ci(
         return DiffCI(method, statistic, None, None, None, na, nb, confidence)
     center = statistics.fmean if method == WELCH else statistics.median
     base = center(xa)
-    diff_pct = _relative(center(xb) - base, base)
+    d_abs = center(xb) - base
+    # (the bootstrap's own test for this is a resampled median of 0, below)
+    relative = base != 0 and not (method == WELCH and _near_zero(xa))
+
+    def result(low: float | None, high: float | None, df: float | None = None, rel: bool = relative) -> DiffCI:
+        if not rel:
+            return DiffCI(method, statistic, None, None, None, na, nb, confidence, df, d_abs, low, high, False)
+        pct = (lambda x: None if x is None else _relative(x, base))
+        return DiffCI(method, statistic, pct(d_abs), pct(low), pct(high), na, nb, confidence, df,
+                      d_abs, low, high, True)
+
     if na < 2 or nb < 2:
-        return DiffCI(method, statistic, diff_pct, None, None, na, nb, confidence)
+        return result(None, None)
 
     if method == WELCH:
         ma, mb = statistics.fmean(xa), statistics.fmean(xb)
         wa = statistics.variance(xa, ma) / na  # squared standard error of each mean
         wb = statistics.variance(xb, mb) / nb
         se2 = wa + wb
-        if se2 == 0:  # both sides constant: nothing to be uncertain about
-            return DiffCI(method, statistic, diff_pct, diff_pct, diff_pct, na, nb, confidence)
+        if se2 == 0:  # both sides constant: the interval is the point (verdict: no spread)
+            return result(d_abs, d_abs)
         df = se2 * se2 / (wa * wa / (na - 1) + wb * wb / (nb - 1))
         half = student_t_quantile(0.5 + confidence / 2.0, df) * math.sqrt(se2)
-        d = mb - ma
-        return DiffCI(method, statistic, diff_pct, _relative(d - half, ma),
-                      _relative(d + half, ma), na, nb, confidence, df)
+        return result(d_abs - half, d_abs + half, df)
 
     if n_boot < 1:
         raise ValueError(f"n_boot must be >= 1, got {n_boot}")
     rng = seed if isinstance(seed, random.Random) else random.Random(seed)
-    boots = []
+    diffs, ratios = [], []
     for _ in range(n_boot):
         ra = statistics.median(rng.choices(xa, k=na))
         rb = statistics.median(rng.choices(xb, k=nb))
-        boots.append(_relative(rb - ra, ra))
-    boots.sort()
+        diffs.append(rb - ra)
+        # a resample whose median of A is 0 has no relative difference: the whole interval
+        # is then given in absolute terms rather than raising or dropping resamples
+        ratios.append(None if ra == 0 else (rb - ra) / abs(ra) * 100.0)
+    diffs.sort()
     alpha = 1.0 - confidence
-    return DiffCI(method, statistic, diff_pct, _percentile(boots, alpha / 2.0),
-                  _percentile(boots, 1.0 - alpha / 2.0), na, nb, confidence)
+    low, high = _percentile(diffs, alpha / 2.0), _percentile(diffs, 1.0 - alpha / 2.0)
+    if not relative or any(r is None for r in ratios):
+        return result(low, high, rel=False)
+    ratios.sort()
+    out = result(low, high)
+    return DiffCI(method, statistic, out.diff_pct, _percentile(ratios, alpha / 2.0),
+                  _percentile(ratios, 1.0 - alpha / 2.0), na, nb, confidence, None, d_abs, low, high, True)
 
 
 def _percentile(sorted_xs: Sequence[float], q: float) -> float:
@@ -402,14 +454,22 @@ def verdict(ci: DiffCI | ProportionDiff | PairedDiff, higher_is_better: bool,
             min_effect_pct: float = 0.0) -> str:
     """Say "better" or "worse" (B relative to A) when the interval excludes zero and the point
     estimate lies beyond min_effect_pct on the same side (percent for DiffCI, percentage
-    points for accuracies); otherwise "within noise", or "not enough repetitions" when
-    there is no interval."""
+    points for accuracies); otherwise "within noise". A DiffCI gets "not enough
+    repetitions" with fewer than MIN_REPS values a side or no spread at all (a zero-width
+    interval), whatever its point says. A DiffCI read in absolute terms (a zero baseline)
+    ignores min_effect_pct: a percentage has no meaning there."""
     if min_effect_pct < 0:
         raise ValueError(f"min_effect_pct must be >= 0, got {min_effect_pct}")
     if isinstance(ci, DiffCI):
-        if not ci.has_interval or ci.diff_pct is None:
+        if not ci.has_interval or ci.point is None or min(ci.n_a, ci.n_b) < MIN_REPS:
             return NOT_ENOUGH
-        d, low, high = ci.diff_pct, ci.ci_low_pct, ci.ci_high_pct
+        d = ci.point
+        low, high = ci.interval
+        assert low is not None and high is not None
+        if high - low <= 0:
+            return NOT_ENOUGH
+        if not ci.relative:
+            min_effect_pct = 0.0
     else:
         d, low, high = ci.diff_pp, ci.ci_low_pp, ci.ci_high_pp
     assert low is not None and high is not None
@@ -473,16 +533,19 @@ def regression(
                           ci.ci_high_pct if ci else None, flagged, reason, sb.n, sa.n,
                           sb.median, sa.median, sb.cv_pct, sa.cv_pct)
 
-    if sb.n < 2 or sa.n < 2:
-        change = None
-        if sb.median is not None and sa.median is not None:
-            change = _relative(sa.median - sb.median, sb.median)
+    change = None
+    if sb.median is not None and sa.median is not None and sb.median != 0:
+        change = _relative(sa.median - sb.median, sb.median)
+    if sb.n < MIN_REPS or sa.n < MIN_REPS:
         return result(change, None, False,
-                      f"{NOT_ENOUGH} (before {sb.n}, after {sa.n}; need 2 each)")
-    assert sb.median is not None and sa.median is not None
-    change = _relative(sa.median - sb.median, sb.median)
+                      f"{NOT_ENOUGH} (before {sb.n}, after {sa.n}; need {MIN_REPS} each)")
+    if change is None:
+        return result(None, None, False, "the run before has a median of 0: no relative change")
     ci = diff_ci(before, after, method=WELCH, confidence=confidence)
-    assert ci.ci_low_pct is not None and ci.ci_high_pct is not None
+    if not ci.relative or ci.ci_low_pct is None or ci.ci_high_pct is None:
+        return result(change, None, False, "the run before cannot be told from 0: no relative change")
+    if ci.ci_low_pct == ci.ci_high_pct:
+        return result(change, ci, False, f"{NOT_ENOUGH} (no spread: every repetition gave the same value)")
     worse_by = -change if higher_is_better else change
     excludes = ci.ci_high_pct < 0 if higher_is_better else ci.ci_low_pct > 0
     interval = (f"{confidence:.0%} CI {ci.ci_low_pct:+.1f}% to {ci.ci_high_pct:+.1f}%")
@@ -541,12 +604,13 @@ def until_resolved(
     strict = diff_ci(a, b, method=WELCH, confidence=per_look)
     done = min(strict.n_a, strict.n_b)
     if strict.has_interval and done >= first_look:
-        assert strict.ci_low_pct is not None and strict.ci_high_pct is not None
-        if strict.ci_low_pct > 0 or strict.ci_high_pct < 0:
+        low, high = strict.interval
+        assert low is not None and high is not None
+        if high > low and (low > 0 or high < 0):  # a zero-width interval resolves nothing
             return RESOLVED_EXCLUDES_ZERO
         plain = diff_ci(a, b, method=WELCH, confidence=confidence)
-        assert plain.ci_low_pct is not None and plain.ci_high_pct is not None
-        if plain.ci_high_pct - plain.ci_low_pct < width_pct:
+        if plain.relative and plain.ci_low_pct is not None and plain.ci_high_pct is not None \
+                and 0 < plain.ci_high_pct - plain.ci_low_pct < width_pct:
             return f"resolved: interval narrower than {width_pct:g}%"
     if done >= max_reps:
         return STOPPED_AT_MAX

@@ -7,7 +7,11 @@ reference/BENCHMARKS.md):
   several tokens (Ollama holds text back around stop sequences and tags), so the gaps are
   per chunk; `tpot` is the per-token figure: (last - first) / (engine tokens - 1).
 - Goodput: the share of requests that meet every target; a request that did not finish
-  (DNF) or failed never meets one. The ITL target is checked against the request's TPOT
+  (DNF) or failed never meets one. A finished request whose targeted measure was not taken
+  (a prompt-cache hit under the cold policy has no cold TTFT) is neither a hit nor a miss:
+  it is left out of the share and counted apart (`unmeasured`).
+- Percentiles are withheld below the requests that make them mean something (`min_n`:
+  p90 needs 10, p99 100): a "p99" of four requests is their maximum under another name. The ITL target is checked against the request's TPOT
   (its mean inter-token time, what DistServe and vLLM's --goodput call TPOT): one long
   gap in an otherwise fast stream does not fail a request, a slow stream does.
 Pure: no clock reads, no I/O.
@@ -21,6 +25,22 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 DEFAULT_GOODPUT_SHARE_PCT = 90.0
+
+
+def min_n(q: float) -> int:
+    """The fewest values a q-th percentile is reported from: 1 up to the median, then
+    enough that at least one value lies beyond it (p90: 10, p99: 100)."""
+    if q <= 50:
+        return 1
+    return math.ceil(100.0 / (100.0 - q) - 1e-9)
+
+
+def percentile_n(values: Iterable[float | None], q: float) -> tuple[float | None, int]:
+    """(the q-th percentile, n), the percentile None when n is below min_n(q)."""
+    xs = [v for v in values if v is not None and not math.isnan(float(v))]
+    if len(xs) < min_n(q):
+        return None, len(xs)
+    return percentile(xs, q), len(xs)
 
 
 def percentile(values: Iterable[float | None], q: float) -> float | None:
@@ -143,11 +163,22 @@ def meets(r: RequestLatency, slo: Slo) -> bool:
     return True
 
 
+def judged(r: RequestLatency, slo: Slo) -> bool:
+    """Whether goodput can judge the request: it did not finish (a miss), or every measure
+    with a target was taken."""
+    if not r.finished:
+        return True
+    return all(value is not None for target, value in ((slo.ttft_s, r.ttft_s), (slo.tpot_s, r.tpot_s),
+                                                       (slo.e2e_s, r.e2e_s)) if target is not None)
+
+
 def goodput_pct(requests: Sequence[RequestLatency], slo: Slo) -> float | None:
-    """Share of requests meeting every target, in percent; None when there were none."""
-    if not requests:
+    """Share of the judged requests meeting every target, in percent; None when none could
+    be judged. Requests whose targeted measure was not taken are left out (see `judged`)."""
+    pool = [r for r in requests if judged(r, slo)]
+    if not pool:
         return None
-    return 100.0 * sum(meets(r, slo) for r in requests) / len(requests)
+    return 100.0 * sum(meets(r, slo) for r in pool) / len(pool)
 
 
 def highest_meeting(goodput_by_concurrency: dict[int, float | None], share_pct: float) -> int | None:

@@ -5,9 +5,12 @@ Three preconditions, in the order they are shown:
 
 - **bench**: a valid bench of the contender on the engine kind and version serving now:
   finished, not marked invalid, 100% on the GPU, not throttled, cold prefill.
-- **quality**: only when the lane's incumbent has eval results on this engine: for each
-  suite it has, the contender has one too and is not worse beyond the noise (the compare
-  statistics' verdict). Without incumbent evals it is "n/a", shown as such.
+- **quality**: for each suite the lane's incumbent was ever evaluated on, both models have
+  an eval of one workload identity on the engine version serving now (older versions only
+  when the user says so), and the contender is shown to be not worse by more than the
+  suite's margin: the lower bound of the interval on contender minus incumbent lies above
+  -margin (core.noninferiority). A sample too small to show it is unmet, with the number of
+  items that would. Only an incumbent never evaluated at all leaves it "n/a".
 - **fit**: the contender fits beside the incumbent, or, when the user asked to swap,
   fits once the incumbent alone is unloaded.
 
@@ -112,33 +115,37 @@ def judge_bench(model: str, runs: Sequence[BenchEvidence], engine_kind: str, eng
 
 @dataclass(frozen=True)
 class SuiteComparison:
-    """One suite: the incumbent's eval run and the contender's (None: has none)."""
+    """One suite: the eval runs compared (ids; "" / None where there is none), whether the
+    contender was shown not worse by more than the margin, and in words why or why not."""
 
     suite: str
     incumbent_run: str
     contender_run: str | None
-    verdict: str | None = None  # compare.verdict of contender minus incumbent
-    diff_text: str = ""  # "-2.0 pp [-6.1, +2.1] (Newcombe)"
+    shown: bool | None = None  # non-inferiority at the margin; None: not compared
+    diff_text: str = ""  # "90.0% -> 87.0%, -3.0 pp [-12.1, +6.0] on 100 items (...): ..."
+    problem: str = ""  # why not compared (no eval on this engine, not like for like)
 
 
-def judge_quality(incumbent: str, model: str, engine: str, suites: Iterable[SuiteComparison]) -> Precondition:
+def judge_quality(incumbent: str, model: str, engine: str, suites: Iterable[SuiteComparison],
+                  from_version: str = "") -> Precondition:
     suites = list(suites)
     if not suites:
         return Precondition("quality", NOT_APPLICABLE,
-                            f"no eval runs of the incumbent {incumbent or '(none)'} on {engine}: quality not compared")
+                            f"no eval runs of the incumbent {incumbent or '(none)'} on any engine version: "
+                            "quality not compared")
     problems, lines, runs = [], [], []
+    older = f" (evals from {from_version} accepted: --quality-from-version)" if from_version else ""
     for s in suites:
-        runs.append(s.incumbent_run)
-        if s.contender_run is None:
-            problems.append(f"no {s.suite} eval of {model} on {engine} (the incumbent has run {s.incumbent_run[:8]})")
+        runs.extend(r for r in (s.incumbent_run, s.contender_run) if r)
+        if s.problem:
+            problems.append(s.problem)
             continue
-        runs.append(s.contender_run)
-        lines.append(f"{s.suite}: {model} vs {incumbent}: {s.diff_text}: {s.verdict}")
-        if s.verdict == "worse":
-            problems.append(f"{s.suite}: {model} is worse than {incumbent} beyond the noise ({s.diff_text})")
+        lines.append(f"{s.suite}: {model} vs {incumbent}: {s.diff_text}")
+        if not s.shown:
+            problems.append(f"{s.suite}: {model} vs {incumbent}: {s.diff_text}")
     if problems:
-        return Precondition("quality", UNMET, "; ".join(problems), tuple(lines), tuple(runs))
-    return Precondition("quality", MET, "; ".join(lines), (), tuple(runs))
+        return Precondition("quality", UNMET, "; ".join(problems) + older, tuple(lines), tuple(runs))
+    return Precondition("quality", MET, "; ".join(lines) + older, (), tuple(runs))
 
 
 def judge_fit(model: str, incumbent: str, verdict_line: str, refusal: str | None,

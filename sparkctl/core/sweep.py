@@ -14,7 +14,7 @@ import statistics
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from sparkctl.core.latency import RequestLatency, Slo, goodput_pct, percentile
+from sparkctl.core.latency import RequestLatency, Slo, goodput_pct, judged, percentile_n
 
 # The export's keys, in order (issue 12): --json cells and --csv columns are exactly these.
 EXPORT_KEYS = ("model", "profile", "depth", "concurrency", "requests", "decode_tps_per_request_median",
@@ -117,6 +117,9 @@ class CellStats:
     tpot_ms_median: float | None = None
     goodput_pct: float | None = None
     queued: int = 0
+    ttft_n: int = 0  # requests with a measured TTFT: the n behind the TTFT percentiles
+    itl_n: int = 0  # inter-chunk gaps behind the ITL percentiles
+    goodput_unmeasured: int = 0  # finished requests goodput could not judge (no cold TTFT), left out
     extra: dict[str, float] = field(default_factory=dict)
 
     def metrics(self) -> dict[str, float]:
@@ -139,14 +142,16 @@ def cell_stats(samples: Sequence[RequestSample], slo: Slo | None = None) -> Cell
         st.prefill_tps_median = statistics.median(pre)
         st.prefill_tps_stdev = statistics.stdev(pre) if len(pre) > 1 else None
     st.throughput_tps = throughput(samples)
+    # withheld below the n that makes them mean something (latency.min_n), n kept beside
     ttfts = [s.ttft_s for s in ok]
-    st.ttft_s_p50, st.ttft_s_p90, st.ttft_s_p99 = (percentile(ttfts, q) for q in (50, 90, 99))
+    (st.ttft_s_p50, st.ttft_n), (st.ttft_s_p90, _), (st.ttft_s_p99, _) = (percentile_n(ttfts, q) for q in (50, 90, 99))
     itl = [g * 1000.0 for s in ok for g in s.chunk_gaps_s]
-    st.itl_ms_p50, st.itl_ms_p90, st.itl_ms_p99 = (percentile(itl, q) for q in (50, 90, 99))
+    (st.itl_ms_p50, st.itl_n), (st.itl_ms_p90, _), (st.itl_ms_p99, _) = (percentile_n(itl, q) for q in (50, 90, 99))
     tp = [s.tpot_s * 1000.0 for s in ok if s.tpot_s is not None]
     st.tpot_ms_median = statistics.median(tp) if tp else None
     if slo is not None:
         st.goodput_pct = goodput_pct([s.latency for s in samples], slo)
+        st.goodput_unmeasured = sum(not judged(s.latency, slo) for s in samples)
     return st
 
 
@@ -300,7 +305,8 @@ def result_from_record(params: dict, tags: dict, metrics: dict, run_id: str | No
     if "sweep.cell" not in tags:
         return None
     known = set(CellStats.__dataclass_fields__) - {"extra"}
-    st = CellStats(**{k: (int(v) if k in ("requests", "dnf", "queued") else float(v))
+    st = CellStats(**{k: (int(v) if k in ("requests", "dnf", "queued", "ttft_n", "itl_n", "goodput_unmeasured")
+                          else float(v))
                       for k, v in metrics.items() if k in known and v is not None})
     st.extra = {k: float(v) for k, v in metrics.items() if k == "roofline_aggregate_pct" and v is not None}
     cell = Cell(params.get("model", tags.get("model.name", "")), tags["sweep.profile"], int(tags["sweep.depth"]),

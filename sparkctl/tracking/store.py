@@ -98,6 +98,8 @@ def _configure_mlflow_env(timeout_s: float, max_retries: int) -> None:
     os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", str(max(0, int(max_retries))))
     os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", str(max(1, math.ceil(timeout_s))))
     os.environ.setdefault("MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR", "1")
+    # compare reads each eval's items.jsonl: no "Downloading artifacts" bars on stderr
+    os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
 
 
 # Loggers MLflow writes through while opening a store: its own, the schema migrations
@@ -475,6 +477,17 @@ class MlflowStore:
         except Exception as exc:
             raise self._error(exc, "read") from None
         return [m.value for m in sorted(points, key=lambda m: m.step)]
+
+    def metric_steps(self, run_id: str, key: str) -> dict[int, float]:
+        """One metric's values of one run by step (a bench's step is its repetition): a
+        repetition that logged no value for it is simply absent, so per-repetition metrics
+        line up by step, never by position. Blocking."""
+        try:
+            client = self._get_client()
+            points = client.get_metric_history(run_id, key)
+        except Exception as exc:
+            raise self._error(exc, "read") from None
+        return {int(m.step): float(m.value) for m in sorted(points, key=lambda m: (m.step, m.timestamp))}
 
     def read_artifact(self, run_id: str, path: str) -> str:
         """One text artifact of a run (``items.jsonl``, ``outputs.json``). Blocking."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import os
+import threading
 import time
 from collections import deque
 from datetime import datetime, timezone
@@ -431,6 +432,18 @@ class SparkApp(App):
 
         if not isinstance(self.screen, HelpScreen):
             self.push_screen(HelpScreen(self.screen))
+
+    def recheck_drift(self) -> None:
+        """After a bench, an eval or a lane change: the dashboard's warnings ("no valid bench
+        yet", "engine X since last bench: re-bench") are computed again, so one that the run
+        just answered goes away. Safe to call from any thread."""
+        status = self._engine_status
+        if status is None or not status.reachable or not status.version:
+            return
+        if threading.get_ident() == self._thread_id:
+            self.check_drift(status.kind, status.version)
+        else:
+            self.call_from_thread(self.check_drift, status.kind, status.version)
 
     @work(thread=True, group="drift", exclusive=True, exit_on_error=False)
     def check_drift(self, kind: str, version: str) -> None:

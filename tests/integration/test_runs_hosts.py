@@ -157,7 +157,8 @@ async def test_runs_screen_filters_by_host_and_groups_by_host(three_hosts):
             assert table is not None and table.row_count == 4
 
             def hosts() -> list[str]:
-                return [str(table.get_cell_at((i, 3))) for i in range(table.row_count)]
+                col = [c.key.value for c in table.ordered_columns].index("host")
+                return [str(table.get_cell_at((i, col))) for i in range(table.row_count)]
 
             assert hosts() == ["h200-box", "spark-01", "h200-box", "spark-02"]  # newest first
             await pilot.press("g")

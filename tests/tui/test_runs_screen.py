@@ -74,7 +74,7 @@ async def until(pilot, cond, timeout: float = 15.0) -> None:
 def shown(app) -> list[tuple[str, str]]:
     """(model, engine) of each table row, top to bottom."""
     table = app.screen.query_one("#runs", DataTable)
-    return [(str(table.get_cell_at((i, 1))), str(table.get_cell_at((i, 2)))) for i in range(table.row_count)]
+    return [(str(table.get_cell_at((i, 3))), str(table.get_cell_at((i, 4)))) for i in range(table.row_count)]
 
 
 async def open_runs(app, pilot):
@@ -92,8 +92,9 @@ async def test_lists_filters_sorts_and_opens_a_run(history):
         assert shown(app) == [(B, "ollama 0.13.0"), (A, "ollama 0.13.0"), (B, "ollama 0.12.6"), (A, "ollama 0.12.6")]
         table = screen.query_one("#runs", DataTable)
         row0 = [str(c) for c in table.get_row_at(0)]
-        assert row0[3] == "spark-01" and row0[10] == "-" and row0[12] == "FINISHED" and len(row0[13]) == 8
-        assert float(row0[4]) > 0 and "loading" not in str(screen.query_one("#runs-status", Label).content)
+        assert row0[1] == "ok" and row0[2] == "bench" and row0[13] == "spark-01" and row0[11] == "-"
+        assert len(row0[14]) == 8
+        assert float(row0[5]) > 0 and "loading" not in str(screen.query_one("#runs-status", Label).content)
 
         # filter by model name, typed into the Input
         await pilot.press("slash")
@@ -116,7 +117,7 @@ async def test_lists_filters_sorts_and_opens_a_run(history):
         table.post_message(DataTable.HeaderSelected(table, decode_key, keys.index(decode_key),
                                                     table.columns[decode_key].label))
         await until(pilot, lambda: screen.sort_column == "decode")
-        decode = [float(str(table.get_cell_at((i, 4)))) for i in range(4)]
+        decode = [float(str(table.get_cell_at((i, 5)))) for i in range(4)]
         assert decode == sorted(decode, reverse=True)
         assert [m for m, _ in shown(app)] == [B, B, A, A]
         await pilot.press("S")  # the other way round

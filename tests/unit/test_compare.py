@@ -135,15 +135,52 @@ def test_dnf_values_are_dropped_before_counting():
     assert ci.ci_low_pct == pytest.approx(-4.4493, abs=1e-3)
 
 
-def test_constant_sides_collapse_the_interval_to_the_point():
+def test_constant_sides_collapse_the_interval_but_give_no_verdict():
+    # issue 18 point 5: two repetitions with identical values gave "better" on a
+    # zero-width interval. The interval is the point; the verdict needs 3 a side and spread.
     ci = diff_ci([10.0, 10.0], [11.0, 11.0])
     assert ci.diff_pct == ci.ci_low_pct == ci.ci_high_pct == pytest.approx(10.0)
-    assert verdict(ci, higher_is_better=True) == BETTER
+    assert verdict(ci, higher_is_better=True) == NOT_ENOUGH
+    # three a side, but still no spread at all: nothing to be sure of
+    assert verdict(diff_ci([10.0] * 3, [11.0] * 3), higher_is_better=True) == NOT_ENOUGH
+    # two a side with spread: an interval, and still not enough for a verdict
+    two = diff_ci([10.0, 10.2], [11.0, 11.1])
+    assert two.has_interval and verdict(two, higher_is_better=True) == NOT_ENOUGH
+    # three a side with spread: A = 10 10.1 10.2, B = 11 11.1 11.2 (both s = 0.1): the
+    # difference 1.0 -+ 2.776 * 0.0816 = 0.773 .. 1.227, all above zero
+    three = diff_ci([10.0, 10.1, 10.2], [11.0, 11.1, 11.2])
+    assert verdict(three, higher_is_better=True) == BETTER
+
+
+def test_a_zero_or_near_zero_baseline_gives_absolute_differences():
+    # issue 18 point 5: diff_ci raised on a zero baseline mean and aborted the comparison.
+    ci = diff_ci([0.0, 0.0, 0.0], [1.0, 2.0, 3.0])
+    assert not ci.relative and ci.diff_pct is None and ci.ci_low_pct is None
+    # B - A = 2 (means); s_B = 1, se = 1/sqrt(3) = 0.5774, df = 2, t = 4.3027: 2 -+ 2.484
+    assert ci.diff_abs == pytest.approx(2.0)
+    assert ci.ci_low_abs == pytest.approx(2 - 4.3027 * 0.57735, abs=1e-3)
+    assert ci.ci_high_abs == pytest.approx(2 + 4.3027 * 0.57735, abs=1e-3)
+    assert verdict(ci, higher_is_better=True) == WITHIN_NOISE  # the interval reaches below 0
+    # A = -0.1 0.05 0.1: mean 0.017, standard error 0.060: within one standard error of
+    # zero, so a percentage of it would be noise
+    near = diff_ci([-0.1, 0.05, 0.1], [5.0, 5.1, 5.2])
+    assert not near.relative and near.diff_abs == pytest.approx(5.1 - 0.05 / 3)
+    assert verdict(near, higher_is_better=True) == BETTER
+    # the regression rule says why it cannot judge, instead of raising
+    r = regression([0.0, 0.0, 0.0], [1.0, 1.1, 1.2])
+    assert not r.flagged and "0" in r.reason
+
+
+def test_the_bootstrap_never_raises_on_a_zero_median():
+    # issue 18 point 5: a resample whose median of A is 0 raised. A = 0 0 1 has resamples
+    # with median 0 (and with median 1): the interval is given in absolute terms.
+    ci = diff_ci([0.0, 0.0, 1.0], [2.0, 2.0, 3.0], method="bootstrap", n_boot=500)
+    assert not ci.relative and ci.diff_abs == pytest.approx(2.0)
+    # every resampled median of A is 0 or 1 and of B 2 or 3: differences in [1, 3]
+    assert 1.0 <= ci.ci_low_abs <= ci.ci_high_abs <= 3.0
 
 
 def test_bad_inputs_raise():
-    with pytest.raises(ValueError):
-        diff_ci([0.0, 0.0], [1.0, 2.0])  # relative to a zero baseline
     with pytest.raises(ValueError):
         diff_ci([1.0, 2.0], [1.0, 2.0], method="ttest")
     with pytest.raises(ValueError):
@@ -337,16 +374,24 @@ def test_noisy_runs_raise_the_threshold():
 
 
 def test_a_drop_over_threshold_with_an_interval_across_zero_is_not_flagged():
-    # before 100 104 (mean 102, s^2 8), after 90 94 (mean 92, s^2 8): CVs 2.77%, 3.07%,
-    # threshold 9.22%; change -9.80% exceeds it. Welch: se^2 = 4 + 4 = 8, df = 64/(16+16)
-    # = 2, t = 4.303, half = 12.17: (-10 -+ 12.17)/102 = -21.7% .. +2.1%.
-    r = regression([100, 104], [90, 94])
-    assert r.change_pct == pytest.approx(-9.8039, abs=1e-3)
-    assert r.change_pct < -r.threshold_pct
-    assert r.ci_low_pct == pytest.approx(-21.735, abs=1e-2)
-    assert r.ci_high_pct == pytest.approx(2.127, abs=1e-2)
+    # before 96 104 112 (mean = median 104, s = 8), after 86 94 102 (94, s = 8): CVs 7.69%
+    # and 8.51%; with cv_mult 1 the threshold is 8.51% and the change -10/104 = -9.615%
+    # exceeds it. Welch: se^2 = 64/3 + 64/3 = 42.67, se = 6.532, df = 4, t = 2.7764,
+    # half = 18.136: (-10 -+ 18.136)/104 = -27.05% .. +7.82%, across zero.
+    r = regression([96, 104, 112], [86, 94, 102], cv_mult=1.0)
+    assert r.change_pct == pytest.approx(-9.6154, abs=1e-3)
+    assert r.threshold_pct == pytest.approx(8.5106, abs=1e-3)
+    assert r.ci_low_pct == pytest.approx(-27.054, abs=1e-2)
+    assert r.ci_high_pct == pytest.approx(7.823, abs=1e-2)
     assert not r.flagged
     assert "includes zero" in r.reason
+
+
+def test_two_repetitions_a_side_are_not_enough_for_a_regression():
+    # issue 18 point 5: before 100 104, after 90 94 (-9.8%) was judged on two values a side
+    r = regression([100, 104], [90, 94])
+    assert r.change_pct == pytest.approx(-9.8039, abs=1e-3)
+    assert not r.flagged and r.reason.startswith(NOT_ENOUGH) and "need 3 each" in r.reason
 
 
 def test_direction_of_a_regression():

@@ -95,3 +95,28 @@ def test_a_comma_gold_matches_an_answer_with_or_without_commas():
     gold = gold_answer("...\n#### 1,234")
     assert score_response("The answer is 1,234.", gold).strict_ok
     assert score_response("The answer is 1234.", gold).strict_ok
+
+
+def test_prompt_templates_are_named_and_hashed_and_lm_eval_s_is_unmodified():
+    """Issue 18 point 6: the template was not part of a run's identity, and there was no way
+    to ask lm-eval's own prompt. The task YAML's doc_to_text (lm-evaluation-harness
+    4e7e0d47, gsm8k-cot-zeroshot.yaml) is "Q: {{question}}\\nA: Let's think step by step."."""
+    import hashlib
+
+    from sparkctl.core.suites.gsm8k import RULES_VERSION, TEMPLATES, build_prompt, template_sha256
+
+    q = "Sam has 3 apples. How many?"
+    assert build_prompt(q, "lm-eval") == "Q: Sam has 3 apples. How many?\nA: Let's think step by step."
+    assert build_prompt(q) == build_prompt(q, "sparkctl") != build_prompt(q, "lm-eval")
+    assert build_prompt(q).startswith(build_prompt(q, "lm-eval") + "\n")
+    assert template_sha256("lm-eval") == hashlib.sha256(b"Q: {question}\nA: Let's think step by step.").hexdigest()
+    assert template_sha256("sparkctl") != template_sha256("lm-eval") and set(TEMPLATES) == {"sparkctl", "lm-eval"}
+    assert "gsm8k_cot_zeroshot" in RULES_VERSION and "4e7e0d47" in RULES_VERSION
+    with pytest.raises(ValueError, match="unknown GSM8K prompt template"):
+        build_prompt(q, "few-shot")
+    # the rules are main's at that commit: its ignore list has no `\.0+$`, so "18.00" is not
+    # "18" (the proposal to drop trailing zeros, pull request 3254, is on a branch main does
+    # not contain): a strict score stays the reference's
+    gold = gold_answer("#### 18")
+    assert not score_response("The answer is 18.00.", gold).strict_ok
+    assert score_response("The answer is 18.", gold).strict_ok

@@ -57,3 +57,30 @@ def test_queue_signs():
     # two requests served one after the other: never more than one decoding at once
     assert parallel_seen([0, 0], [0.1, 1.1], [1.0, 2.0]) == 1
     assert parallel_seen([0, 0, 0], [0.1, 0.2, 0.3], [1.0, 1.0, 1.0]) == 3
+
+
+def test_percentiles_are_withheld_below_their_n_and_say_it():
+    """Issue 18 point 5: a "p99" reported from one to eight requests."""
+    from sparkctl.core.latency import min_n, percentile_n
+    from sparkctl.core.sweep import RequestSample, cell_stats
+
+    assert (min_n(50), min_n(90), min_n(99)) == (1, 10, 100)
+    assert percentile_n([0.1, 0.2, 0.3], 99) == (None, 3)
+    assert percentile_n([float(i) for i in range(10)], 90) == (pytest.approx(8.1), 10)
+    one = cell_stats([RequestSample(0, 0.0, 1.0, 0.25, 0.01, 50.0, None, 20, (0.02,) * 19)])
+    assert one.ttft_s_p50 == 0.25 and one.ttft_s_p90 is None and one.ttft_s_p99 is None and one.ttft_n == 1
+    assert one.itl_ms_p90 == pytest.approx(20.0) and one.itl_ms_p99 is None and one.itl_n == 19
+
+
+def test_goodput_leaves_out_requests_whose_ttft_was_not_measured():
+    """Issue 18 point 4: a prompt-cache hit (no cold TTFT) counted as an SLO miss."""
+    from sparkctl.core.latency import judged
+
+    slo = parse_slo("ttft=1s")
+    hit = RequestLatency(0.5, 0.01, 2.0, True)
+    cached = RequestLatency(None, 0.01, 2.0, True)  # finished, TTFT left out (cache hit)
+    dnf = RequestLatency(None, None, None, False)
+    assert not judged(cached, slo) and judged(dnf, slo) and judged(hit, slo)
+    assert goodput_pct([hit, cached, cached], slo) == 100.0  # one judged, it met the target
+    assert goodput_pct([hit, cached, dnf], slo) == 50.0  # a DNF still misses
+    assert goodput_pct([cached], slo) is None

@@ -1,8 +1,14 @@
 """GSM8K scored by the rules of lm-evaluation-harness's ``gsm8k_cot_zeroshot`` task.
 
 The rules (task YAML ``lm_eval/tasks/gsm8k/gsm8k-cot-zeroshot.yaml``, metadata version 3.0;
-read at lm-evaluation-harness commit 4e7e0d47f33bc71070c1d38394bafbb52b117163, 0.4.13.dev0),
-written here from their description, not copied:
+read at lm-evaluation-harness commit 4e7e0d47f33bc71070c1d38394bafbb52b117163 of 2026-08-21,
+0.4.13.dev0, the newest on its main branch when this was last checked), written here from
+their description, not copied. ``RULES_VERSION`` names them; every eval run records it, so
+runs scored under other rules are never paired as one measurement. Read again on that
+commit: the ignore list is still the four patterns below. A proposal to also drop a
+trailing ``.0+`` ("18.00" = "18"; lm-evaluation-harness pull request 3254, commit ffacfc8c5)
+exists only on a branch that main does not contain, so it is not applied here: a strict
+score must stay the reference's.
 
 - **strict-match**: the first match of ``The answer is (\\-?[0-9\\.\\,]+).`` in the response,
   its one group. Case matters, and the final ``.`` of that pattern is a regex dot: *any*
@@ -26,6 +32,7 @@ greedy) is the caller's business; these functions score whatever text they are g
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -43,13 +50,31 @@ IGNORE_PATTERNS = (re.compile(","), re.compile(r"\$"), re.compile(r"(?s).*#### "
 # engine to stop where lm-eval's would; the scoring below does not cut responses at them
 LM_EVAL_UNTIL = ("Q:", "</s>", "<|im_end|>")
 
+# Which rules score a run: the task, its metadata version and the lm-eval commit read.
+RULES_VERSION = "lm-eval gsm8k_cot_zeroshot v3.0 @4e7e0d47"
+
 _COT_ZEROSHOT = "Q: {question}\nA: Let's think step by step."
 _FINISH = ('\nEnd your response with "The answer is N." where N is the final answer'
            " as a bare number, without units or a $ sign.")
 
+# Prompt templates, by name. "sparkctl" (the default) asks for the phrase strict-match
+# looks for; "lm-eval" is the task's own doc_to_text, unmodified, for scores that compare
+# with published lm-eval numbers.
+TEMPLATE_SPARKCTL = "sparkctl"
+TEMPLATE_LM_EVAL = "lm-eval"
+TEMPLATES: dict[str, str] = {TEMPLATE_SPARKCTL: _COT_ZEROSHOT + _FINISH, TEMPLATE_LM_EVAL: _COT_ZEROSHOT}
 
-def build_prompt(question: str) -> str:
-    """lm-eval's zero-shot CoT prompt for one question, plus one sentence asking for "The answer is N.".
+
+def template_sha256(name: str = TEMPLATE_SPARKCTL) -> str:
+    """sha256 of a template's text, ``{question}`` placeholder included: recorded per run, so
+    runs asked with different templates are never paired."""
+    return hashlib.sha256(TEMPLATES[name].encode()).hexdigest()
+
+
+def build_prompt(question: str, template: str = TEMPLATE_SPARKCTL) -> str:
+    """The prompt for one question under ``template`` (a key of TEMPLATES).
+
+    "sparkctl": lm-eval's zero-shot CoT prompt, plus one sentence asking for "The answer is N.".
 
     The first two lines are exactly lm-eval's ``doc_to_text``
     (``"Q: {question}\\nA: Let's think step by step."``). lm-eval's strict-match only accepts
@@ -59,8 +84,13 @@ def build_prompt(question: str) -> str:
     phrase so strict measures answers rather than phrasing; the extraction and scoring rules
     are unchanged. Because of it, strict scores are not comparable with lm-eval runs of the
     unmodified task; flexible scores are closer but the prompt still differs.
+
+    "lm-eval": the task's prompt exactly, so a score compares with a published zero-shot
+    lm-eval figure (expect a low strict score from chat models, as lm-eval itself gives).
     """
-    return _COT_ZEROSHOT.format(question=question) + _FINISH
+    if template not in TEMPLATES:
+        raise ValueError(f"unknown GSM8K prompt template {template!r}; expected one of {', '.join(TEMPLATES)}")
+    return TEMPLATES[template].format(question=question)
 
 
 def _normalise(text: str) -> str:

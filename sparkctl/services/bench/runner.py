@@ -34,6 +34,7 @@ from sparkctl.core.redact import redact_text, redact_uri
 from sparkctl.core.roofline import active_params, bits_per_weight_from_quant, bits_per_weight_from_size, roofline
 from sparkctl.core.snapshots import GIB, MemInfo, ResidentModel, Unavailable
 from sparkctl.core.stats import is_stable, interleave, summarize
+from sparkctl.core.workload import WorkloadIdentity
 from sparkctl.engines.base import DoneEvent, EngineError, EngineUnreachable, ModelNotFound, ShowInfo, TokenEvent
 from sparkctl.services.bench.lanes import LaneRestore
 from sparkctl.services.bench.residency import ResidencyGuard
@@ -175,6 +176,7 @@ class RepResult:
     client_decode_basis: str = ""  # "engine eval_count" or "streamed chunks"
     queue_wait_s: float | None = None
     foreign: str = ""  # why load the bench did not cause was seen during this request
+    joules_per_token: float | None = None  # GPU energy over the decode window / tokens (NVML power)
 
 
 @dataclass(frozen=True)
@@ -300,7 +302,13 @@ class BenchRunner:
                     self._ctx_note[m] = (
                         f"num_ctx {rm.context_length}: {m} is resident at that context, so the bench "
                         f"uses it instead of {self.s.num_ctx} to avoid a reload (--ctx forces one)")
-                    self.sink(Phase(self._ctx_note[m]))
+                    # said before any request, even when output is piped: the context is part
+                    # of what the run measures (a run at another context is not comparable)
+                    self.sink(Notice(self._ctx_note[m]))
+            if len({self.num_ctx(m) for m in models}) > 1:
+                at = ", ".join(f"{m} at {self.num_ctx(m)}" for m in models)
+                self.sink(Notice(f"contexts differ ({at}): these runs will not compare like for like; "
+                                 f"--ctx N benches every model at one context"))
         try:
             for lm in await self.engine.tags():
                 for m in models:
@@ -640,7 +648,8 @@ class BenchRunner:
         if busy:
             for m in models:
                 runs[m].flags.append(f"engine busy before the repetitions: another client was served ({busy})")
-        total = self.s.until_resolved if self.s.until_resolved and len(models) == 2 else self.s.reps
+        until = bool(self.s.until_resolved) and len(models) == 2
+        total = self.s.until_resolved if until else self.s.reps
         for m, i in interleave(models, total):
             self.sink(RepStarted(m, i, False, total))
             try:
@@ -652,7 +661,8 @@ class BenchRunner:
             runs[m].reps.append(res)
             self.sink(RepDone(res))
             await self._journal(runs[m])
-            if total != self.s.reps and m == models[-1] and self._resolved(runs[models[0]], runs[models[1]], total):
+            # --until-resolved checks after every round, whatever its ceiling is
+            if until and m == models[-1] and self._resolved(runs[models[0]], runs[models[1]], total):
                 break
         for m in models:
             await self.check_placement(runs[m], m, before=False)
@@ -908,6 +918,7 @@ class BenchRunner:
                     if e is not None:
                         joules += e.joules
                         tokens += r.eval_count
+                        r.joules_per_token = e.joules / r.eval_count
             if joules > 0 and tokens:
                 summ["joules_per_token"] = joules / tokens
                 summ["tokens_per_joule"] = tokens / joules
@@ -944,6 +955,13 @@ class BenchRunner:
         return roofline(measured, params, bits, self.s.bandwidth_gbps * 1e9)
 
     # ---- the record for MLflow --------------------------------------------------------------
+
+    def workload(self, run: ModelRun) -> WorkloadIdentity:
+        """What this run measured (core.workload): recorded with it, and what every comparison
+        matches on. The context is the one the model really ran at."""
+        s = self.s
+        return WorkloadIdentity.bench(prompt_sha256=s.prompt_sha256, num_ctx=self.num_ctx(run.model),
+                                      num_predict=s.num_predict, think=s.think, cache_policy=s.cache)
 
     def to_record(self, run: ModelRun, start_ms: int, end_ms: int, sampler: GpuSampler | None,
                   status: str | None = None):
@@ -995,13 +1013,16 @@ class BenchRunner:
             tags["guard.lane_restore"] = run.lane_restore
         if run.residency:
             tags["guard.residency"] = run.residency
+        identity = self.workload(run)
+        tags.update(identity.to_tags())
+        tags["sparkctl.kind"] = identity.kind
         if run.ctx_note:
             tags["bench.num_ctx_source"] = "resident"
             tags["bench.num_ctx_note"] = run.ctx_note
-        identity = getattr(self.engine, "identity", None)
-        if callable(identity):
+        engine_identity = getattr(self.engine, "identity", None)
+        if callable(engine_identity):
             # e.g. engine.build: a comparison must never mix engine builds by accident
-            tags.update({k: str(v) for k, v in identity().items()})
+            tags.update({k: str(v) for k, v in engine_identity().items()})
         if self._ctx_requested is not None:
             tags["bench.num_ctx_requested"] = str(self._ctx_requested)
             tags["bench.num_ctx_source"] = "server"
@@ -1011,9 +1032,10 @@ class BenchRunner:
             tags["gpu.samples"] = str(gs["n"])
         step_keys = ("ttft_s", "client_decode_tps", "engine_decode_tps", "prefill_tps", "load_s",
                      "total_s", "wall_s", "eval_count", "prompt_eval_count", "client_tokens",
-                     "thinking_tokens", "queue_wait_s", "prompt_cached_tokens")
+                     "thinking_tokens", "queue_wait_s", "prompt_cached_tokens", "joules_per_token")
         step_metrics = {k: [_f(getattr(r, k)) for r in run.reps] for k in step_keys}
         step_metrics["dnf"] = [1.0 if r.dnf else 0.0 for r in run.reps]
+        step_metrics["error"] = [1.0 if r.error else 0.0 for r in run.reps]  # left out of the summary, as DNF
         step_metrics["reload"] = [1.0 if r.reload else 0.0 for r in run.reps]
         step_metrics["prefill_cached"] = [None if r.prefill_cached is None else float(r.prefill_cached)
                                           for r in run.reps]

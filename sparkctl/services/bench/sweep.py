@@ -36,6 +36,7 @@ from typing import Any
 from sparkctl.core import depthtext, latency, prefill
 from sparkctl.core.latency import Slo
 from sparkctl.core.sweep import Cell, CellResult, RequestSample, cell_stats, context_needed, plan, round_ctx
+from sparkctl.core.workload import WorkloadIdentity, sha256_text
 from sparkctl.engines.base import TokenEvent
 from sparkctl.services.bench.lanes import LaneRestore
 from sparkctl.services.bench.residency import ResidencyGuard
@@ -93,6 +94,7 @@ class CellRun:
     run: ModelRun
     depth_target: int
     result: CellResult | None = None
+    end_ms: int | None = None  # when its last round ended (None: it did not finish)
 
 
 @dataclass
@@ -155,6 +157,15 @@ class CellRunner(BenchRunner):
         return r
 
     # ---- what the cell measured -------------------------------------------------------------
+
+    def workload(self, run: ModelRun) -> WorkloadIdentity:
+        """A cell's identity: its coordinates, and the profile prompt's sha256 (the depth text
+        in front of it is sized per model from its own tokenizer, so the whole prompt's hash
+        would keep two models' cells from ever pairing)."""
+        c = self.cell
+        return WorkloadIdentity.bench(prompt_sha256=sha256_text(self.profile.prompt), num_ctx=self.num_ctx(run.model),
+                                      num_predict=self.s.num_predict, think=self.s.think, cache_policy=self.s.cache,
+                                      profile=c.profile, depth=c.depth, concurrency=c.concurrency)
 
     def samples(self, run: ModelRun) -> list[RequestSample]:
         out = []
@@ -391,6 +402,7 @@ class SweepRunner:
             run = ModelRun(m, show=base._shows[m], num_ctx=base.num_ctx(m), ctx_note=base._ctx_note.get(m, ""))
             run.flags.extend(f for f in setup.flags if f.startswith("foreign load"))  # the idle check
             cr.lane_restore = None
+            cr._start_ms = int(time.time() * 1000)  # each cell its own span, not the sweep's
             self.result.cells.append(CellRun(cell, prof, cr, run, cell.depth))
             self.sink(Phase(f"{m} {cell.key}: loading/checking placement"))
             await cr.check_placement(run, m, before=True)
@@ -412,6 +424,7 @@ class SweepRunner:
                 await cr._journal(run)
             await cr.check_placement(run, m, before=False)
             run.completed = True
+            self.result.cells[-1].end_ms = int(time.time() * 1000)
 
     async def _wrap_up(self, base: BenchRunner, models: list[str], outcome: str) -> None:
         sampler = base._sampler
@@ -431,7 +444,7 @@ class SweepRunner:
             st = cell_stats(samples, self.slo)
             run_id = None
             if self.recorder is not None and (run.reps or run.status != "FINISHED"):
-                record = cr.to_record(run, base._start_ms, end_ms, sampler)
+                record = cr.to_record(run, cr._start_ms, c.end_ms or end_ms, sampler)
                 res = await asyncio.to_thread(self.recorder, record)
                 if res is not None:
                     run.sync_message, run.run_id = res.message, res.run_id

@@ -65,6 +65,7 @@ class EvalSettings:
     allow_cpu: bool = False
     wait: bool = True
     temperature: float = 0.0
+    template: str = "sparkctl"  # GSM8K's prompt template (core.suites.gsm8k.TEMPLATES); "lm-eval": the task's own
 
     @classmethod
     def from_config(cls, cfg: Config, suite: str, **overrides: Any) -> "EvalSettings":
@@ -311,8 +312,27 @@ class EvalRunner:
 
     # ---- one item --------------------------------------------------------------------------
 
+    def _prompt(self, item: SuiteItem) -> str:
+        """What the model is sent: the item's prompt, or for GSM8K its question under the chosen template."""
+        if self.s.suite == "gsm8k" and self.s.template != "sparkctl":
+            from sparkctl.core.suites.gsm8k import build_prompt
+
+            return build_prompt(item.text, self.s.template)
+        return item.prompt
+
+    def workload(self, run: "ModelEval"):
+        """What this run measured (core.workload): the suite file, the prompt template and the
+        scoring rules, the context it ran at, the answer ceiling and thinking."""
+        from sparkctl.core.workload import WorkloadIdentity
+
+        return WorkloadIdentity.eval(suite=self.s.suite, suite_sha256=self.suite.sha256,
+                                     template_sha256=_template_sha256(self.s), rule_version=_rules(self.s.suite),
+                                     num_ctx=self.guard.num_ctx(run.model), num_predict=self.s.num_predict,
+                                     think=self.s.think)
+
     async def _run_item(self, model: str, item: SuiteItem, pos: int) -> ItemResult:
-        res = ItemResult(item.id, pos, item.prompt_sha256)
+        prompt = self._prompt(item)
+        res = ItemResult(item.id, pos, hashlib.sha256(prompt.encode()).hexdigest())
         self.sink(ItemStarted(model, item.id, pos))
         opts = {"num_ctx": self.guard.num_ctx(model), "num_predict": self.s.num_predict,
                 "temperature": self.s.temperature, "seed": self.s.seed}
@@ -322,7 +342,7 @@ class EvalRunner:
             from sparkctl.core.suites.gsm8k import LM_EVAL_UNTIL
 
             opts["stop"] = list(LM_EVAL_UNTIL)
-        stream = self.engine.generate(model, item.prompt, options=opts,
+        stream = self.engine.generate(model, prompt, options=opts,
                                       keep_alive=self.guard.keep_alive(model),
                                       think=self.guard.think_for(model))
         t_send = time.perf_counter()
@@ -534,6 +554,7 @@ class EvalRunner:
             from sparkctl.core.suites.gsm8k import LM_EVAL_UNTIL
 
             params["stop"] = json.dumps(list(LM_EVAL_UNTIL))
+            params["prompt_template"] = s.template
         invalid = list(g.invalid)
         tags = {
             "sparkctl.version": __version__, "sparkctl.kind": "eval", "eval.suite": s.suite,
@@ -556,6 +577,7 @@ class EvalRunner:
             tags["guard.lane_restore"] = g.lane_restore
         if g.residency:
             tags["guard.residency"] = g.residency
+        tags.update(self.workload(run).to_tags())
         identity = getattr(self.engine, "identity", None)
         if callable(identity):
             tags.update({k: str(v) for k, v in identity().items()})
@@ -578,3 +600,23 @@ class EvalRunner:
             status=status or run.status, start_ms=run.start_ms, end_ms=end_ms or run.end_ms,
             params=params, tags=tags, summary_metrics=summary, artifacts=artifacts, record_id=run.record_id,
         )
+
+
+def _template_sha256(s: EvalSettings) -> str:
+    """The sha256 of the prompt template a suite's items are asked in ("" for IFEval: its
+    prompts go to the model as written)."""
+    if s.suite != "gsm8k":
+        return ""
+    from sparkctl.core.suites.gsm8k import template_sha256
+
+    return template_sha256(s.template)
+
+
+def _rules(suite: str) -> str:
+    if suite == "gsm8k":
+        from sparkctl.core.suites.gsm8k import RULES_VERSION
+
+        return RULES_VERSION
+    from sparkctl.core.suites.ifeval import RULES_VERSION as IFEVAL_RULES
+
+    return IFEVAL_RULES

@@ -31,9 +31,11 @@ from sparkctl.core.keepalive import parse_keep_alive
 from sparkctl.core.residency import is_forever
 from sparkctl.core.names import same_model, validate_model_name
 from sparkctl.core.snapshots import ResidentModel
+from sparkctl.core.workload import WorkloadIdentity
 from sparkctl.engines.base import EngineError, EngineUnreachable
 from sparkctl.services.bench.residency import ResidencyGuard
 from sparkctl.services.bench.wrapup import finish_shielded
+from sparkctl.services.lanes.evidence import evidence_checks
 from sparkctl.services.lanes.history import NothingToRollBack, rollback_target
 from sparkctl.services.lanes.hook import HookResult, hook_env, run_hook
 from sparkctl.services.models import (
@@ -49,7 +51,6 @@ from sparkctl.statefile import HistoryEntry, OwnedState, StateConflict, read_sta
 from sparkctl.tracking.record import RunRecord, new_record_id
 
 KIND_PROMOTION = "promotion"
-BENCH_HISTORY = 50
 # verify_load problems that do not make a switch fail: the model is resident and on the
 # GPU, only sparkctl's estimate was optimistic (shown as a warning)
 _SOFT_PROBLEMS = ("ESTIMATE LOW",)
@@ -94,6 +95,7 @@ class PromotionPlan:
     resident_before: tuple[ResidentModel, ...]
     digests: dict[str, str] = field(default_factory=dict)  # model -> manifest digest
     undoes: int = 0  # rollback: seq of the promotion undone
+    quality_from_version: str = ""  # evals on this older engine version were accepted (--quality-from-version)
 
     @property
     def unmet(self) -> list[rules.Precondition]:
@@ -118,7 +120,8 @@ class PromotionPlan:
                 "preconditions": [c.to_dict() for c in self.checks], "unmet": [c.name for c in self.unmet],
                 "swap": self.swap, "swap_first": self.swap_first,
                 "keep_alive": self.settings.keep_alive, "num_ctx": self.settings.num_ctx,
-                "settings_why": self.settings.why, "digests": dict(self.digests), "evidence": list(self.evidence)}
+                "settings_why": self.settings.why, "digests": dict(self.digests), "evidence": list(self.evidence),
+                "quality_from_version": self.quality_from_version or None}
 
 
 @dataclass
@@ -210,56 +213,6 @@ def lane_settings(cfg: Config, incumbent: ResidentModel | None, now: datetime, *
     return LaneSettings(ka, ctx, ", ".join(why))
 
 
-def _bench_evidence(store, model: str) -> list[rules.BenchEvidence]:
-    from sparkctl.services.runs import list_runs
-
-    rows = list_runs(store, model=model, kind="bench", limit=BENCH_HISTORY)
-    return [rules.BenchEvidence(r.run_id, r.engine_kind, r.engine_version, r.status, r.valid, r.flags,
-                                r.decode_tps_median, r.start_ms, r.cache_policy) for r in rows]
-
-
-def _quality(store, incumbent: str, model: str, engine: tuple[str, str]) -> list[rules.SuiteComparison]:
-    from sparkctl.services.runs.quality import latest_evals, quality_diff
-
-    if not incumbent:
-        return []
-    mine = latest_evals(store, incumbent, engine)
-    if not mine:
-        return []
-    theirs = latest_evals(store, model, engine)
-    out = []
-    for suite, inc_row in mine.items():
-        con_row = theirs.get(suite)
-        if con_row is None:
-            out.append(rules.SuiteComparison(suite, inc_row.run_id, None))
-            continue
-        d = quality_diff(store, inc_row, con_row)  # contender minus incumbent
-        c = d.ci
-        text = (f"{inc_row.score * 100:.1f}% -> {con_row.score * 100:.1f}%, {c.diff_pp:+.1f} pp "
-                f"[{c.ci_low_pp:+.1f}, {c.ci_high_pp:+.1f}] ({c.method})")
-        out.append(rules.SuiteComparison(suite, inc_row.run_id, con_row.run_id, d.verdict, text))
-    return out
-
-
-def _evidence_checks(store, plan_model: str, incumbent: str, kind: str, version: str
-                     ) -> list[rules.Precondition]:
-    """Bench and quality preconditions from MLflow (blocking). A store that cannot be read
-    leaves them unmet: no evidence is no evidence."""
-    from sparkctl.tracking.store import TrackingError
-
-    engine = f"{kind} {version}"
-    try:
-        bench = rules.judge_bench(plan_model, _bench_evidence(store, plan_model), kind, version)
-    except TrackingError as exc:
-        bench = rules.Precondition("bench", rules.UNMET, f"cannot read the runs: {exc}")
-    try:
-        quality = rules.judge_quality(incumbent, plan_model, engine, _quality(store, incumbent, plan_model,
-                                                                             (kind, version)))
-    except (TrackingError, ValueError) as exc:
-        quality = rules.Precondition("quality", rules.UNMET, f"cannot compare quality: {exc}")
-    return [bench, quality]
-
-
 async def _engine_facts(engine) -> tuple[str, tuple[ResidentModel, ...], dict[str, str]]:
     version, resident, local = await asyncio.gather(engine.version(), engine.ps(), engine.tags())
     return version, tuple(resident), {m.name: m.digest for m in local}
@@ -289,7 +242,7 @@ async def _fit_check(cfg, engine, probes, model, incumbent, settings, swap):
 
 async def plan_promotion(cfg: Config, engine, probes, store, lane: str, model: str, *, swap: bool = False,
                          num_ctx: int | None = None, keep_alive: str | None = None,
-                         now: datetime | None = None) -> PromotionPlan:
+                         now: datetime | None = None, quality_from_version: str = "") -> PromotionPlan:
     """Check every precondition of putting `model` on `lane`; nothing is changed."""
     model = validate_model_name(model)
     incumbent = _lane_model(cfg, lane)
@@ -301,12 +254,14 @@ async def plan_promotion(cfg: Config, engine, probes, store, lane: str, model: s
         raise LaneError(f"model '{model}' not found in the engine (sparkctl pull {model})")
     settings = lane_settings(cfg, _find(resident, incumbent), now, num_ctx=num_ctx, keep_alive=keep_alive)
     kind = getattr(engine, "kind", "ollama")
-    evidence = asyncio.to_thread(_evidence_checks, store, model, incumbent, kind, version)
+    evidence = asyncio.to_thread(evidence_checks, store, model, incumbent, kind, version,
+                                 cfg.promote.quality_margin_pp, quality_from_version)
     (fit, fit_check_, swap_first, settings), (bench, quality) = await asyncio.gather(
         _fit_check(cfg, engine, probes, model, incumbent, settings, swap), evidence)
     return PromotionPlan("promote", lane, model, incumbent, kind, version, engine.host,
                          (bench, quality, fit_check_), fit, swap, swap_first, settings, resident,
-                         {model: _digest(digests, model), incumbent: _digest(digests, incumbent)})
+                         {model: _digest(digests, model), incumbent: _digest(digests, incumbent)},
+                         quality_from_version=quality_from_version)
 
 
 async def plan_rollback(cfg: Config, engine, probes, lane: str, *, swap: bool = False,
@@ -517,11 +472,14 @@ def promotion_record(cfg: Config, out: PromotionOutcome, start_ms: int, end_ms: 
         "promotion.action": p.action, "promotion.forced": str(out.forced).lower(),
         "promotion.user": user, "promotion.evidence_runs": ",".join(p.evidence),
         "promotion.changed": str(out.changed).lower(),
+        **WorkloadIdentity.lane_change(p.action).to_tags(),  # a promotion or a rollback, as what it is
     }
     if out.forced:
         tags["promotion.overridden"] = "; ".join(f"{c.name}: {c.summary}" for c in p.unmet)[:4000]
     if out.error:
         tags["promotion.error"] = out.error[:4000]
+    if p.quality_from_version:
+        tags["promotion.quality_from_version"] = p.quality_from_version
     if out.hook is not None:
         tags["hook.exit_code"] = "none" if out.hook.exit_code is None else str(out.hook.exit_code)
         tags["hook.ok"] = str(out.hook.ok).lower()

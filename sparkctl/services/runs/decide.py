@@ -2,8 +2,11 @@
 
 Reads what the bench recorded (summary metrics for picking runs, then the per-repetition
 values of the few runs compared) and hands the numbers to core.compare. Runs are compared
-on one engine kind and version, with the same prompt, context, output length and cache
-policy, unless the caller asks otherwise; what was left out is said, not hidden.
+on one engine kind and version, and only when their whole workload identity matches
+(core.workload, paired by services.runs.pairing): a sweep cell is never taken for a plain
+bench, a bench at num_ctx 4096 never for one at 8192. Where no pair matches, the refusal
+names what differs and the command that makes a matching pair. The values compared are
+exactly the repetitions each run used for its own summary (services.runs.reps).
 Blocking (MLflow): call from a worker thread.
 """
 
@@ -14,27 +17,34 @@ from typing import Any
 
 from sparkctl.core import compare
 from sparkctl.core.names import model_key
-from sparkctl.services.runs.quality import QualityDiff, latest_evals, quality_diff
+from sparkctl.core.workload import BENCH
+from sparkctl.services.runs.pairing import Mismatch, match, matching_command
+from sparkctl.services.runs.quality import (
+    SUITES,
+    QualityDiff,
+    SuiteEvidence,
+    eval_rows,
+    margin_for,
+    suite_evidence,
+)
 from sparkctl.services.runs.query import list_runs
+from sparkctl.services.runs.reps import RunReps, read_reps
 from sparkctl.services.runs.rows import RunRow
 
-# metric name in the comparison, per-repetition metric the bench logs, higher is better
-METRICS: tuple[tuple[str, str, bool], ...] = (
-    ("decode_tps", "engine_decode_tps", True),
-    ("ttft_s", "ttft_s", False),
-    ("prefill_tps", "prefill_tps", True),
+# metric name in the comparison, higher is better
+METRICS: tuple[tuple[str, bool], ...] = (
+    ("decode_tps", True),
+    ("ttft_s", False),
+    ("prefill_tps", True),
+    ("joules_per_token", False),
 )
 HISTORY = 200  # newest runs of a model looked at when picking the one to compare
 
 
-def usable(row: RunRow) -> bool:
-    """A run whose numbers mean something: finished, valid, a bench."""
-    return row.status == "FINISHED" and row.valid is not False and row.kind == "bench" \
+def usable(row: RunRow, kind: str = BENCH) -> bool:
+    """A run whose numbers mean something: finished, valid, a plain bench (or `kind`)."""
+    return row.status == "FINISHED" and row.valid is not False and row.identity.kind == kind \
         and row.decode_tps_median is not None
-
-
-def settings_of(row: RunRow) -> tuple[str, str, str, str]:
-    return (row.prompt_sha256, row.num_ctx, row.num_predict, row.cache_policy or "cold")
 
 
 @dataclass
@@ -43,23 +53,26 @@ class ModelSide:
     run: RunRow | None
     values: dict[str, list[float]] = field(default_factory=dict)
     note: str = ""
-    quality: dict[str, RunRow] = field(default_factory=dict)  # suite -> its newest usable eval run
+    quality: dict[str, RunRow] = field(default_factory=dict)  # suite -> the eval run compared
+    reps: RunReps | None = None
+    lane: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         r = self.run
-        out: dict[str, Any] = {"model": self.model, "note": self.note}
+        out: dict[str, Any] = {"model": self.model, "note": self.note, "lane": self.lane or None}
         if r is None:
             return out | {"runs": 0}
         out.update({
             "run_id": r.run_id, "runs": len(self.values.get("decode_tps", [])),
             "engine_kind": r.engine_kind, "engine_version": r.engine_version, "host": r.host,
-            "hardware": r.hardware.label,
             "decode_tps_median": r.decode_tps_median, "decode_tps_cv_pct": r.decode_tps_cv_pct,
             "ttft_s_median": r.ttft_s_median, "prefill_tps_median": r.prefill_tps_median,
             "joules_per_token": r.joules_per_token, "roofline_pct": r.roofline_pct,
-            "resident_gib": r.resident_gib,
-            "flags": list(r.flags),
+            "resident_gib": r.resident_gib, "hardware": r.hardware.label,
+            "flags": list(r.flags), "identity": r.identity.to_dict(),
         })
+        if self.reps is not None:
+            out["excluded"] = {"dnf": self.reps.dnf, "failed": self.reps.failed, "cached": self.reps.cached}
         for suite, q in self.quality.items():
             out[f"{suite}_run_id"] = q.run_id
             out[f"{suite}_items"] = q.eval_items
@@ -76,11 +89,16 @@ class Difference:
     b: str
     ci: compare.DiffCI
     verdict: str
+    excluded_a: str = ""  # "3 cached, excluded": repetitions the run's own summary left out
+    excluded_b: str = ""
 
     def to_dict(self) -> dict[str, Any]:
-        return {"metric": self.metric, "a": self.a, "b": self.b, "diff_pct": self.ci.diff_pct,
-                "ci_low_pct": self.ci.ci_low_pct, "ci_high_pct": self.ci.ci_high_pct,
-                "n_a": self.ci.n_a, "n_b": self.ci.n_b, "method": self.ci.method, "verdict": self.verdict}
+        c = self.ci
+        return {"metric": self.metric, "a": self.a, "b": self.b, "diff_pct": c.diff_pct,
+                "ci_low_pct": c.ci_low_pct, "ci_high_pct": c.ci_high_pct, "relative": c.relative,
+                "diff_abs": c.diff_abs, "ci_low_abs": c.ci_low_abs, "ci_high_abs": c.ci_high_abs,
+                "n_a": c.n_a, "n_b": c.n_b, "method": c.method, "verdict": self.verdict,
+                "excluded_a": self.excluded_a or None, "excluded_b": self.excluded_b or None}
 
 
 @dataclass
@@ -90,79 +108,137 @@ class Comparison:
     differences: list[Difference]
     notes: list[str]
     quality: list[QualityDiff] = field(default_factory=list)  # accuracies, in percentage points
+    evidence: list[SuiteEvidence] = field(default_factory=list)  # per contender and suite, compared or not
+    margins: dict[str, float] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
+        from sparkctl.services.runs.decision import decision_table
+
         return {"engine": self.engine, "models": [s.to_dict() for s in self.sides],
+                "identity": self.sides[0].run.identity.to_dict() if self.sides and self.sides[0].run else None,
                 "differences": [d.to_dict() for d in self.differences] + [q.to_dict() for q in self.quality],
-                "notes": self.notes}
+                "decision": decision_table(self).to_dict(), "notes": self.notes}
 
 
 class NothingToCompare(Exception):
-    """A model has no usable run (on the engine asked for)."""
+    """A model has no usable run (on the engine asked for), or no run that matches the
+    others' workload. `command` is what would produce a matching pair, when known;
+    `models`/`num_ctx` let a screen offer it."""
+
+    def __init__(self, message: str, command: str = "", models: list[str] | None = None,
+                 num_ctx: int | None = None) -> None:
+        super().__init__(message)
+        self.command = command
+        self.models = models or []
+        self.num_ctx = num_ctx
 
 
-def _values(store, run_id: str) -> dict[str, list[float]]:
-    return {name: store.metric_history(run_id, key) for name, key, _ in METRICS}
+def incumbent_first(models: list[str], lanes: dict[str, str] | None) -> tuple[list[str], dict[str, str]]:
+    """The models with the incumbent (the model of the first lane, in the config's order,
+    that one of them serves) moved first: it is always the baseline. Also model -> lane."""
+    lane_of: dict[str, str] = {}
+    for lane, name in (lanes or {}).items():
+        for m in models:
+            if model_key(m) == model_key(name) and m not in lane_of:
+                lane_of[m] = lane
+    ordered = list(models)
+    for lane, name in (lanes or {}).items():
+        hit = next((m for m in models if model_key(m) == model_key(name)), None)
+        if hit is not None:
+            ordered.remove(hit)
+            ordered.insert(0, hit)
+            break
+    return ordered, lane_of
+
+
+def _values(reps: RunReps) -> dict[str, list[float]]:
+    return {name: reps.values.get(name, []) for name, _ in METRICS}
 
 
 def compare_models(store, models: list[str], *, any_engine: bool = False, lanes: dict[str, str] | None = None,
-                   experiment: str | None = None, any_hardware: bool = False) -> Comparison:
-    """The newest usable run of each model, on the engine and the hardware class (GPU,
-    memory, driver) of the first model's newest usable run (unless `any_engine`,
-    `any_hardware`), and each later model against the first."""
-    candidates: dict[str, list[RunRow]] = {}
+                   experiment: str | None = None, margins: dict[str, float] | None = None,
+                   any_hardware: bool = False) -> Comparison:
+    """Each model's newest usable plain bench that shares the baseline's workload identity,
+    on the engine and the hardware class (GPU, memory, driver) of the baseline's newest
+    usable run (unless `any_engine`, `any_hardware`), and each later model against the
+    baseline (the incumbent lane model when one is among `models`)."""
+    asked = list(models)
+    models, lane_of = incumbent_first(asked, lanes)
     notes: list[str] = []
+    if models[0] != asked[0]:
+        notes.append(f"baseline: {models[0]} (lane {lane_of[models[0]]}, the incumbent), whatever the order given")
+    candidates: dict[str, list[RunRow]] = {}
     for m in models:
         rows = [r for r in list_runs(store, model=m, limit=HISTORY, experiment=experiment) if usable(r)]
         if not rows:
-            raise NothingToCompare(f"no finished, valid bench run of {m} in the store")
+            raise NothingToCompare(f"no finished, valid bench run of {m} in the store (sweep cells, evals and "
+                                   f"lane changes are not benches): run `sparkctl bench {m}`")
         candidates[m] = rows
     if not any_hardware:
         _same_hardware(candidates, models, notes)
     first = candidates[models[0]][0]
     engine = {"kind": first.engine_kind, "version": first.engine_version}
-    lane_of = {model_key(v): k for k, v in (lanes or {}).items()}
-    sides = []
+    pools = []
     for m in models:
         rows = candidates[m]
-        if any_engine:
-            pick = rows[0]
-        else:
+        if not any_engine:
             same = [r for r in rows if (r.engine_kind, r.engine_version) == (first.engine_kind, first.engine_version)]
             if not same:
                 newest = rows[0]
                 raise NothingToCompare(
                     f"no run of {m} on {first.engine_kind} {first.engine_version} (its newest is on "
                     f"{newest.engine_kind} {newest.engine_version}); re-bench it, or use --any-engine")
-            pick = same[0]
             others = {f"{r.engine_kind} {r.engine_version}" for r in rows if r not in same}
             if others:
                 notes.append(f"{m}: runs on {', '.join(sorted(others))} left out (another engine)")
-        side = ModelSide(m, pick, _values(store, pick.run_id))
-        lane = lane_of.get(model_key(m))
-        if lane:
-            side.note = f"lane {lane}"
+            rows = same
+        pools.append(rows)
+    found = match(pools, models)
+    if isinstance(found, Mismatch):
+        base_identity = found.newest[0].identity
+        cmd = matching_command(models, base_identity)
+        prompt_note = ""
+        if any(d.name == "prompt_sha256" for _, diffs in found.differences for d in diffs):
+            prompt_note = f" with the prompt of run {found.newest[0].run_id[:8]} (--prompt)"
+        ctx = int(base_identity.num_ctx) if base_identity.num_ctx.isdigit() else None
+        raise NothingToCompare(
+            "no like-for-like benches: " + "; ".join(found.reasons())
+            + f". Run `{cmd}`{prompt_note} for runs that match", command=cmd, models=models, num_ctx=ctx)
+    notes.extend(found.skipped)
+    identity = found.identity
+    if not identity.recorded:
+        notes.append(f"the runs compared predate the workload identity: it is inferred from what they "
+                     f"recorded ({identity.describe()})")
+    sides = []
+    for m, pick in zip(models, found.runs):
+        reps = read_reps(store, pick)
+        side = ModelSide(m, pick, _values(reps), reps=reps, lane=lane_of.get(m, ""))
+        if side.lane:
+            side.note = f"lane {side.lane}"
         sides.append(side)
     if any_engine and len({(s.run.engine_kind, s.run.engine_version) for s in sides}) > 1:
         notes.append("runs on different engines are compared (--any-engine): an engine change alone can "
                      "move these numbers")
     _say_hosts(sides, notes)
     base = sides[0]
-    if any(settings_of(s.run) != settings_of(base.run) for s in sides[1:]):
-        notes.append("the runs differ in prompt, num_ctx, num_predict or cache policy: not like for like")
     diffs = []
     for other in sides[1:]:
-        for name, _key, higher in METRICS:
+        for name, higher in METRICS:
             a, b = base.values.get(name, []), other.values.get(name, [])
             if not a or not b:
                 continue
             ci = compare.diff_ci(a, b, method="welch")
-            diffs.append(Difference(name, base.model, other.model, ci, compare.verdict(ci, higher)))
-    quality = _quality(store, sides, None if any_engine else (first.engine_kind, first.engine_version),
-                       notes, experiment)
-    return Comparison(engine if not any_engine else {"kind": "mixed" if len(
-        {(s.run.engine_kind, s.run.engine_version) for s in sides}) > 1 else first.engine_kind,
-        "version": first.engine_version}, sides, diffs, notes, quality)
+            diffs.append(Difference(name, base.model, other.model, ci, compare.verdict(ci, higher),
+                                    base.reps.excluded_text(name) if base.reps else "",
+                                    other.reps.excluded_text(name) if other.reps else ""))
+    margins = {s: margin_for(s, margins) for s in SUITES}
+    versions = None if any_engine else [first.engine_version]
+    evidence, quality = _quality(store, sides, first.engine_kind, versions, margins, notes, experiment)
+    kind = first.engine_kind
+    if any_engine and len({(s.run.engine_kind, s.run.engine_version) for s in sides}) > 1:
+        kind = "mixed"
+    return Comparison({"kind": kind, "version": first.engine_version} if any_engine else engine,
+                      sides, diffs, notes, quality, evidence, margins)
 
 
 def _same_hardware(candidates: dict[str, list[RunRow]], models: list[str], notes: list[str]) -> None:
@@ -194,24 +270,29 @@ def _say_hosts(sides: list[ModelSide], notes: list[str]) -> None:
                      f"({next(iter(classes)).label})")
 
 
-def _quality(store, sides: list[ModelSide], engine: tuple[str, str] | None, notes: list[str],
-             experiment: str | None) -> list[QualityDiff]:
-    """Each side's newest usable GSM8K and IFEval runs (same engine unless any), and each
-    later model's accuracy against the first's where both have the suite."""
-    for side in sides:
-        side.quality = latest_evals(store, side.model, engine, experiment)
-    out = []
+def _quality(store, sides: list[ModelSide], engine_kind: str, versions: list[str] | None,
+             margins: dict[str, float], notes: list[str], experiment: str | None
+             ) -> tuple[list[SuiteEvidence], list[QualityDiff]]:
+    """Each later model's accuracy against the baseline's, per suite the baseline has, on
+    eval runs of one identity (same engine version unless any)."""
+    rows = {s.model: eval_rows(store, s.model, experiment) for s in sides}
     base = sides[0]
+    evidence, quality = [], []
     for other in sides[1:]:
-        for suite, qa in base.quality.items():
-            qb = other.quality.get(suite)
-            if qb is None:
+        for suite in SUITES:
+            ev = suite_evidence(store, suite, base.model, other.model, rows[base.model], rows[other.model],
+                                engine_kind, versions, margins[suite])
+            if ev is None:
                 continue
-            try:
-                out.append(quality_diff(store, qa, qb))
-            except ValueError as exc:
-                notes.append(f"{suite}: {other.model} vs {base.model} not compared ({exc})")
-    return out
+            evidence.append(ev)
+            notes.extend(ev.notes)
+            if ev.diff is None:
+                notes.append(ev.problem)
+                continue
+            quality.append(ev.diff)
+            base.quality.setdefault(suite, ev.incumbent_run)
+            other.quality[suite] = ev.contender_run
+    return evidence, quality
 
 
 @dataclass
@@ -226,7 +307,7 @@ class RegressionRow:
         def side(r: RunRow, median: float | None) -> dict[str, Any]:
             return {"engine_version": r.engine_version, "value": median, "run_id": r.run_id}
 
-        return {"model": self.model, "metric": self.metric,
+        return {"model": self.model, "metric": self.metric, "workload": self.after.identity.describe(),
                 "before": side(self.before, self.result.median_before),
                 "after": side(self.after, self.result.median_after),
                 "change_pct": self.result.change_pct, "threshold_pct": self.result.threshold_pct,
@@ -234,22 +315,76 @@ class RegressionRow:
                 "flagged": self.result.flagged, "reason": self.result.reason}
 
 
-def find_regressions(store, *, limit: int = 2000, experiment: str | None = None) -> list[RegressionRow]:
-    """For each model: its newest usable run against its newest usable run on the previous
-    engine version (same engine kind and settings), decode tok/s per repetition."""
-    rows = [r for r in list_runs(store, limit=limit, experiment=experiment) if usable(r)]
-    by_model: dict[str, list[RunRow]] = {}
-    for r in rows:  # newest first
-        by_model.setdefault(r.model_key, []).append(r)
-    out = []
-    for runs in by_model.values():
-        after = runs[0]
-        before = next((r for r in runs[1:] if r.engine_kind == after.engine_kind
-                       and r.engine_version != after.engine_version
-                       and settings_of(r) == settings_of(after)), None)
-        if before is None:
+@dataclass
+class RegressionReport:
+    rows: list[RegressionRow]
+    notes: list[str]  # runs that could have been compared but were not, and why
+
+
+def regression_report(store, *, limit: int = 2000, experiment: str | None = None) -> RegressionReport:
+    """For each model and workload identity (a plain bench, or one sweep cell): its newest
+    usable run against its newest usable run of the same identity on the previous engine
+    version of the same kind; decode tok/s per repetition the runs used. A newer run that is
+    not usable (invalid, failed) is named in the notes instead of being passed over silently."""
+    everything = list_runs(store, limit=limit, experiment=experiment)
+    groups: dict[tuple, list[RunRow]] = {}
+    for r in everything:  # newest first
+        if r.identity.kind in ("bench", "sweep-cell"):
+            groups.setdefault((r.model_key, r.engine_kind, r.identity), []).append(r)
+    rows: list[RegressionRow] = []
+    notes: list[str] = []
+    unmatched: list[RunRow] = []  # newest of a workload with no earlier version of the same workload
+    for (_key, _kind, _identity), runs in groups.items():
+        good = [r for r in runs if usable(r, r.identity.kind)]
+        if not good:
             continue
-        a = store.metric_history(before.run_id, "engine_decode_tps")
-        b = store.metric_history(after.run_id, "engine_decode_tps")
-        out.append(RegressionRow(after.model, "decode_tps", before, after, compare.regression(a, b)))
+        after = good[0]
+        newer_bad = [r for r in runs if r.engine_version != after.engine_version and not usable(r, r.identity.kind)
+                     and (r.start_ms or 0) > (after.start_ms or 0)]
+        what = f" ({after.identity.cell})" if after.identity.cell else ""
+        for bad in newer_bad[:1]:
+            why = ", ".join(f for f in bad.flags if f != "invalid") or bad.status.lower()
+            notes.append(f"{bad.model}{what} on {bad.engine_kind} {bad.engine_version}: run {bad.run_id[:8]} is not "
+                         f"usable ({'invalid: ' if bad.valid is False else ''}{why}; status {bad.status}): not "
+                         f"compared with {after.engine_version}; re-bench it")
+        before = next((r for r in good[1:] if r.engine_version != after.engine_version), None)
+        if before is None:
+            unmatched.append(after)
+            continue
+        a, b = read_reps(store, before), read_reps(store, after)
+        result = compare.regression(a.values["decode_tps"], b.values["decode_tps"])
+        label = after.model + what
+        rows.append(RegressionRow(label, "decode_tps", before, after, result))
+    notes.extend(_workload_changed(unmatched, groups))
+    return RegressionReport(rows, notes)
+
+
+def _workload_changed(unmatched: list[RunRow], groups: dict[tuple, list[RunRow]]) -> list[str]:
+    """A model whose newest plain bench has no earlier engine version of its workload while
+    an older version has a bench of another workload (the context changed, say): what
+    differs, and the bench that would make the pair."""
+    out = []
+    compared = {(k, kind) for (k, kind, _i), runs in groups.items()
+                if any(r.engine_version != runs[0].engine_version for r in runs if usable(r, r.identity.kind))}
+    newest: dict[tuple, RunRow] = {}
+    for r in unmatched:
+        key = (r.model_key, r.engine_kind)
+        if r.identity.kind == BENCH and key not in compared and (key not in newest or (r.start_ms or 0) >
+                                                                   (newest[key].start_ms or 0)):
+            newest[key] = r
+    for (key, kind), latest in newest.items():
+        older = [r for (k, kd, _i), runs in groups.items() if (k, kd) == (key, kind) for r in runs
+                 if usable(r) and r.engine_version != latest.engine_version and r.identity != latest.identity]
+        if not older:
+            continue
+        old = max(older, key=lambda r: r.start_ms or 0)
+        said = "; ".join(d.text(old.engine_version, latest.engine_version) for d in old.identity.differences(
+            latest.identity))
+        out.append(f"{latest.model}: its newest bench on {latest.engine_kind} {latest.engine_version} "
+                   f"(run {latest.run_id[:8]}) and the one on {old.engine_version} (run {old.run_id[:8]}) differ: "
+                   f"{said}; `{matching_command([latest.model], old.identity)}` repeats the earlier workload")
     return out
+
+
+def find_regressions(store, *, limit: int = 2000, experiment: str | None = None) -> list[RegressionRow]:
+    return regression_report(store, limit=limit, experiment=experiment).rows

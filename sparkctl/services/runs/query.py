@@ -18,8 +18,9 @@ compares tags as plain strings:
   'myqwen3' or another namespace's 'qwen3', and ILIKE's '_' is a wildcard. One broad
   ``'%qwen3%'`` search would also answer, but it drags every qwen3:* run through
   (0.7 s instead of ~0.1 s with 10,000 runs).
-- **kind bench**: a bench run has no ``sparkctl.kind`` tag (every run so far) or the tag
-  'bench'; "missing OR bench" is checked here. ``kind="eval"`` goes to the store.
+- **kind bench** (or sweep-cell): runs recorded before the workload identity have no
+  ``sparkctl.kind`` tag (a sweep cell only its ``sweep.*`` tags), so the kind is decided
+  here from each row (core.workload's rules). ``kind="eval"`` goes to the store.
 
 When a check drops rows, further pages are read (page tokens, never everything at once)
 until ``limit`` rows are found or the runs run out.
@@ -36,6 +37,7 @@ from typing import Any
 from sparkctl.core.names import DEFAULT_TAG, InvalidModelName, model_key, parse_model_name
 from sparkctl.services.runs.rows import (
     KIND_BENCH,
+    KIND_SWEEP_CELL,
     RUN_KINDS,
     TAG_ENGINE_VERSION,
     TAG_HOST,
@@ -111,8 +113,9 @@ def build_filters(
         kind = kind.strip().lower()
         if kind not in RUN_KINDS:
             raise ValueError(f"kind must be one of {', '.join(RUN_KINDS)}, not {kind!r}")
-        if kind == KIND_BENCH:
-            checks.append(lambda row: row.kind == KIND_BENCH)  # tag missing, or 'bench'
+        if kind in (KIND_BENCH, KIND_SWEEP_CELL):
+            # older runs have no kind tag (a cell: only its sweep.* tags): decided by rows.py
+            checks.append(lambda row, kind=kind: row.kind == kind)
         else:
             clauses.append(f"{_tag(TAG_KIND)} = {quote(kind)}")
     if since_ms is not None:

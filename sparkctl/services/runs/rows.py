@@ -11,22 +11,27 @@ from dataclasses import dataclass, fields
 from datetime import datetime, timezone
 from typing import Any
 
+from sparkctl.core import workload
 from sparkctl.core.fleet import HardwareClass
 from sparkctl.core.gpu import is_throttled
 from sparkctl.core.names import model_key
+from sparkctl.core.workload import WorkloadIdentity
 
 # Tags written by the bench (services/bench/runner.py to_record) and read back here.
 TAG_MODEL = "model.name"
 TAG_ENGINE_KIND = "engine.kind"
 TAG_ENGINE_VERSION = "engine.version"
 TAG_HOST = "host.name"
-# Set by the eval (services/evals); a run without it is a bench.
+# Set by every producer since the workload identity (core/workload.py); a run without it
+# is read by that module's rules (no tag and no sweep tags: a bench).
 TAG_KIND = "sparkctl.kind"
-KIND_BENCH = "bench"
-KIND_EVAL = "eval"
+KIND_BENCH = workload.BENCH
+KIND_SWEEP_CELL = workload.SWEEP_CELL  # one cell of a workload sweep: never a plain bench
+KIND_EVAL = workload.EVAL
 # A lane change (services/lanes): no measurements; its model.name is the new lane model.
-KIND_PROMOTION = "promotion"
-RUN_KINDS = (KIND_BENCH, KIND_EVAL, KIND_PROMOTION)
+# Rollbacks are lane changes too (this kind); their identity says "rollback".
+KIND_PROMOTION = workload.PROMOTION
+RUN_KINDS = (KIND_BENCH, KIND_SWEEP_CELL, KIND_EVAL, KIND_PROMOTION)
 
 # Flag words, in the order they are shown.
 FLAG_INVALID = "invalid"
@@ -88,6 +93,20 @@ class RunRow:
     gpu_name: str = ""
     gpu_driver: str = ""
     mem_total_gib: float | None = None
+    # what the run measured (core.workload): what compare, regressions, promotion and the
+    # re-bench key match on; inferred (identity.recorded False) for runs older than it
+    identity: WorkloadIdentity = WorkloadIdentity(KIND_BENCH, recorded=False)
+
+    @property
+    def what(self) -> str:
+        """The run's kind in words: "bench", "sweep cell prose/d0/c4", "eval gsm8k",
+        "promotion", "rollback"."""
+        i = self.identity
+        if i.kind == workload.SWEEP_CELL:
+            return f"sweep cell {i.cell}"
+        if i.kind == workload.EVAL:
+            return f"eval {self.suite or i.suite}".strip()
+        return i.kind
 
     @property
     def score(self) -> float | None:
@@ -116,6 +135,8 @@ class RunRow:
         out: dict[str, Any] = {}
         for f in fields(self):
             value = getattr(self, f.name)
+            if isinstance(value, WorkloadIdentity):
+                value = value.to_dict()
             out[f.name] = list(value) if isinstance(value, tuple) else value
             if f.name == "start_ms":
                 out["start_utc"] = self.start_utc
@@ -193,6 +214,9 @@ def row_from_run(run: dict[str, Any]) -> RunRow:
     dnf = _metric(metrics, "dnf_count")
     dnf_count = None if dnf is None else int(dnf)
     start = run.get("start_time")
+    identity = WorkloadIdentity.from_run(tags, params)
+    # rollbacks are lane changes: listed (and filtered) with the promotions
+    kind = KIND_PROMOTION if identity.kind == workload.ROLLBACK else identity.kind
     return RunRow(
         run_id=str(run.get("run_id") or ""),
         run_name=str(run.get("run_name") or ""),
@@ -203,7 +227,7 @@ def row_from_run(run: dict[str, Any]) -> RunRow:
         engine_kind=tags.get(TAG_ENGINE_KIND, ""),
         engine_version=tags.get(TAG_ENGINE_VERSION, ""),
         host=tags.get(TAG_HOST, ""),
-        kind=(tags.get(TAG_KIND) or KIND_BENCH).strip().lower(),
+        kind=kind,
         decode_tps_median=_metric(metrics, "decode_tps_median"),
         decode_tps_cv_pct=_metric(metrics, "decode_tps_cv_pct"),
         ttft_s_median=_metric(metrics, "ttft_s_median"),
@@ -230,6 +254,7 @@ def row_from_run(run: dict[str, Any]) -> RunRow:
         gpu_name=tags.get("gpu.name", ""),
         gpu_driver=tags.get("gpu.driver", ""),
         mem_total_gib=_float_tag(tags, "host.mem_total_gib"),
+        identity=identity,
     )
 
 

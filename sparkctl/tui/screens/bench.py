@@ -46,9 +46,10 @@ SWEEP_FIELDS = ("profile", "depth", "concurrency", "slo")  # the settings' sweep
 
 
 def _after_run(app) -> None:
-    """A run ended: recount the spool (a run MLflow did not take waits there) and re-read
-    the residency journals (a restore that failed stays loud on the dashboard)."""
-    for name in ("count_pending", "check_residency"):
+    """A run ended: recount the spool (a run MLflow did not take waits there), re-read
+    the residency journals (a restore that failed stays loud on the dashboard) and compute
+    the dashboard's re-bench warnings again (the run may have answered one)."""
+    for name in ("count_pending", "check_residency", "recheck_drift"):
         fn = getattr(app, name, None)
         if callable(fn):
             fn()

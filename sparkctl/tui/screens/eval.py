@@ -455,6 +455,9 @@ class EvalScreen(Screen):
             count = getattr(self.app, "count_pending", None)
             if callable(count):
                 count()  # a run MLflow did not take waits in the spool: the header says so
+            recheck = getattr(self.app, "recheck_drift", None)
+            if callable(recheck):
+                recheck()  # the dashboard's "re-bench" warnings, computed again
 
     @work(group="eval-close", exit_on_error=False)
     async def close_engine(self, engine) -> None:

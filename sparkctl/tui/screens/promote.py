@@ -115,6 +115,9 @@ async def apply_switch(app, plan, force: bool) -> tuple[str, bool]:
         source = out.state_file if owned is not None and plan.lane in owned.lanes else cfg.source
         app.config = replace(cfg, lanes={**cfg.lanes, plan.lane: plan.model},
                              sources={**cfg.sources, f"lanes.{plan.lane}": source})
+        recheck = getattr(app, "recheck_drift", None)
+        if callable(recheck):
+            recheck()  # the lane's new model may never have been benched here: the dashboard says so
     lines = [line for line in out.lines() if not line.startswith("  -  ")]
     failed = bool(out.error) or (out.hook is not None and not out.hook.ok)
     return "\n".join(lines[-8:]), failed

@@ -97,10 +97,14 @@ class _ChartScreen(ModalScreen[None]):
     def render_chart(self, width: int) -> Text:
         raise NotImplementedError
 
+    def status_text(self) -> str:
+        """The line under the chart once the data is in: the keys that apply."""
+        return "Esc closes"
+
     def on_chart_loaded(self, message: ChartLoaded) -> None:
         self.data = message.data
         self._draw()
-        self.query_one("#chart-status", Label).update("Esc closes")
+        self.query_one("#chart-status", Label).update(self.status_text())
 
     def on_chart_failed(self, message: ChartFailed) -> None:
         self.query_one("#chart-status", Label).update(Text(f"✘ {message.error}", style="bold red"))
@@ -131,6 +135,9 @@ class HistoryChartScreen(_ChartScreen):
 
         rows = [r for r in list_runs(self.store, model=self.model, kind="bench", limit=HISTORY_RUNS)
                 if r.decode_tps_median is not None]
+        # one workload on one chart: the newest run's (another context or prompt is another line)
+        self.left_out = [r for r in rows if rows and r.identity != rows[0].identity]
+        rows = [r for r in rows if r not in self.left_out]
         return list(reversed(rows))  # oldest first: time runs down the screen
 
     def render_chart(self, width: int) -> Text:
@@ -157,35 +164,75 @@ class HistoryChartScreen(_ChartScreen):
             out.append(tail, style="cyan")
             out.append(" " + value + "\n", style=style)
         out.append("red: invalid or not finished", style="dim")
+        left_out = getattr(self, "left_out", [])
+        if left_out:
+            out.append(f"\nall runs of {rows[-1].identity.describe()}; {len(left_out)} run(s) of other "
+                       "workloads left out", style="dim")
         return out
 
 
 class HeadToHeadScreen(_ChartScreen):
+    """The decision on one screen: the incumbent (the lane model, whatever the marking
+    order) against each contender, six figures with intervals and verdicts and one
+    recommendation; then bars and the detail. When the benches do not match (another
+    context, a sweep cell), it says what differs and `b` benches both at one context."""
+
     DEFAULT_CSS = CHART_CSS.format(name="HeadToHeadScreen")
+    BINDINGS = [Binding("escape", "close", "Close"), Binding("b", "bench_matching", "Bench both at one context")]
 
     def __init__(self, store: Any, models: list[str], lanes: dict[str, str] | None = None,
-                 any_engine: bool = False) -> None:
+                 any_engine: bool = False, margins: dict[str, float] | None = None) -> None:
         super().__init__(store)
         self.models = models
         self.lanes = lanes or {}
         self.any_engine = any_engine
+        self.margins = margins
+        self.mismatch: Any = None  # the NothingToCompare that offers a matching bench
         self.TITLE_TEXT = "Head to head: " + " vs ".join(models)
 
     def read(self) -> Any:
         from sparkctl.services.runs.decide import NothingToCompare, compare_models
 
         try:
-            return compare_models(self.store, self.models, any_engine=self.any_engine, lanes=self.lanes)
+            return compare_models(self.store, self.models, any_engine=self.any_engine, lanes=self.lanes,
+                                  margins=self.margins)
         except NothingToCompare as exc:
+            self.mismatch = exc if exc.num_ctx else None
             return str(exc)
 
+    def status_text(self) -> str:
+        if self.mismatch is None:
+            return "Esc closes"
+        return f"b: bench {' '.join(self.mismatch.models)} at num_ctx {self.mismatch.num_ctx} · Esc closes"
+
+    def action_bench_matching(self) -> None:
+        """Bench every model of the comparison at the baseline's context (forced, so a
+        resident model is reloaded at it and put back after), on the Bench screen."""
+        exc = self.mismatch
+        if exc is None:
+            self.notify("the runs already match: nothing to bench", timeout=4)
+            return
+        self.dismiss(None)
+        self.app.call_later(self._start_bench, list(exc.models), int(exc.num_ctx))
+
+    async def _start_bench(self, models: list[str], num_ctx: int) -> None:
+        await self.app.switch_mode("bench")
+        start = getattr(self.app.screen, "start_with", None)
+        if callable(start):
+            start(models, {"num_ctx": num_ctx, "ctx_explicit": True},
+                  why=f"like for like: {' and '.join(models)} at num_ctx {num_ctx}")
+
     def render_chart(self, width: int) -> Text:
-        from sparkctl.textreport import render_comparison
+        from sparkctl.services.runs.decision import decision_table
+        from sparkctl.textreport import render_comparison_detail
 
         if isinstance(self.data, str):
             return Text(self.data, style="yellow")
         cmp = self.data
         out = Text()
+        for line in decision_table(cmp).text().splitlines():  # the decision first, its line standing out
+            out.append(line + "\n", style="bold" if line.startswith("recommendation:") else "")
+        out.append("\n")
         names = [s.model + (f" ({s.note})" if s.note else "") for s in cmp.sides]
         out.append("decode tok/s (median)\n", style="bold")
         for label, bar, value in bar_rows([(n, s.run.decode_tps_median) for n, s in zip(names, cmp.sides)], width):
@@ -202,7 +249,7 @@ class HeadToHeadScreen(_ChartScreen):
                     out.append(bar, style="green")
                     out.append(f" {value}\n")
         out.append("\n")
-        out.append(render_comparison(cmp))  # the same table and verdicts as `sparkctl compare`
+        out.append(render_comparison_detail(cmp))  # the same table and verdicts as `sparkctl compare`
         return out
 
 
@@ -214,14 +261,16 @@ class RegressionsScreen(_ChartScreen):
     TITLE_TEXT = "Engine-change regressions (decode tok/s, latest vs previous engine version)"
 
     def read(self) -> Any:
-        from sparkctl.services.runs.decide import find_regressions
+        from sparkctl.services.runs.decide import regression_report
 
-        return sorted(find_regressions(self.store), key=lambda r: (not r.result.flagged, r.model))
+        report = regression_report(self.store)
+        report.rows.sort(key=lambda r: (not r.result.flagged, r.model))
+        return report
 
     def render_chart(self, width: int) -> Text:
         from sparkctl.textreport import render_regressions
 
-        rows = self.data or []
+        rows = self.data.rows if self.data is not None else []
         out = Text()
         if rows:
             out.append("drop in decode tok/s (%)\n", style="bold")
@@ -233,5 +282,5 @@ class RegressionsScreen(_ChartScreen):
                 out.append(bar, style="bold red" if r.result.flagged else "green")
                 out.append(f" {value}\n")
             out.append("\n")
-        out.append(render_regressions(rows))
+        out.append(render_regressions(rows, self.data.notes if self.data is not None else ()))
         return out

@@ -29,12 +29,14 @@ from sparkctl.tui.widgets.footer import KeysFooter
 
 PAGE = 100  # the first page of runs; newest first
 
-# (label, key, the RunRow value it shows and sorts by)
+# (label, key, the RunRow value it shows and sorts by). Status and kind come right after
+# the date: at 80 columns a KILLED, FAILED or INVALID run must be seen without scrolling.
 COLUMNS: tuple[tuple[str, str], ...] = (
     ("Date", "date"),
+    ("Status", "status"),
+    ("Kind", "kind"),
     ("Model", "model"),
     ("Engine", "engine"),
-    ("Host", "host"),
     ("tok/s", "decode"),
     ("CV%", "cv"),
     ("TTFT s", "ttft"),
@@ -43,7 +45,7 @@ COLUMNS: tuple[tuple[str, str], ...] = (
     ("roof%", "roofline"),
     ("score%", "score"),
     ("Flags", "flags"),
-    ("Status", "status"),
+    ("Host", "host"),
     ("Run", "run_id"),
 )
 COLUMN_KEYS = tuple(key for _, key in COLUMNS)
@@ -79,15 +81,38 @@ def date_label(start_ms: int | None) -> str:
     return datetime.fromtimestamp(start_ms / 1000).strftime("%Y-%m-%d %H:%M")
 
 
+def status_label(row: RunRow) -> tuple[str, str]:
+    """(what the Status column says, its style): a finished run the bench marked invalid
+    reads INVALID; a lane change that did not happen FAILED."""
+    status = row.status or "-"
+    if status == "FINISHED" and row.valid is False:
+        return "INVALID", "bold red"
+    if status == "FINISHED":
+        return "ok", "green"
+    return status, "bold red" if status == "FAILED" else "yellow"
+
+
+def kind_label(row: RunRow) -> str:
+    """Bench, sweep cell (with its cell), eval (with its suite), promote or rollback."""
+    i = row.identity
+    if i.kind == "sweep-cell":
+        return f"cell {i.cell}"
+    if i.kind == "eval":
+        return f"eval {row.suite or i.suite}".strip()
+    return {"promotion": "promote"}.get(i.kind, i.kind)
+
+
 def cells(row: RunRow) -> tuple[Cell, ...]:
     engine = f"{row.engine_kind} {row.engine_version}".strip() or "-"
     flags = " ".join(row.flags)
-    status_style = "" if row.status == "FINISHED" else "yellow"
+    status, status_style = status_label(row)
+    kind = kind_label(row)
     return (
         _cell(date_label(row.start_ms), row.start_ms),
+        _cell(status, status, style=status_style),
+        _cell(kind, kind, style="bold" if row.kind == "promotion" else ""),
         _cell(row.model or "-", row.model.lower()),
         _cell(engine, engine.lower()),
-        _cell(row.host or "-", row.host.lower()),
         _num(row.decode_tps_median, ".1f"),
         _num(row.decode_tps_cv_pct, ".1f"),
         _num(row.ttft_s_median, ".2f"),
@@ -97,7 +122,7 @@ def cells(row: RunRow) -> tuple[Cell, ...]:
         _cell("-" if row.score is None else f"{row.suite} {row.score * 100:.1f}", row.score,
               style="dim" if row.score is None else ""),
         _cell(flags or "-", flags, style="bold red" if "invalid" in row.flags else ("yellow" if flags else "dim")),
-        _cell(row.status or "-", row.status, style=status_style),
+        _cell(row.host or "-", row.host.lower()),
         _cell(row.run_id[:8], row.run_id),
     )
 
@@ -340,7 +365,15 @@ class RunsScreen(Screen):
         for label, key in COLUMNS:
             table.add_column(label, key=key)
         table.focus()
+        self._mounted_once = False
         self.action_reload()
+
+    def on_screen_resume(self) -> None:
+        """Back on the screen (from the Bench or Eval screen, a promotion, a dialog): read the
+        runs again, so a run that just ended is listed without pressing r."""
+        if getattr(self, "_mounted_once", False) and not self.fetching:
+            self.action_reload()
+        self._mounted_once = True
 
     # -- loading -------------------------------------------------------------------------
     def action_reload(self) -> None:
@@ -496,7 +529,8 @@ class RunsScreen(Screen):
         if store is not None:
             from sparkctl.tui.screens.run_charts import HeadToHeadScreen
 
-            self.app.push_screen(HeadToHeadScreen(store, models, lanes=self.app.config.lanes))
+            self.app.push_screen(HeadToHeadScreen(store, models, lanes=self.app.config.lanes,
+                                                  margins=self.app.config.promote.quality_margin_pp))
 
     def action_chart(self) -> None:
         row, store = self.selected(), getattr(self.app, "store", None)

@@ -47,7 +47,9 @@ def cell_lines(r: CellResult | None, best: float | None, with_goodput: bool) -> 
     dec = _f(s.decode_tps_per_request_median) + (" DNF" if s.dnf else "")
     out = [(dec.rjust(CELL_W)[:CELL_W], heat_style(heat_share(s.decode_tps_per_request_median, best))),
            (("Σ " + _f(s.throughput_tps)).rjust(CELL_W)[:CELL_W], ""),
-           (("p90 " + _f(s.ttft_s_p90, ".2f") + "s").rjust(CELL_W)[:CELL_W], "")]
+           # withheld below 10 requests: the n says why it is missing
+           (("p90 " + (_f(s.ttft_s_p90, ".2f") + "s" if s.ttft_s_p90 is not None else f"- n={s.ttft_n}"))
+            .rjust(CELL_W)[:CELL_W], "" if s.ttft_s_p90 is not None else "dim")]
     if with_goodput:
         out.append((("good " + _f(s.goodput_pct, ".0f") + ("%" if s.goodput_pct is not None else "")).rjust(CELL_W),
                     "green" if (s.goodput_pct or 0) >= 90 else "yellow"))
@@ -87,7 +89,8 @@ def render_matrix(view: SweepView, width: int) -> Text:
                 out.append("\n")
     out.append("top: decode tok/s per request, coloured by its share of the row's best\n"
                "(green ≥95%, yellow ≥80%, orange ≥60%, red below) · Σ aggregate tok/s\n"
-               "p90: TTFT p90" + (" · good: goodput, share of requests meeting the SLO" if with_goodput else ""),
+               "p90: TTFT p90 (- below 10 requests)" + (" · good: share of requests meeting the SLO"
+                                                        if with_goodput else ""),
                style="dim")
     return out
 

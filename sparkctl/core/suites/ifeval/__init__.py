@@ -12,6 +12,9 @@ from sparkctl.core.suites.ifeval.scoring import (
 )
 
 INSTRUCTION_IDS: tuple[str, ...] = tuple(BUILDERS)
+# Which rules score a run (recorded per eval run): the reference's definitions as written
+# in this package; a change to a checker's verdicts gets a new number.
+RULES_VERSION = "google instruction_following_eval, sparkctl checkers 1"
 
-__all__ = ["INSTRUCTION_IDS", "IfevalVerdict", "InstructionVerdict", "loose_readings",
+__all__ = ["INSTRUCTION_IDS", "RULES_VERSION", "IfevalVerdict", "InstructionVerdict", "loose_readings",
            "score_response", "summarize"]
