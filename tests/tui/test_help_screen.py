@@ -65,9 +65,9 @@ async def test_help_lists_the_screens_own_keys_first_and_each_once(app, mode, fi
         await pilot.press("question_mark")
         await pilot.pause(0.2)
         text = help_text(app)
-        rows = [line for line in text.splitlines() if line.startswith("| `")]
-        assert rows[0].startswith(f"| {first} |")  # the screen's own key, before the generic ones
-        assert text.index("| `") < text.index("**" + {"bench": "Bench", "models": "Models", "eval": "Eval"}[mode])
-        keys = [row.split("|")[1].strip() for row in rows]
-        assert len(keys) == len(set(keys)) and keys.count("`?`") == 1
+        about = text.index("**" + {"bench": "Bench", "models": "Models", "eval": "Eval"}[mode])
+        rows = [line for line in text[:about].splitlines() if line.startswith("- `")]  # the keys come first
+        assert rows[0].startswith(f"- {first} ")  # the screen's own key, before the generic ones
+        keys = [row.split("`")[1] for row in rows]
+        assert len(keys) == len(set(keys)) and keys.count("?") == 1
         assert not any(word in text for word in ("Copy selected text", "Focus Next", "Cursor"))

@@ -178,7 +178,7 @@ class BenchScreen(Screen):
                 yield Label("concurrency")
                 yield Field(placeholder="1", id="concurrency", compact=True)
                 yield Label("SLO")
-                yield Field(placeholder="none, e.g. ttft=2s,itl=100ms", id="slo", compact=True)
+                yield Field(placeholder="e.g. ttft=2s,itl=0.1s", id="slo", compact=True)
         # everything else has the config's value and sits in the settings, so the model
         # field keeps its width at 80 columns; one line per row, so opening them leaves the
         # live panes on screen

@@ -42,9 +42,10 @@ def _rows(app, node, skip: set[str]) -> list[tuple[str, str]]:
 
 
 def key_table(screen) -> str:
-    """Markdown tables of the keys on `screen`: its own first, then the ones that work on
-    every screen; each once. The keys of a focused table or field (arrows, copy) are the
-    widget's, the same everywhere: one line says so instead of a row each."""
+    """Markdown lists of the keys on `screen`: its own first, then the ones that work on
+    every screen; each once, one line each (a table's ruled rows would fill 80x24 with five
+    keys). The keys of a focused table or field (arrows, copy) are the widget's, the same
+    everywhere: one line says so instead of a row each."""
     app = screen.app
     seen: set[str] = set()
     own = _rows(app, screen, seen)
@@ -53,7 +54,7 @@ def key_table(screen) -> str:
         everywhere.append(("ctrl+p", "command palette: every action, searchable"))
 
     def table(rows: list[tuple[str, str]]) -> list[str]:
-        return ["| key | does |", "|---|---|", *(f"| `{k}` | {d} |" for k, d in rows)]
+        return [f"- `{k}` {d}" for k, d in rows]
 
     lines = []
     if own:
