@@ -410,8 +410,13 @@ class SparkApp(App):
                markup: bool = True) -> None:
         """A toast that is also kept (N lists them): nothing said only for a few seconds. Never
         markup: sparkctl's messages quote config keys such as `[bench] timeout_s`."""
-        self.messages.append((self.clock().astimezone().strftime("%H:%M:%S"), str(severity), str(message)))
+        self.remember(message, severity)
         super().notify(message, title=title, severity=severity, timeout=timeout, markup=False)
+
+    def remember(self, message: str, severity: str = "information") -> None:
+        """Keep a message for N without a toast: what a screen already shows whole (its notes
+        panel) needs no toast over it."""
+        self.messages.append((self.clock().astimezone().strftime("%H:%M:%S"), str(severity), str(message)))
 
     def action_messages(self) -> None:
         from sparkctl.tui.widgets.notes import Note, NotesScreen

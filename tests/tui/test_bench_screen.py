@@ -156,11 +156,10 @@ async def test_bad_input_is_refused_before_any_request(serve):
     server = serve(bench_scenario())
     app = build(server, config())
     async with app.run_test(size=(120, 40)) as pilot:
-        seen = []
-        app.notify = lambda message, **kw: seen.append(message)  # record what the user is told
         await start(app, pilot, "bad name!", reps="2")
         await pilot.pause(0.1)
-        assert seen and seen[-1].startswith("invalid model name 'name!'")
+        # what the user is told stays on screen, whole, in the notes under the results
+        assert app.screen.query_one("#notes").text.startswith("✘ invalid model name 'name!'")
         # (the model field lists the local models for its completion: /api/tags)
         assert [r.path for r in server.requests if r.path not in ("/api/ps", "/api/version", "/api/tags")] == []
 

@@ -384,7 +384,7 @@ class BenchScreen(Screen):
         self.notes = [Note(text, level)]
         self._show_notes()
         self.query_one("#phase", Label).update(f"not started: {text}")
-        self.notify(text, severity=level)
+        self.app.remember(text, level)  # the notes hold it whole: no toast over them
         return None
 
     @on(Button.Pressed, "#run")
@@ -574,10 +574,10 @@ class BenchScreen(Screen):
             _after_run(self.app)
 
     def _said(self, text: str, phase: str) -> None:
-        """From the worker: an ending the notes panel holds whole (the toast only echoes it)."""
+        """From the worker: an ending the notes panel holds whole (N keeps it too)."""
         text = tui_words(text)
         self.post_message(Said(Note(text, "error"), phase))
-        self.app.notify(text, severity="error", timeout=10)
+        self.app.remember(text, "error")
 
     def on_said(self, message: Said) -> None:
         self.notes.append(message.note)
@@ -622,7 +622,7 @@ class BenchScreen(Screen):
             error = ev.text.startswith("ERROR")
             self.notes.append(Note(text, "error" if error else "warning"))
             self._show_notes()
-            self.app.notify(text, severity="error" if error else "warning", timeout=20 if error else 8)
+            self.app.remember(text, "error" if error else "warning")
         elif isinstance(ev, RepStarted):
             what = f"warm-up {-ev.index}/{ev.total}" if ev.warmup else f"{ev.index + 1}/{ev.total}"
             self.query_one(Gauges).set(rep=f"{ev.model} {what}", tokens="0", elapsed="0.0 s", ttft="-", tps="-")

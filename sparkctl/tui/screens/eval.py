@@ -386,7 +386,7 @@ class EvalScreen(Screen):
     def _refuse(self, text: str) -> None:
         self._phase(f"not started: {text}")
         self._note(text)
-        self.notify(text, severity="error")
+        self.app.remember(text, "error")  # the notes hold it whole: no toast over them
         return None
 
     def _launch(self, models: list[str], settings: EvalSettings) -> None:
@@ -423,7 +423,7 @@ class EvalScreen(Screen):
 
         def failed(phase: str, text: str) -> None:
             post(Failed(phase, text))
-            self.app.notify(text, severity="error", timeout=15)
+            self.app.remember(text, "error")
 
         # the dashboard's engine gives up on a silent stream sooner than a queued item may wait
         engine = engine_for_eval(self.app.engine, settings.timeout_s, settings.concurrency)
@@ -541,7 +541,7 @@ class EvalScreen(Screen):
             self._phase(text)
             error = ev.text.startswith("ERROR")
             self._note(text, "error" if error else "warning", keep=True)
-            self.app.notify(text, severity="error" if error else "warning", timeout=20 if error else 8)
+            self.app.remember(text, "error" if error else "warning")
         elif isinstance(ev, EvalStarted):
             grid.start(ev.model, len(ev.item_ids))
             self._tally[ev.model] = None

@@ -486,7 +486,9 @@ class RunsScreen(Screen):
             text += f" · sorted by {label} {'↓' if self.sort_reverse else '↑'}"
         if self.by_host:
             text += f" · grouped by host ({len({r.host for r in self.shown})})"
-        text += " · Enter details · space mark · c chart · M sweep · / filter · s sort"
+        # the footer names the other keys: a narrow line keeps the counts whole
+        text += " · Enter details · space mark · c chart · M sweep · / filter · s sort" if self.size.width >= WIDE \
+            else " · Enter details · M sweep"
         self.query_one("#runs-status", Label).update(text)
 
     @on(Input.Changed, "#runs-filter")
