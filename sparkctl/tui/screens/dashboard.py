@@ -19,6 +19,7 @@ from sparkctl.tui.widgets.history import HistorySparkline
 
 SPARK_EVERY = 3  # redraw the history sparklines every this many samples
 RESIDENT_COLUMNS = ("Model", "Lane", "Size", "Processor", "Context", "Until", "Quant")
+WIDE = 100  # terminal columns from which the resident table shows Quant (below: in Models)
 
 
 class Panel(Static):
@@ -86,9 +87,23 @@ class DashboardScreen(Screen):
 
         self.app.push_screen(LanesScreen())
 
+    def _resident_columns(self) -> tuple[str, ...]:
+        return RESIDENT_COLUMNS if self.app.size.width >= WIDE else RESIDENT_COLUMNS[:-1]
+
+    def on_resize(self) -> None:
+        if getattr(self, "_columns", None) not in (None, self._resident_columns()):
+            table = self.query_one("#resident", DataTable)
+            table.clear(columns=True)
+            self._columns = self._resident_columns()
+            table.add_columns(*self._columns)
+            self._rows_key = None  # refilled at the next report
+            if self.app.report is not None:
+                self._show_report(self.app.report)
+
     def on_mount(self) -> None:
         table = self.query_one("#resident", DataTable)
-        table.add_columns(*RESIDENT_COLUMNS)
+        self._columns = self._resident_columns()
+        table.add_columns(*self._columns)
         self.query_one("#lanes-cold", Label).styles.padding = (0, 1)
         first = self.query_one("#first-run", Static)
         first.styles.padding = (0, 1)
@@ -190,23 +205,26 @@ class DashboardScreen(Screen):
         rows = []
         for row in r.rows:
             m = row.model
-            lane_colour = self.app.theme_variables.get(f"lane-{row.lane or 'other'}", "")
+            # a side-loaded model is the contender: named so, in the legend's colour for it
+            lane = row.lane or ("contender" if model_key(m.name) in self._contenders() else None)
+            lane_colour = self.app.theme_variables.get(f"lane-{lane or 'other'}", "")
             processor = Text(row.placement, style="bold red" if row.placement != "100% GPU" else "")
             rows.append((
                 Text(m.name, style=f"bold {lane_colour}"),
-                row.lane or ("contender" if model_key(m.name) in self._contenders() else "-"),
+                lane or "-",
                 size(m.size),  # a 1 MB model is "976.6 KiB", not "0.0 GiB"
                 processor,
                 str(m.context_length) if m.context_length else "n/a",
                 row.until,
                 m.details.quantization_level or "-",
             ))
-        key = [tuple(str(c) for c in row) for row in rows]
+        width = len(self._columns)  # narrow: the last (Quant) left out
+        key = [tuple(str(c) for c in row[:width]) for row in rows]
         if key != getattr(self, "_rows_key", None):
             self._rows_key = key
             table.clear()
             for row in rows:
-                table.add_row(*row)
+                table.add_row(*row[:width])
         self._show_cold_lanes(r)
         label = self.query_one("#attribution", Label)
         a = r.attribution
@@ -225,8 +243,16 @@ class DashboardScreen(Screen):
             text = Text("NVML per-process memory: n/a", style="dim")
         set_if_changed(label, text)
 
+    def _compact(self) -> bool:
+        """The three panels in three short lines each: a short terminal (80x24) gives their
+        rows to the resident models, a narrow one their width to nothing that wraps."""
+        return self.has_class("-short") or self.app.size.width < WIDE
+
     def _show_engine(self, r: StatusReport) -> None:
         e = r.engine
+        if self._compact():
+            self.query_one("#engine", Panel).set_text(self._engine_compact(r))
+            return
         t = Text()
         t.append(f"{e.kind} · {e.host}\n")
         if e.reachable and e.error is not None:
@@ -250,6 +276,9 @@ class DashboardScreen(Screen):
         self.query_one("#engine", Panel).set_text(t)
 
     def _show_gpu(self, r: StatusReport) -> None:
+        if self._compact():
+            self.query_one("#gpu", Panel).set_text(self._gpu_compact(r))
+            return
         t = Text()
         gpu = r.host.gpu
         if gpu.unavailable is not None or not gpu.gpus:
@@ -277,6 +306,9 @@ class DashboardScreen(Screen):
         self.query_one("#gpu", Panel).set_text(t)
 
     def _show_pressure(self, r: StatusReport) -> None:
+        if self._compact():
+            self.query_one("#pressure", Panel).set_text(self._pressure_compact(r))
+            return
         t = Text()
         p = r.host.pressure
         if isinstance(p, Pressure):
@@ -296,6 +328,63 @@ class DashboardScreen(Screen):
             else:
                 t.append(f"available {gib(b.available)}, reserve {gib(b.reserve)}", style="green")
         self.query_one("#pressure", Panel).set_text(t)
+
+    # ---- the panels in three lines each (80x24) ------------------------------------------
+
+    def _engine_compact(self, r: StatusReport) -> Text:
+        e = r.engine
+        t = Text()
+        if e.reachable and e.error is not None:
+            t.append("● ENGINE ERROR", style="bold red")
+            t.append(f" {e.version}\n" if e.version else "\n")
+            t.append(f"{e.error}\n", style="red")
+        elif e.reachable:
+            t.append("● reachable", style="bold green")
+            t.append(f" {e.version}\n")
+            t.append(f"{e.kind} · {len(e.resident)} resident\n")
+        else:
+            t.append("● UNREACHABLE", style="bold red")
+            down = self._engine_down_for()
+            t.append(f" {down:.0f} s\n" if down is not None else "\n")
+            t.append(f"{e.error}\n", style="red")
+        t.append(e.host, style="dim")
+        return t
+
+    def _gpu_compact(self, r: StatusReport) -> Text:
+        gpu = r.host.gpu
+        if gpu.unavailable is not None or not gpu.gpus:
+            reason = gpu.unavailable.reason if gpu.unavailable else "no GPU found"
+            return Text(f"n/a ({reason})", style="dim")
+        g = gpu.gpus[0]
+        t = Text()
+        t.append(f"{na(g.name)}\n", style="bold")
+        t.append(f"{na(g.utilization_pct, '{:.0f}', '%')} · {na(g.temperature_c, '{:.0f}', '°C')} · "
+                 f"{na(g.power_w, '{:.0f}', ' W')}\n")
+        t.append(f"{na(g.sm_clock_mhz, '{:.0f}', ' MHz')} · ")
+        thr = g.throttle_reasons
+        if isinstance(thr, Unavailable):
+            t.append(f"throttle {thr}")
+        elif thr:
+            t.append("THROTTLED " + ", ".join(thr), style="bold yellow")
+        else:
+            t.append("no throttle")
+        return t
+
+    def _pressure_compact(self, r: StatusReport) -> Text:
+        t = Text()
+        p = r.host.pressure
+        if isinstance(p, Pressure):
+            style = "bold red" if p.full_avg10 > 5 else "bold yellow" if p.some_avg10 > 10 else ""
+            t.append(f"PSI {p.some_avg10:.1f}% / {p.full_avg10:.1f}% 10 s\n", style=style)
+        else:
+            t.append(f"PSI {p}\n", style="dim")
+        b = r.budget
+        if isinstance(b, MemoryBudget):
+            style = {Level.CRITICAL: "bold white on red", Level.WARN: "bold yellow"}.get(b.level, "green")
+            t.append(f"available {gib(b.available)}\n", style=style)
+            t.append("AT OR BELOW " if b.level is Level.CRITICAL else "", style=style)
+            t.append(f"reserve {gib(b.reserve)}", style=style if b.level is not Level.OK else "")
+        return t
 
     def _show_engines(self, statuses: tuple) -> None:
         """One line per [engines.NAME]: reachable or not, what it is, and whether it serves its model."""
