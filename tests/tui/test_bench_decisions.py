@@ -18,21 +18,7 @@ from sparkctl.tui.widgets.notes import NotesPanel, NotesScreen
 from tests.fakes.ollama_server import FakeOllama, bench_scenario, load_scenario
 from tests.tui.screen_text import joined, screen_text
 from tests.integration.tracking_fixtures import mlflow_store, mlflow_template_db  # noqa: F401
-from tests.tui.test_bench_screen import build, config, finish
-
-
-@pytest.fixture
-def serve():
-    servers = []
-
-    def go(state, **kw):
-        s = FakeOllama(state, **kw).start()
-        servers.append(s)
-        return s
-
-    yield go
-    for s in servers:
-        s.stop()
+from tests.tui.test_bench_screen import build, config, finish, serve  # noqa: F401
 
 
 async def open_bench(app, pilot):

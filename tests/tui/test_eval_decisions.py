@@ -16,21 +16,7 @@ from tests.fakes.host import FakeProbes, spark_snapshot
 from tests.fakes.ollama_server import FakeOllama
 from tests.integration.test_eval import QUESTIONS, write_gsm8k
 from tests.tui.screen_text import joined, screen_text
-from tests.tui.test_eval_screen import A, B, answering_state, build, config, finish
-
-
-@pytest.fixture
-def serve():
-    servers = []
-
-    def go(state, **kw):
-        s = FakeOllama(state, **kw).start()
-        servers.append(s)
-        return s
-
-    yield go
-    for s in servers:
-        s.stop()
+from tests.tui.test_eval_screen import A, B, answering_state, build, config, finish, serve  # noqa: F401
 
 
 async def open_eval(app, pilot) -> EvalScreen:

@@ -5,36 +5,18 @@ against the FAKE Ollama and recorded into a REAL SQLite MLflow store."""
 
 from __future__ import annotations
 
-import asyncio
-
-import pytest
 from textual.widgets import DataTable
 
-from sparkctl.services.bench import BenchRefused
 from tests.fakes.ollama_server import FakeOllama, load_scenario
-from tests.integration.tracking_fixtures import copy_template_store, mlflow_template_db, recording_bench  # noqa: F401
+from tests.integration.tracking_fixtures import mlflow_template_db  # noqa: F401
 from tests.tui.screen_text import screen_text
 from tests.tui.test_runs_screen import build, until
+from tests.tui.test_screen_states import refused_history  # noqa: F401
 
 
-@pytest.fixture(scope="module")
-def refused_and_finished(mlflow_template_db, tmp_path_factory):  # noqa: F811
-    """llama3.2:3b benched fine; qwen3:8b refused (the FAKE loads it 30% on the CPU)."""
-    folder = tmp_path_factory.mktemp("runs-narrow")
-    store = copy_template_store(mlflow_template_db, folder / "mlflow")
-    server = FakeOllama(load_scenario(spill=True)).start()
-    bench = recording_bench(server.url, store, folder / "spool.jsonl", warmup=0, reps=2, num_predict=8)
-    try:
-        asyncio.run(bench("llama3.2:3b"))
-        with pytest.raises(BenchRefused):
-            asyncio.run(bench("qwen3:8b"))
-        yield server, store
-    finally:
-        server.stop()
-
-
-async def test_at_80x24_status_and_flags_come_first_and_a_refused_run_reads_refused(refused_and_finished):
-    server, store = refused_and_finished
+async def test_at_80x24_status_and_flags_come_first_and_a_refused_run_reads_refused(refused_history):
+    server = FakeOllama(load_scenario()).start()  # the screen's own engine: the runs are in the store
+    store = refused_history
     app = build(server, store)
     async with app.run_test(size=(80, 24)) as pilot:
         await pilot.press("h")
@@ -60,3 +42,4 @@ async def test_at_80x24_status_and_flags_come_first_and_a_refused_run_reads_refu
         await pilot.pause(0.2)
         head = next(line for line in screen_text(app).splitlines() if "Status" in line)
         assert head.split()[1:4] == ["Date", "Status", "Kind"]
+    server.stop()

@@ -34,17 +34,10 @@ from tests.tui.test_bench_screen import config as bench_config
 from tests.tui.test_eval_screen import answering_state
 from tests.tui.test_eval_screen import build as eval_app
 from tests.tui.test_eval_screen import config as eval_config
+from tests.tui.test_runs_screen import until
 
 SIZES = {"80x24": (80, 24), "140x45": (140, 45)}
 FIXED = datetime(2030, 1, 1, tzinfo=timezone.utc)  # past the fake's expiries: a stable "Until"
-
-
-async def until(pilot, cond, timeout: float = 30.0) -> None:
-    loop = asyncio.get_running_loop()
-    end = loop.time() + timeout
-    while not cond():
-        assert loop.time() < end, "timed out waiting for the screen"
-        await pilot.pause(0.05)
 
 
 async def still(app, pilot) -> None:
@@ -60,6 +53,14 @@ def blank_live(screen) -> None:
     for view in screen.query(StreamTail):
         view.clear()
         view.write_line("(streamed text)")
+
+
+def shot(snap_compare, server, app, size: str, run) -> bool:
+    """The picture after `run`; the FAKE server stops whatever the outcome."""
+    try:
+        return snap_compare(app, terminal_size=SIZES[size], run_before=run)
+    finally:
+        server.stop()
 
 
 def three_resident():
@@ -89,10 +90,7 @@ def test_dashboard_with_three_resident_models(snap_compare, tmp_path, size):
         await pilot.pause(0.3)
         await still(app, pilot)
 
-    try:
-        assert snap_compare(app, terminal_size=SIZES[size], run_before=run)
-    finally:
-        server.stop()
+    assert shot(snap_compare, server, app, size, run)
 
 
 @pytest.mark.parametrize("size", list(SIZES))
@@ -105,10 +103,7 @@ def test_models_with_three_resident_models(snap_compare, tmp_path, size):
         await pilot.pause(0.3)
         await still(app, pilot)
 
-    try:
-        assert snap_compare(app, terminal_size=SIZES[size], run_before=run)
-    finally:
-        server.stop()
+    assert shot(snap_compare, server, app, size, run)
 
 
 @pytest.mark.parametrize("size", list(SIZES))
@@ -124,10 +119,7 @@ def test_bench_after_a_refusal_with_its_notes(snap_compare, size):
         await pilot.press("ctrl+r")
         await still(app, pilot)
 
-    try:
-        assert snap_compare(app, terminal_size=SIZES[size], run_before=run)
-    finally:
-        server.stop()
+    assert shot(snap_compare, server, app, size, run)
 
 
 @pytest.mark.parametrize("size", list(SIZES))
@@ -152,10 +144,7 @@ def test_bench_mid_sweep(snap_compare, monkeypatch, size):
         screen.query_one(ProgressBar).update(total=None, progress=0)
         await pilot.pause(0.1)
 
-    try:
-        assert snap_compare(app, terminal_size=SIZES[size], run_before=run)
-    finally:
-        server.stop()
+    assert shot(snap_compare, server, app, size, run)
 
 
 @pytest.mark.parametrize("size", list(SIZES))
@@ -184,10 +173,7 @@ def test_eval_finished_with_notes(snap_compare, tmp_path, size):
                 table.update_cell_at((i, col), "(run id)")
         await pilot.pause(0.1)
 
-    try:
-        assert snap_compare(app, terminal_size=SIZES[size], run_before=run)
-    finally:
-        server.stop()
+    assert shot(snap_compare, server, app, size, run)
 
 
 @pytest.fixture(scope="module")
@@ -228,10 +214,7 @@ def test_runs_after_a_refusal(snap_compare, tmp_path, refused_history, size):
         screen._fill()
         await pilot.pause(0.1)
 
-    try:
-        assert snap_compare(app, terminal_size=SIZES[size], run_before=run)
-    finally:
-        server.stop()
+    assert shot(snap_compare, server, app, size, run)
 
 
 @pytest.mark.parametrize("size", list(SIZES))
@@ -246,7 +229,4 @@ def test_help_on_the_bench_screen(snap_compare, size):
         await pilot.press("question_mark")
         await pilot.pause(0.3)
 
-    try:
-        assert snap_compare(app, terminal_size=SIZES[size], run_before=run)
-    finally:
-        server.stop()
+    assert shot(snap_compare, server, app, size, run)

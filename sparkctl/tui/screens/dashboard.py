@@ -286,17 +286,8 @@ class DashboardScreen(Screen):
             t.append(f"n/a ({reason})\n", style="dim")
             t.append("util n/a · temp n/a · power n/a\nSM clock n/a · throttle n/a", style="dim")
         for g in gpu.gpus[:2]:
-            t.append(f"{na(g.name)}\n", style="bold")
-            t.append(f"util {na(g.utilization_pct, '{:.0f}', '%')} · temp {na(g.temperature_c, '{:.0f}', '°C')}"
-                     f" · power {na(g.power_w, '{:.0f}', ' W')}\n")
-            t.append(f"SM clock {na(g.sm_clock_mhz, '{:.0f}', ' MHz')} · ")
-            thr = g.throttle_reasons
-            if isinstance(thr, Unavailable):
-                t.append(f"throttle {thr}\n")
-            elif thr:
-                t.append("throttle " + ", ".join(thr) + "\n", style="bold yellow")
-            else:
-                t.append("no throttling\n")
+            t.append(_gpu_text(g, compact=False))
+            t.append("\n")
             if g.unified_memory:
                 t.append("memory: unified (budget from /proc/meminfo)", style="dim")
             elif isinstance(g.memory, GpuMemory):
@@ -355,20 +346,7 @@ class DashboardScreen(Screen):
         if gpu.unavailable is not None or not gpu.gpus:
             reason = gpu.unavailable.reason if gpu.unavailable else "no GPU found"
             return Text(f"n/a ({reason})", style="dim")
-        g = gpu.gpus[0]
-        t = Text()
-        t.append(f"{na(g.name)}\n", style="bold")
-        t.append(f"{na(g.utilization_pct, '{:.0f}', '%')} · {na(g.temperature_c, '{:.0f}', '°C')} · "
-                 f"{na(g.power_w, '{:.0f}', ' W')}\n")
-        t.append(f"{na(g.sm_clock_mhz, '{:.0f}', ' MHz')} · ")
-        thr = g.throttle_reasons
-        if isinstance(thr, Unavailable):
-            t.append(f"throttle {thr}")
-        elif thr:
-            t.append("THROTTLED " + ", ".join(thr), style="bold yellow")
-        else:
-            t.append("no throttle")
-        return t
+        return _gpu_text(gpu.gpus[0], compact=True)
 
     def _pressure_compact(self, r: StatusReport) -> Text:
         t = Text()
@@ -442,6 +420,25 @@ class DashboardScreen(Screen):
             self.query_one("#spark-gpu-label", Label),
             f"{gpu[-1]:.0f}% now · max {max(gpu):.0f}% · last {window}" if gpu else _no_gpu_data(r),
         )
+
+
+def _gpu_text(g, compact: bool) -> Text:
+    """One GPU's reading in three lines: name; utilization, temperature, power; SM clock and
+    throttling. `compact` drops the words a narrow panel cannot hold (the panel is titled GPU)."""
+    util, temp = na(g.utilization_pct, '{:.0f}', '%'), na(g.temperature_c, '{:.0f}', '°C')
+    power, clock = na(g.power_w, '{:.0f}', ' W'), na(g.sm_clock_mhz, '{:.0f}', ' MHz')
+    t = Text()
+    t.append(f"{na(g.name)}\n", style="bold")
+    t.append(f"{util} · {temp} · {power}\n" if compact else f"util {util} · temp {temp} · power {power}\n")
+    t.append(f"{clock} · " if compact else f"SM clock {clock} · ")
+    thr = g.throttle_reasons
+    if isinstance(thr, Unavailable):
+        t.append(f"throttle {thr}")
+    elif thr:
+        t.append(("THROTTLED " if compact else "throttle ") + ", ".join(thr), style="bold yellow")
+    else:
+        t.append("no throttle" if compact else "no throttling")
+    return t
 
 
 def _no_gpu_data(r: StatusReport) -> Text:
