@@ -11,7 +11,7 @@ import argparse
 import json
 import sys
 
-from sparkctl.core.sweep import export_row, falloff, markdown_table, matrix_text, result_from_record
+from sparkctl.core.sweep import export_row, falloff_table, markdown_table, matrix_text, result_from_record
 
 
 def main(argv=None) -> int:
@@ -24,8 +24,10 @@ def main(argv=None) -> int:
         rec = d.get("record") or {}
         if "sweep.cell" in rec.get("tags", {}):
             last[rec["record_id"]] = rec  # the latest line of a record wins (journal, then final)
-    results, status = [], {}
+    results, status, identity, gpu = [], {}, {}, ""
     for rec in last.values():
+        identity.setdefault(rec["params"].get("model", ""), {k: v for k, v in rec["tags"].items() if k.startswith("engine.")})
+        gpu = gpu or rec["tags"].get("gpu.name", "")
         r = result_from_record(rec["params"], rec["tags"], rec["summary_metrics"], rec.get("record_id"))
         if r is not None and r.stats.requests:
             results.append(r)
@@ -43,8 +45,8 @@ def main(argv=None) -> int:
               f"{f(s.ttft_s_p50, '.2f'):>8} {f(s.ttft_s_p99, '.2f'):>7} {f(s.itl_ms_p50):>8} {f(s.itl_ms_p99):>7} "
               f"{f(r.roofline_pct, '.0f'):>6} {f(s.extra.get('roofline_aggregate_pct') if s.extra else None, '.0f'):>9}"
               f"  {status[r.cell]}")
-    for (m, p), ratio in sorted(falloff(results).items()):
-        print(f"depth falloff {m} {p}: {ratio:.3f} (llama.cpp Spark table gpt-oss-20b: 59.9/84.1 = {59.9 / 84.1:.3f})")
+    print()
+    print(falloff_table(results, identity, gpu))  # the flash-attention rerun's table goes here (docs/sweeps.md)
     print()
     print(markdown_table(results, backend="CUDA"))
     print()

@@ -109,6 +109,9 @@ fi
 wait $GGUF_PID
 [ -x "$BIN" ] || { log "no llama-server binary; stopping"; exit 2; }
 [ -f "$GGUF" ] || { log "no model; stopping"; exit 2; }
+# BUILD_ONLY=1: build and write the model, then stop (a later call on the same warm machine,
+# with the same WORK_DIR, serves and benches without building again)
+[ "${BUILD_ONLY:-0}" = 1 ] && { log "built; BUILD_ONLY=1: stopping here"; exit 0; }
 
 # ---- serve and bench ----------------------------------------------------------------------------
 "$BIN" -m "$GGUF" --host 127.0.0.1 --port "$PORT" -ngl 999 $FA_SERVER $SERVER_ARGS --alias "$MODEL_NAME" \

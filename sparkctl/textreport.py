@@ -120,14 +120,16 @@ def render_comparison_detail(cmp) -> str:
     lines = [f"engine: {cmp.engine.get('kind')} {cmp.engine.get('version')}"]
     names = [s.model + (f" ({s.note})" if s.note else "") for s in cmp.sides]
     w = max([len("MODEL")] + [len(n) for n in names])
-    head = (f"{'MODEL':<{w}} {'REPS':>4} {'DECODE tok/s':>12} {'CV%':>5} {'TTFT s':>7} {'PREFILL':>8} {'J/tok':>6} "
-            f"{'MEM GiB':>7} {'GSM8K%':>7} {'IFEval%':>8}  RUN")
+    spec = any(getattr(s.run, "spec_acceptance_pct", None) is not None for s in cmp.sides)
+    head = (f"{'MODEL':<{w}} {'REPS':>4} {'DECODE tok/s':>12} {'CV%':>5}" + (f" {'ACC%':>5}" if spec else "")
+            + f" {'TTFT s':>7} {'PREFILL':>8} {'J/tok':>6} {'MEM GiB':>7} {'GSM8K%':>7} {'IFEval%':>8}  RUN")
     lines.append(head)
     for s, name in zip(cmp.sides, names):
         r = s.run
         g, i = s.quality.get("gsm8k"), s.quality.get("ifeval")
         lines.append(f"{name:<{w}} {len(s.values.get('decode_tps', [])):>4} {_num(r.decode_tps_median):>12} "
-                     f"{_num(r.decode_tps_cv_pct):>5} {_num(r.ttft_s_median, '.2f'):>7} "
+                     f"{_num(r.decode_tps_cv_pct):>5}" + (f" {_num(r.spec_acceptance_pct):>5}" if spec else "")
+                     + f" {_num(r.ttft_s_median, '.2f'):>7} "
                      f"{_num(r.prefill_tps_median, '.0f'):>8} {_num(r.joules_per_token, '.2f'):>6} "
                      f"{_num(r.resident_gib):>7} {_num(g.score * 100 if g else None):>7} {_num(i.score * 100 if i else None):>8}  {r.run_id[:8]}")
     if cmp.differences:
@@ -172,6 +174,14 @@ def render_regressions(rows, notes=()) -> str:
         verdict = "REGRESSION" if r.flagged else "ok"
         lines.append(f"{row.model:<28} {before:>16} {after:>16} {_pct(r.change_pct):>8} "
                      f"{r.threshold_pct:>5.1f}%  {verdict} ({r.reason})")
+        acc = getattr(row, "acceptance", None)
+        if acc is not None:
+            what = "ACCEPTANCE DROP" if acc.flagged else "ok"
+            lines.append(f"  {'speculative acceptance':<26} {_num(acc.median_before):>15}% {_num(acc.median_after):>15}% "
+                         f"{_pct(acc.change_pct):>8} {acc.threshold_pct:>5.1f}%  {what} ({acc.reason})")
+        changed = getattr(row, "identity_changes", None)
+        if changed:
+            lines.append(f"  engine changes: {'; '.join(changed)}")
     if not rows:
         lines.append("no model has usable runs of one workload on two engine versions" + (":" if notes else ""))
     lines.extend(f"  ! {n}" for n in notes)

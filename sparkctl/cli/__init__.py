@@ -31,7 +31,8 @@ __all__ = [
 ]
 
 # Command groups in the order `sparkctl --help` lists them. One module each under sparkctl/cli/.
-COMMAND_MODULES = ("status", "config", "models", "bench", "evals", "suites", "runs", "decide", "serve", "lanes", "fleet")
+COMMAND_MODULES = ("status", "config", "models", "bench", "evals", "suites", "runs", "decide", "community", "serve",
+                   "lanes", "fleet")
 
 
 # Two-word commands: `sparkctl eval score FILE` is the parser `eval-score` (argparse cannot

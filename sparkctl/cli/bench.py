@@ -93,7 +93,9 @@ class _Progress(ProgressLine):
         elif isinstance(ev, Live):
             tps = f"{ev.decode_tps:6.1f} tok/s" if ev.decode_tps else "      -     "
             ttft = f"TTFT {ev.ttft_s:5.2f} s" if ev.ttft_s is not None else "TTFT   -   "
-            self.line(f"{getattr(self, 'current', ev.model)}: {ev.tokens:6d} tokens  {tps}  {ttft}  {ev.elapsed_s:6.1f} s")
+            acc = f"  acc {ev.acceptance_pct:5.1f}%" if ev.acceptance_pct is not None else ""
+            self.line(f"{getattr(self, 'current', ev.model)}: {ev.tokens:6d} tokens  {tps}{acc}  {ttft}  "
+                      f"{ev.elapsed_s:6.1f} s")
         elif isinstance(ev, RepDone):
             r = ev.result
             if r.dnf:
@@ -125,6 +127,11 @@ def render_runs(runs) -> str:
             extra.append(f"roofline {run.summary['roofline_pct']:.0f}% of {run.summary['roofline_ceiling_tps']:.0f} tok/s")
         if "joules_per_token" in run.summary:
             extra.append(f"{run.summary['joules_per_token']:.2f} J/token")
+        from sparkctl.core.specdec import summary_text
+
+        spec = summary_text(run.summary)
+        if spec:
+            extra.append(spec)
         extra.append(f"placement {run.placement_before} -> {run.placement_after}")
         lines.append(f"  {run.model}: " + ", ".join(extra))
         if run.ctx_note:
@@ -151,10 +158,20 @@ def run_to_dict(run) -> dict:
                                          "prefill_tps", "load_s", "eval_count", "prompt_eval_count",
                                          "thinking_tokens", "done_reason", "dnf", "reload", "error",
                                          "prefill_cached", "prompt_cached_tokens", "cache_note",
-                                         "client_decode_basis", "queue_wait_s", "foreign", "preamble")}
+                                         "client_decode_basis", "queue_wait_s", "foreign", "preamble",
+                                         "prompt_evaluated")}
+            | _spec_dict(r.spec)
             for r in run.reps
         ],
     }
+
+
+def _spec_dict(spec) -> dict:
+    if spec is None:
+        return {}
+    return {"spec_draft_tokens": spec.drafted, "spec_accepted_tokens": spec.accepted,
+            "spec_acceptance_pct": None if spec.acceptance is None else spec.acceptance * 100,
+            "spec_accept_len": spec.mean_accepted_length}
 
 
 def cmd_bench(args, cfg) -> int:

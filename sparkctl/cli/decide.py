@@ -17,6 +17,9 @@ def register(sub) -> None:
                    help="two or more models; the incumbent lane model (else the first) is the baseline")
     c.add_argument("--any-engine", action="store_true",
                    help="also compare runs on another engine kind or version (said so in the output)")
+    c.add_argument("--community", action="store_true",
+                   help="also show imported community figures (sparkctl import) of each model at the same depth, "
+                        "apart from the comparison")
     c.add_argument("--any-hardware", action="store_true",
                    help="also compare runs from hosts of another hardware class (GPU, memory, driver)")
     out = c.add_mutually_exclusive_group()
@@ -58,8 +61,12 @@ def cmd_compare(args, cfg) -> int:
         raise CliError(str(exc), EXIT_REFUSED) from None
     except TrackingError as exc:
         raise _tracking_error(exc) from None
+    community = _community(cfg, cmp) if args.community else None
     if args.json:
-        print(json.dumps(cmp.to_dict(), indent=2))
+        out = cmp.to_dict()
+        if community is not None:
+            out["community"] = [f.to_dict() for f in community]
+        print(json.dumps(out, indent=2))
     elif args.table:
         from sparkctl.services.runs.decision import decision_table
 
@@ -68,7 +75,24 @@ def cmd_compare(args, cfg) -> int:
         from sparkctl.textreport import render_comparison  # shared with the TUI's head to head
 
         print(render_comparison(cmp))
+        if community is not None:
+            print("\ncommunity figures (imported; another tool, machine and engine: not compared statistically)")
+            print("\n".join(f"  {f.text()}" for f in community) or "  none imported for these models at this depth")
     return EXIT_OK
+
+
+def _community(cfg, cmp):
+    """Imported figures of each compared model at the depth and concurrency of its run's
+    workload identity (a plain bench: depth 0, one request at a time)."""
+    from sparkctl.services.imports.community import figures
+
+    store = _store(cfg)
+    out = []
+    for side in cmp.sides:
+        ident = side.run.identity
+        out.extend(figures(store, side.model, depth=int(ident.depth) if ident.depth.isdigit() else 0,
+                           concurrency=int(ident.concurrency) if ident.concurrency.isdigit() else 1))
+    return out
 
 
 def cmd_regressions(args, cfg) -> int:
@@ -91,4 +115,4 @@ def cmd_regressions(args, cfg) -> int:
 
         print(render_regressions(rows, report.notes))
     sys.stdout.flush()
-    return EXIT_REFUSED if any(r.result.flagged for r in rows) else EXIT_OK
+    return EXIT_REFUSED if any(r.flagged for r in rows) else EXIT_OK

@@ -18,8 +18,9 @@ def register(sub) -> None:
     r = sub.add_parser("runs", help="past bench runs from MLflow (newest first), filtered; table, JSON or CSV")
     r.add_argument("--model", metavar="M", help="one model, by Ollama's name rules ('qwen3' = 'qwen3:latest')")
     r.add_argument("--engine-version", metavar="V", help="runs on this engine version only (exact)")
-    r.add_argument("--kind", choices=("bench", "sweep-cell", "eval", "promotion"),
-                   help="plain benches, sweep cells, evals or lane changes (promotions and rollbacks) only")
+    r.add_argument("--kind", choices=("bench", "sweep-cell", "eval", "promotion", "import"),
+                   help="plain benches, sweep cells, evals, lane changes (promotions and rollbacks) or imports "
+                        "(community results, sparkctl import) only")
     r.add_argument("--host", metavar="H", help="runs of this host only (its hostname, as `runs` shows it)")
     r.add_argument("--by-host", action="store_true",
                    help="group by host: one table per host (JSON: an object of host -> runs)")

@@ -96,7 +96,10 @@ def cmd_sweep(args, cfg, engine, settings, progress) -> int:
     elif args.csv:
         emit(core_sweep.to_csv(results, slo is not None).rstrip("\n"), sys.stdout)
     elif args.markdown:
-        emit(core_sweep.markdown_table(results, backend=getattr(engine, "kind", "")), sys.stdout)
+        md = core_sweep.markdown_table(results, backend=getattr(engine, "kind", ""))
+        if core_sweep.falloff(results):
+            md += "\n\n" + core_sweep.falloff_table(results, result.identity, result.gpu)
+        emit(md, sys.stdout)
     else:
         emit(render_sweep(result), sys.stdout)
     if lanes_bad():
@@ -106,7 +109,7 @@ def cmd_sweep(args, cfg, engine, settings, progress) -> int:
 
 def render_sweep(result) -> str:
     from sparkctl.core.latency import highest_meeting
-    from sparkctl.core.sweep import falloff, matrix_text
+    from sparkctl.core.sweep import falloff, falloff_table, matrix_text
 
     results = result.results
     lines = [matrix_text(results, result.slo), ""]
@@ -124,10 +127,8 @@ def render_sweep(result) -> str:
             + (f" {_f(s.goodput_pct, '.0f'):>6}" if result.slo else "") + f" {s.dnf:>4}")
     lines.append("  TTFT percentiles from n requests with a measured TTFT: p90 needs 10, p99 100 ('-' below);"
                  " goodput leaves out requests it could not judge (no cold TTFT), counted apart")
-    for (m, p), ratio in sorted(falloff(results).items()):
-        deepest = max(r.cell.depth for r in results if r.cell.model == m and r.cell.profile == p)
-        lines.append(f"  {m} {p}: decode at depth {deepest} is {ratio:.2f}x depth 0 "
-                     "(llama.cpp's Spark table, gpt-oss-20b: 59.9/84.1 = 0.71x at 32k)")
+    if falloff(results):
+        lines += ["", falloff_table(results, result.identity, result.gpu), ""]
     if result.slo is not None:
         by: dict[tuple[str, str, int], dict[int, float | None]] = {}
         for r in results:

@@ -11,7 +11,7 @@ import io
 import math
 import re
 import statistics
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from sparkctl.core.latency import RequestLatency, Slo, goodput_pct, judged, percentile_n
@@ -261,6 +261,40 @@ def falloff(results: Sequence[CellResult], deepest: int | None = None) -> dict[t
     return out
 
 
+# llama.cpp's published DGX Spark table (benches/dgx-spark/dgx-spark.md, build 6918): llama-bench,
+# flash attention on (its `fa` column 1), tg32 at depth 0 and at depth 32768.
+LLAMA_CPP_SPARK_TG32 = (
+    ("gpt-oss-20b MXFP4", 84.10, 59.85),
+    ("Qwen3-Coder-30B-A3B Q8_0", 60.92, 30.80),
+)
+
+
+def falloff_table(results: Sequence[CellResult], identity: Mapping[str, Mapping[str, str]] | None = None,
+                  gpu: str = "") -> str:
+    """Decode falloff with depth (deepest / depth 0, concurrency 1) per model and profile, in
+    Markdown, beside llama.cpp's published Spark figures: with the engine facts that decide
+    whether the two compare (GPU, runner build, flash attention, KV cache type). `identity`
+    maps a model to its run's `engine.*` tags."""
+    ratios = falloff(results)
+    lines = ["| source | model | GPU | build | flash attention | KV cache | tg d0 | tg deepest | falloff |",
+             "| --- | --- | --- | --- | --- | --- | ---: | ---: | ---: |"]
+    ones = [r for r in results if r.cell.concurrency == 1]
+    for (m, p), ratio in sorted(ratios.items()):
+        rs = {r.cell.depth: r.stats.decode_tps_per_request_median for r in ones if (r.cell.model, r.cell.profile) == (m, p)}
+        deepest = max(rs)
+        tags = (identity or {}).get(m, {})
+        lines.append(f"| sparkctl | {m} ({p}) | {gpu or '?'} | {tags.get('engine.runner_build', '?')} | "
+                     f"{tags.get('engine.flash_attn', '?')} | {tags.get('engine.kv_cache_type', '?')} | "
+                     f"{_n(rs[0])} | {_n(rs[deepest])} @ d{deepest} | {ratio:.3f} |")
+    for name, d0, d32 in LLAMA_CPP_SPARK_TG32:
+        lines.append(f"| llama.cpp Spark table | {name} | GB10 | b6918 | on | f16 | {d0:.2f} | {d32:.2f} @ d32768 | "
+                     f"{d32 / d0:.3f} |")
+    lines.append("")
+    lines.append("falloff: decode tok/s at the deepest depth over depth 0, one request at a time. Ratios carry across "
+                 "machines only with the same attention kernels: compare rows with the same flash attention.")
+    return "\n".join(lines)
+
+
 def matrix_text(results: Sequence[CellResult], slo: Slo | None = None) -> str:
     """The CLI's matrix: one row per model and profile, one column per depth x concurrency
     cell holding per-request decode tok/s / aggregate tok/s (and goodput with an SLO)."""
@@ -282,13 +316,34 @@ def matrix_text(results: Sequence[CellResult], slo: Slo | None = None) -> str:
             txt = f"{_n(s.decode_tps_per_request_median)}/{_n(s.throughput_tps)}"
             if slo is not None and s.goodput_pct is not None:
                 txt += f" {s.goodput_pct:.0f}%"
+            if s.extra.get("spec_acceptance_pct_total") is not None:
+                txt += f" a{s.extra['spec_acceptance_pct_total']:.0f}%"
             if s.dnf:
                 txt += " DNF"
             cells.append(f"{txt:>{width}}")
         out.append(f"{m + ' ' + p:<{label_w}} " + " ".join(cells))
+    spec = acceptance_by_profile(results)
     out.append("cells: per-request decode tok/s (median) / aggregate tok/s" +
-               (" goodput%" if slo is not None else ""))
+               (" goodput%" if slo is not None else "") + (" a<speculative acceptance>%" if spec else ""))
+    for (m, p), (acc, length) in spec.items():
+        out.append(f"speculative decoding {m} {p}: acceptance {acc:.1f}%"
+                   + (f", {length:.2f} tokens per step" if length is not None else ""))
     return "\n".join(out)
+
+
+def acceptance_by_profile(results: Sequence[CellResult]) -> dict[tuple[str, str], tuple[float, float | None]]:
+    """Speculative-decoding acceptance per (model, profile), the median over its cells:
+    structured output (JSON, code) drafts better than prose, and this is where it shows."""
+    groups: dict[tuple[str, str], list[CellResult]] = {}
+    for r in results:
+        if r.stats.extra.get("spec_acceptance_pct_total") is not None:
+            groups.setdefault((r.cell.model, r.cell.profile), []).append(r)
+    out = {}
+    for key, rs in groups.items():
+        accs = [r.stats.extra["spec_acceptance_pct_total"] for r in rs]
+        lens = [r.stats.extra["spec_accept_len_total"] for r in rs if r.stats.extra.get("spec_accept_len_total") is not None]
+        out[key] = (statistics.median(accs), statistics.median(lens) if lens else None)
+    return out
 
 
 def _k(n: int) -> str:
@@ -308,7 +363,8 @@ def result_from_record(params: dict, tags: dict, metrics: dict, run_id: str | No
     st = CellStats(**{k: (int(v) if k in ("requests", "dnf", "queued", "ttft_n", "itl_n", "goodput_unmeasured")
                           else float(v))
                       for k, v in metrics.items() if k in known and v is not None})
-    st.extra = {k: float(v) for k, v in metrics.items() if k == "roofline_aggregate_pct" and v is not None}
+    st.extra = {k: float(v) for k, v in metrics.items()
+                if k in ("roofline_aggregate_pct", "spec_acceptance_pct_total", "spec_accept_len_total") and v is not None}
     cell = Cell(params.get("model", tags.get("model.name", "")), tags["sweep.profile"], int(tags["sweep.depth"]),
                 int(tags["sweep.concurrency"]))
     depth = metrics.get("depth_tokens_measured")

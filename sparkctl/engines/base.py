@@ -44,6 +44,16 @@ class ShowInfo:
     capabilities: tuple[str, ...] = ()
     parameters: str = ""
     modified_at: str | None = None
+    # The model's own system prompt (Modelfile SYSTEM) and chat template, where the engine
+    # tells them: the bench's cold prefill puts its nonce where the template renders first.
+    system: str = ""
+    template: str = ""
+    # A draft model shipped with the model (Ollama's Modelfile DRAFT, a layer of media type
+    # application/vnd.ollama.image.draft): its path, or "" when none is declared.
+    draft: str = ""
+    # Where the weights are (Ollama's Modelfile FROM blob, llama-server's model_path): ties
+    # the model to the runner process that serves it.
+    model_path: str = ""
 
 
 @dataclass(frozen=True)
@@ -71,6 +81,13 @@ class DoneEvent:
     # not (Ollama). prompt_eval_count is then the whole prompt and prompt_eval_duration
     # covers only the uncached part.
     prompt_cached_count: int | None = None
+    # The token ids of the prompt and what was generated, where the engine returns them
+    # (Ollama's /api/generate `context`): two prompts' ids show exactly what they share.
+    context_ids: tuple[int, ...] | None = None
+    # Speculative decoding, where the response says it (llama-server's timings.draft_n and
+    # draft_n_accepted): tokens the draft proposed and how many the target accepted.
+    draft_tokens: int | None = None
+    draft_accepted: int | None = None
 
 
 @dataclass(frozen=True)

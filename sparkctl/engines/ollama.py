@@ -188,6 +188,12 @@ class OllamaEngine:
             capabilities=tuple(response.capabilities or ()),
             parameters=response.parameters or "",
             modified_at=response.modified_at.isoformat() if response.modified_at else None,
+            # the client's ShowResponse drops the server's `system` field: read the directive
+            # from the Modelfile the server writes (parser.Command.String's quoting)
+            system=modelfile_directive(response.modelfile or "", "SYSTEM"),
+            template=response.template or "",
+            draft=modelfile_directive(response.modelfile or "", "DRAFT"),
+            model_path=modelfile_directive(response.modelfile or "", "FROM"),
         )
 
     async def delete(self, model: str) -> None:
@@ -459,7 +465,29 @@ def _local(model: Any) -> LocalModel:
     )
 
 
+def modelfile_directive(modelfile: str, name: str) -> str:
+    """The argument of a Modelfile directive (SYSTEM, DRAFT, ...) as `ollama show` writes it:
+    on one line bare, or quoted (one double quote, or three when the text holds one) when it
+    spans lines or starts or ends with a space (Ollama's parser.quote); "" when absent."""
+    prefix = name.upper() + " "
+    at = 0
+    while True:
+        at = modelfile.find(prefix, at)
+        if at < 0:
+            return ""
+        if at == 0 or modelfile[at - 1] == "\n":
+            break
+        at += len(prefix)
+    rest = modelfile[at + len(prefix):]
+    for quote in ('"""', '"'):
+        if rest.startswith(quote):
+            end = rest.find(quote, len(quote))
+            return rest[len(quote):end] if end >= 0 else rest[len(quote):]
+    return rest.split("\n", 1)[0]
+
+
 def _done(part: Any) -> DoneEvent:
+    context = getattr(part, "context", None)
     return DoneEvent(
         done_reason=part.done_reason,
         total_duration_ns=part.total_duration or 0,
@@ -469,4 +497,5 @@ def _done(part: Any) -> DoneEvent:
         eval_count=part.eval_count or 0,
         eval_duration_ns=part.eval_duration or 0,
         raw=part.model_dump(exclude_none=True, exclude={"context", "message", "response", "thinking"}),
+        context_ids=tuple(int(t) for t in context) if context else None,
     )

@@ -310,6 +310,7 @@ class OpenAICompatEngine:
             model_info=info,
             capabilities=tuple(caps),
             parameters=f"num_ctx {ctx}" if ctx else "",
+            model_path=str(ident.props.get("model_path") or ""),
         )
 
     async def _thinking_evidence(self, ident: _Identity) -> str | None:
@@ -342,13 +343,15 @@ class OpenAICompatEngine:
 
     # ------------------------------------------------------------------ generate
     def request_body(
-        self, model: str, prompt: str, options: Mapping[str, Any] | None, think: bool | None
+        self, model: str, prompt: str, options: Mapping[str, Any] | None, think: bool | None,
+        system: str | None = None,
     ) -> dict[str, Any]:
-        """The chat request: the bench's sampling options in OpenAI's names."""
+        """The chat request: the bench's sampling options in OpenAI's names; `system` (when
+        given) as a system message before the prompt."""
         opts = dict(options or {})
         body: dict[str, Any] = {
             "model": model,
-            "messages": [{"role": "user", "content": prompt}],
+            "messages": _messages(prompt, system),
             "stream": True,
             "stream_options": {"include_usage": True},
         }
@@ -384,13 +387,14 @@ class OpenAICompatEngine:
         keep_alive: Any = None,
         think: bool | None = None,
         format: str | dict | None = None,
+        system: str | None = None,
     ) -> AsyncIterator[StreamEvent]:
         """Stream a chat completion: TokenEvents (reasoning text with thinking=True), then one
         DoneEvent from the usage chunk and, where the server sends them, its timings.
         `format`: "json" (response_format json_object) or a JSON schema (json_schema)."""
         if self._ident is None:
             await self._identify()
-        body = self.request_body(model, prompt, options, think)
+        body = self.request_body(model, prompt, options, think, system)
         if format == "json":
             body["response_format"] = {"type": "json_object"}
         elif isinstance(format, dict):
@@ -444,6 +448,94 @@ class OpenAICompatEngine:
             raise EngineError(f"{self.kind} at {self.host} closed the {model} stream without a finish_reason")
         tail["finish_reason"] = finish
         yield _done(finish, usage, timings, tail)
+
+    async def spec_counters(self, model: str):
+        """The server's cumulative speculative-decoding figures (engines/specdec.py): vLLM's
+        /metrics counters, SGLang's accept length; None where it has none (llama-server
+        reports them per response instead, in `timings`)."""
+        from sparkctl.engines import specdec
+
+        if self._ident is None:
+            await self._identify()
+        if self.kind == "vllm":
+            try:
+                response = await self._quick.get("/metrics")
+            except Exception as exc:
+                raise self._translate(exc, "GET /metrics") from exc
+            if response.status_code >= 400:
+                return None
+            try:
+                return specdec.parse_vllm_metrics(response.text, model)
+            except ValueError:  # not a Prometheus page
+                return None
+        if self.kind == "sglang":
+            return specdec.parse_sglang_server_info(await self._optional_json("/get_server_info"))
+        return None
+
+    async def serving_settings(self) -> dict[str, str]:
+        """Attention and KV cache settings the server's API reveals: vLLM's /metrics
+        `vllm:cache_config_info` (an info gauge whose labels include cache_dtype); SGLang's
+        /get_server_info (its arguments: attention_backend, kv_cache_dtype). llama-server's
+        /props has neither (its command line does: probes/engine_process.py)."""
+        from sparkctl.core import engine_identity as ei
+
+        if self._ident is None:
+            await self._identify()
+        out: dict[str, str] = {}
+        if self.kind == "vllm":
+            try:
+                response = await self._quick.get("/metrics")
+            except Exception as exc:
+                raise self._translate(exc, "GET /metrics") from exc
+            if response.status_code < 400:
+                from prometheus_client.parser import text_string_to_metric_families
+
+                try:
+                    for family in text_string_to_metric_families(response.text):
+                        for sample in family.samples:
+                            if sample.name == "vllm:cache_config_info" and sample.labels.get("cache_dtype"):
+                                out[ei.KV_CACHE_TYPE] = sample.labels["cache_dtype"]
+                                out[ei.KV_CACHE_TYPE + "_source"] = "vLLM /metrics cache_config_info"
+                except ValueError:
+                    pass
+        elif self.kind == "sglang":
+            info = self._ident.server_info if self._ident else {}
+            if info.get("attention_backend"):
+                # the backend's name (fa3, flashinfer, triton...): which attention kernels ran
+                out[ei.FLASH_ATTN] = str(info["attention_backend"])
+                out[ei.FLASH_ATTN + "_source"] = "SGLang /get_server_info attention_backend"
+            if info.get("kv_cache_dtype"):
+                out[ei.KV_CACHE_TYPE] = str(info["kv_cache_dtype"])
+                out[ei.KV_CACHE_TYPE + "_source"] = "SGLang /get_server_info kv_cache_dtype"
+        return out
+
+    @property
+    def spec_source(self) -> str:
+        from sparkctl.engines import specdec
+
+        return {"llama.cpp": specdec.SOURCE_LLAMA, "vllm": specdec.SOURCE_VLLM,
+                "sglang": specdec.SOURCE_SGLANG}.get(self.kind, "")
+
+    async def prompt_token_ids(self, model: str, prompt: str, system: str | None = None) -> list[int] | None:
+        """The token ids the server evaluates for this chat request, from its own template and
+        tokenizer: llama-server's POST /apply-template, then POST /tokenize (the same two
+        calls Ollama's llama-server runner makes to fill /api/generate's `context`). None
+        where the server has no such endpoints (vLLM, SGLang, older llama-server builds)."""
+        if self._ident is None:
+            await self._identify()
+        if self.kind != "llama.cpp":
+            return None
+        try:
+            rendered = await self._quick.post("/apply-template", json={"messages": _messages(prompt, system)})
+            text = rendered.json().get("prompt") if rendered.status_code < 400 else None
+            if not isinstance(text, str):
+                return None
+            tokens = await self._quick.post("/tokenize", json={"content": text, "add_special": True,
+                                                               "parse_special": True})
+            ids = tokens.json().get("tokens") if tokens.status_code < 400 else None
+        except (httpx.HTTPError, ValueError, AttributeError):
+            return None
+        return [int(t) for t in ids] if isinstance(ids, list) and all(isinstance(t, int) for t in ids) else None
 
     # ------------------------------------------------------------------ HTTP helpers
     async def _get(self, path: str, action: str) -> httpx.Response:
@@ -541,6 +633,11 @@ async def _sse_data(response: httpx.Response) -> AsyncIterator[str]:
             buffer.append(value[1:] if value.startswith(" ") else value)
     if buffer:
         yield "\n".join(buffer)
+
+
+def _messages(prompt: str, system: str | None) -> list[dict[str, str]]:
+    head = [{"role": "system", "content": system}] if system else []
+    return head + [{"role": "user", "content": prompt}]
 
 
 def _clean(text: str) -> str:
@@ -665,6 +762,9 @@ def _done(finish: str, usage: dict[str, Any] | None, timings: dict[str, Any] | N
         if isinstance(details, dict) and isinstance(details.get("cached_tokens"), int):
             cached = int(details["cached_tokens"])
     predicted_n = int(num(timings, "predicted_n")) if "predicted_n" in timings else int(num(usage, "completion_tokens"))
+    # a server without a draft model leaves both keys out: None, not 0
+    drafted = int(num(timings, "draft_n")) if "draft_n" in timings else None
+    accepted = int(num(timings, "draft_n_accepted")) if "draft_n_accepted" in timings else None
     return DoneEvent(
         done_reason=finish,
         total_duration_ns=int((prompt_ms + predicted_ms) * 1e6),
@@ -675,4 +775,6 @@ def _done(finish: str, usage: dict[str, Any] | None, timings: dict[str, Any] | N
         eval_duration_ns=int(predicted_ms * 1e6),
         raw=raw,
         prompt_cached_count=cached,
+        draft_tokens=drafted,
+        draft_accepted=accepted,
     )

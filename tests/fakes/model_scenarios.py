@@ -52,3 +52,44 @@ def spark_state(*, spill: bool = False, evict: str | None = None, out_of_memory:
     for days, model in enumerate(state.models.values(), start=1):
         model.modified_at_ns = fixed_ns - days * 3 * DAY_NS
     return state
+
+
+# ---- realistic chat-template headers (tests/fakes/templates.py) -----------------------------
+
+# A model's own system prompt, as Modelfiles ship them: the words are a paraphrase of the
+# long assistant preambles real models carry; only their length matters here.
+_SYSTEM_WORDS = ("You are a careful assistant that answers questions about computing, writes clear "
+                 "explanations, checks its own reasoning, keeps answers short unless asked otherwise, "
+                 "says when it does not know, and follows the formatting the user asks for.").split()
+
+
+def system_prompt(words: int) -> str:
+    """A system prompt of exactly `words` whitespace-separated words."""
+    out = [_SYSTEM_WORDS[i % len(_SYSTEM_WORDS)] for i in range(words)]
+    return " ".join(out)
+
+
+def header_model(chat_format: str, header_tokens: int = 100, name: str | None = None):
+    """A model whose template puts about `header_tokens` tokens before the user's text:
+    the family's fixed markers plus a Modelfile SYSTEM long enough to reach the total.
+    chatml (qwen3), llama3 (llama3.1/3.2) and harmony (gpt-oss) render the system prompt
+    at different places; see tests/fakes/templates.py."""
+    from tests.fakes.templates import FORMATS, render
+
+    fmt = FORMATS[chat_format]
+    fixed = len(render(fmt, "x", "")[0]) - 1 - len(fmt.user_close + fmt.assistant_open)
+    model = make_model(name or f"header-{chat_format}:8b", size_gib=4.9, parameter_size="8.0B",
+                       family={"chatml": "qwen3", "llama3": "llama", "harmony": "gptoss"}[chat_format])
+    model.chat_format = chat_format
+    model.system = system_prompt(max(1, header_tokens - fixed))
+    return model
+
+
+def header_state(chat_format: str, header_tokens: int = 100, *, prefill_tokens_per_s: float = 2000.0,
+                 prompt_cache: str = "whole_count") -> FakeState:
+    """Only `header_model(...)` on disk; an unpaced decode; a measured prefill speed."""
+    state = FakeState(default_num_ctx=8192)
+    state.add_model(header_model(chat_format, header_tokens))
+    state.prefill_tokens_per_s = prefill_tokens_per_s
+    state.prompt_cache = prompt_cache
+    return state

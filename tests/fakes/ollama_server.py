@@ -76,6 +76,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Callable, Iterable
 
 from tests.fakes.serving import RequestTiming, SharedDecode, now as _now
+from tests.fakes.templates import FORMATS, render as render_template
 
 GIB = 1024**3
 MAX_DURATION_NS = 2**63 - 1  # Go's math.MaxInt64: what a negative keep_alive becomes
@@ -335,6 +336,12 @@ class FakeModel:
     extra_model_info: dict[str, Any] = field(default_factory=dict)
     parameters: str = ""  # the Modelfile PARAMETER block /api/show returns
     template: str = "{{ .Prompt }}"
+    # The Modelfile SYSTEM (/api/show `system`; /api/generate's `system` replaces it) and the
+    # chat template family the fake renders prompts with (tests/fakes/templates.py); None:
+    # the older generic rendering, `FakeState.prompt_overhead_tokens` fixed tokens.
+    system: str = ""
+    chat_format: str | None = None
+    draft: str = ""  # a DRAFT layer's blob path (speculative decoding), "" for none
     license: str = ""
     modified_at_ns: int = 0  # 0 -> when the state was built
     # When loaded:
@@ -605,6 +612,13 @@ class FakeState:
     local_tz: tzinfo = timezone.utc  # expires_at/modified_at are server-local times
     lock: threading.RLock = field(default_factory=threading.RLock, repr=False)
     _rng: random.Random | None = field(default=None, init=False, repr=False)
+    _vocab: dict[Any, int] = field(default_factory=dict, init=False, repr=False)
+
+    def token_ids(self, tokens: list[Any]) -> list[int]:
+        """Stable integer ids for fake tokens (a vocabulary grown on first sight): equal
+        tokens get equal ids, as a real tokenizer's would."""
+        with self.lock:
+            return [self._vocab.setdefault(t, len(self._vocab) + 1) for t in tokens]
 
     def rng(self) -> random.Random:
         """The jitter source: random.Random(seed), made on first use (call under `lock`)."""
@@ -1207,10 +1221,16 @@ class _Handler(BaseHTTPRequestHandler):
             f"FROM /usr/share/ollama/.ollama/models/blobs/sha256-{model.digest}\n"
             f'TEMPLATE """{model.template}"""\n'
         )
+        if model.system:
+            response["modelfile"] += f"SYSTEM {_go_modelfile_quote(model.system)}\n"
+        if model.draft:
+            response["modelfile"] += f"DRAFT {_go_modelfile_quote(model.draft)}\n"
         if model.parameters:
             response["parameters"] = model.parameters
         if model.template:
             response["template"] = model.template
+        if model.system:
+            response["system"] = model.system
         response["details"] = model.details()
         response["model_info"] = model.model_info()
         response["capabilities"] = list(model.capabilities)
@@ -1337,7 +1357,9 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _chat(self, body: dict, fault: Fault | None) -> None:
         messages = body.get("messages") or []
-        text = " ".join(str(m.get("content") or "") for m in messages if isinstance(m, dict))
+        # system messages are rendered apart (see _system_of), the rest as the conversation
+        text = " ".join(str(m.get("content") or "") for m in messages
+                        if isinstance(m, dict) and m.get("role") != "system")
         self._inference(body, fault, chat=True, empty=len(messages) == 0, prompt_text=text)
 
     def _inference(self, body: dict, fault: Fault | None, *, chat: bool, empty: bool, prompt_text: str) -> None:
@@ -1521,10 +1543,12 @@ class _Handler(BaseHTTPRequestHandler):
         out["done"] = False
         return out
 
-    def _prefill(self, model: FakeModel, resident: FakeResident, prompt_text: str) -> tuple[list[Any], int, int]:
+    def _prefill(self, model: FakeModel, resident: FakeResident, prompt_text: str,
+                 body: dict | None = None, chat: bool = False) -> tuple[list[Any], int, int]:
         """Evaluate the prompt against the runner's cache: (tokens, evaluated, measured ns)."""
         state = self.state
-        tokens = prompt_token_ids(state, prompt_text, resident.context_length)
+        tokens = prompt_token_ids(state, prompt_text, resident.context_length, model=model,
+                                  system=_system_of(body or {}, model, chat), raw=bool((body or {}).get("raw")))
         with state.lock:
             cached = 0 if state.prompt_cache == "off" else common_prefix(resident.cache_tokens, tokens)
             if cached >= len(tokens):
@@ -1550,7 +1574,7 @@ class _Handler(BaseHTTPRequestHandler):
         streaming = body.get("stream", True) is not False
         stream = _Stream(self) if streaming else None
 
-        prompt_ids, evaluated, prefill_ns = self._prefill(model, resident, prompt_text)
+        prompt_ids, evaluated, prefill_ns = self._prefill(model, resident, prompt_text, body, chat)
         prompt_eval_count = evaluated if state.prompt_cache == "uncached_count" else len(prompt_ids)
 
         num_predict = options.get("num_predict")
@@ -1663,7 +1687,10 @@ class _Handler(BaseHTTPRequestHandler):
         eval_ns = (last_ns - first_ns) if first_ns is not None else 0
         if timing is not None:
             timing.eval_count, timing.prompt_eval_count, timing.done = produced, prompt_eval_count, _now()
-        context = list(range(1, len(prompt_ids) + produced + 1)) if state.include_context and not chat else None
+        # `context`: the ids of the prompt's tokens and of what was generated (routes.go
+        # tokenizes prompt + output when the request was not raw)
+        context = (state.token_ids(prompt_ids + generated[:produced])
+                   if state.include_context and not chat and not body.get("raw") else None)
         final = self._final_shape(
             requested, chat, done_reason=done_reason,
             total_duration=time.monotonic_ns() - checkpoint_start,
@@ -1693,17 +1720,28 @@ class _Handler(BaseHTTPRequestHandler):
         self._json(200, final)
 
 
-def prompt_token_ids(state: FakeState, prompt_text: str, num_ctx: int) -> list[Any]:
+def prompt_token_ids(state: FakeState, prompt_text: str, num_ctx: int, *, model: FakeModel | None = None,
+                     system: str = "", raw: bool = False) -> list[Any]:
     """The fake tokenizer: the templated prompt as the runner would see it.
 
+    A model with a `chat_format` is rendered by its family's template (tests/fakes/templates.py):
+    fixed markers, its system prompt, the user's words, the assistant's marker. Otherwise
     `prompt_overhead_tokens` template tokens, identical for every request, then one token
-    per whitespace-separated word; `state.prompt_tokens` (when set) pads or cuts that to a
-    fixed length. Longer than num_ctx: truncated as the Go runner does it, keeping the
-    first num_keep (4, Ollama's default) tokens and the tail. Two prompts that differ in
-    their first word share exactly the template tokens as a prefix.
+    per whitespace-separated word. raw: the prompt's words only (no template).
+    `state.prompt_tokens` (when set) pads or cuts that to a fixed length. Longer than
+    num_ctx: truncated as the Go runner does it, keeping the first num_keep (4, Ollama's
+    default) tokens and the tail. Two prompts that differ in their first word share exactly
+    the template tokens before it as a prefix.
     """
-    ids: list[Any] = [("template", i) for i in range(max(0, state.prompt_overhead_tokens))]
-    ids += [("word", word) for word in prompt_text.split()]
+    fmt = FORMATS.get(model.chat_format or "") if model is not None else None
+    if raw:
+        ids: list[Any] = [("word", word) for word in prompt_text.split()]
+    elif fmt is not None:
+        ids = list(render_template(fmt, system, prompt_text)[0])
+    else:
+        ids = [("template", i) for i in range(max(0, state.prompt_overhead_tokens))]
+        ids += [("sys", word) for word in system.split()]
+        ids += [("word", word) for word in prompt_text.split()]
     if state.prompt_tokens is not None:
         wanted = max(1, state.prompt_tokens)
         ids = ids[:wanted] + [("filler", i) for i in range(wanted - len(ids))]
@@ -1714,6 +1752,24 @@ def prompt_token_ids(state: FakeState, prompt_text: str, num_ctx: int) -> list[A
         keep = min(4, num_ctx - 1)
         ids = ids[:keep] + ids[len(ids) - (num_ctx - keep):]
     return ids
+
+
+def _system_of(body: dict, model: FakeModel, chat: bool) -> str:
+    """The system prompt a request renders with (routes.go): generate's `system`, else the
+    Modelfile's; chat's system messages, else the Modelfile's. Only templated families
+    render it; the generic rendering ignores it, as before."""
+    if chat:
+        own = " ".join(str(m.get("content") or "") for m in body.get("messages") or ()
+                       if isinstance(m, dict) and m.get("role") == "system")
+        return own or model.system
+    return str(body.get("system") or "") or model.system
+
+
+def _go_modelfile_quote(text: str) -> str:
+    """parser.quote: quoted when the text spans lines or starts/ends with a space."""
+    if "\n" in text or text.startswith(" ") or text.endswith(" "):
+        return f'"""{text}"""' if '"' in text else f'"{text}"'
+    return text
 
 
 def common_prefix(cached: list[Any], tokens: list[Any]) -> int:

@@ -29,6 +29,17 @@ What the responses follow:
   -> {"version": ...}, `reasoning_content` deltas for reasoning models, a 404 error body
   {"object": "error", "message": "The model `x` does not exist.", "type": "NotFoundError",
   "param": null, "code": 404} for an unknown model, no `timings`.
+- Speculative decoding (`spec_acceptance` set; none otherwise, as a server started without a
+  draft): llama.cpp adds `draft_n` and `draft_n_accepted` to the last chunk's `timings`;
+  vLLM counts on `GET /metrics` in Prometheus' text format what vllm/v1/spec_decode/metrics.py
+  registers (prometheus_client Counters `vllm:spec_decode_num_drafts`,
+  `vllm:spec_decode_num_draft_tokens`, `vllm:spec_decode_num_accepted_tokens`, exposed as
+  `..._total` with a `..._created` gauge, labels `model_name` and `engine`), beside the
+  `vllm:cache_config_info` info gauge (labels include `cache_dtype`); SGLang reports
+  `internal_states[0].avg_spec_accept_length` in /get_server_info (a running average since
+  the server started, the target's bonus token included) and the `sglang:spec_accept_length`
+  gauge on /metrics. Each verification step drafts `spec_tokens` tokens and accepts a share
+  `spec_acceptance` of them (a deterministic credit, so the rate holds over a request).
 - SGLang, from its docs: `owned_by: "sglang"`, `GET /get_server_info` with `version`.
   and, from `http_server.py` (`{**dataclasses.asdict(server_args), ...}`), the server's
   arguments: `model_path`, `tp_size`, `reasoning_parser` (None unless started with
@@ -57,7 +68,9 @@ Use it:
 from __future__ import annotations
 
 import json
+import random
 import socket
+import zlib
 import threading
 import time
 from dataclasses import dataclass, field
@@ -129,6 +142,23 @@ class OpenAIState:
     template_caps: dict[str, bool] = field(default_factory=lambda: dict(CHATML_CAPS))
     tokenizer_info_endpoint: bool = False  # vLLM: --enable-tokenizer-info-endpoint
     reasoning_parser: str | None = None  # SGLang/vLLM: --reasoning-parser
+    # speculative decoding (see the module docstring); None: the server has no draft model
+    spec_acceptance: float | None = None
+    # structured output (a request with response_format) is easier to draft than prose: its
+    # own acceptance when set (the seeds' JSON-vs-prose gap)
+    spec_acceptance_structured: float | None = None
+    # a real draft's acceptance moves with the text: each request's rate is drawn within
+    # +/- spec_jitter of the configured one (random.Random(spec_seed), so runs repeat)
+    spec_jitter: float = 0.03
+    spec_seed: int = 0
+    _spec_rng: Any = None
+    spec_tokens: int = 3  # vLLM num_speculative_tokens / SGLang speculative_num_steps / llama.cpp --spec-draft-n-max
+    spec_drafts: int = 0  # cumulative counters, as the server keeps them since it started
+    spec_draft_tokens: int = 0
+    spec_accepted: int = 0
+    _spec_credit: float = 0.0
+    kv_cache_dtype: str = "auto"  # vLLM --kv-cache-dtype / SGLang kv_cache_dtype
+    attention_backend: str = "fa3"  # SGLang --attention-backend
     faults: dict[str, tuple[int, str]] = field(default_factory=dict)  # path -> (status, message)
     requests: list[dict[str, Any]] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -156,6 +186,69 @@ class OpenAIState:
             if budget == 0:
                 return False  # the budget sampler ends the block at once
         return True
+
+    def speculate(self, tokens: int, structured: bool = False) -> tuple[int, int, int]:
+        """The verification steps that produce `tokens`: (drafts, drafted, accepted) for this
+        request, added to the server's counters."""
+        if self.spec_acceptance is None or tokens <= 0:
+            return 0, 0, 0
+        rate = self.spec_acceptance_structured if structured and self.spec_acceptance_structured is not None \
+            else self.spec_acceptance
+        with self.lock:
+            if self._spec_rng is None:
+                self._spec_rng = random.Random(self.spec_seed)
+            rate = min(1.0, max(0.0, rate + self._spec_rng.uniform(-self.spec_jitter, self.spec_jitter)))
+        drafts = drafted = accepted = produced = 0
+        with self.lock:
+            while produced < tokens:
+                k = min(self.spec_tokens, tokens - produced - 1)  # never drafted past the request's end
+                if k <= 0:
+                    produced += 1  # the last token: a plain step, nothing drafted
+                    continue
+                drafts += 1
+                drafted += k
+                self._spec_credit += rate * k
+                a = min(k, int(self._spec_credit))
+                self._spec_credit -= a
+                accepted += a
+                produced += a + 1  # the accepted draft tokens and the target's own
+            self.spec_drafts += drafts
+            self.spec_draft_tokens += drafted
+            self.spec_accepted += accepted
+        return drafts, drafted, accepted
+
+    def prometheus(self) -> str:
+        """GET /metrics in Prometheus' text exposition format (prometheus_client's output)."""
+        lines: list[str] = []
+        labels = f'engine="0",model_name="{self.model_id}"'
+        if self.flavor == "vllm":
+            lines += ["# HELP vllm:num_requests_running Number of requests in model execution batches.",
+                      "# TYPE vllm:num_requests_running gauge", f"vllm:num_requests_running{{{labels}}} 0.0",
+                      "# HELP vllm:cache_config_info Information of the LLMEngine CacheConfig",
+                      "# TYPE vllm:cache_config_info gauge",
+                      f'vllm:cache_config_info{{block_size="16",cache_dtype="{self.kv_cache_dtype}",engine="0",'
+                      f'gpu_memory_utilization="0.9",num_gpu_blocks="4096"}} 1.0']
+            if self.spec_acceptance is not None:
+                for name, doc, value in (("spec_decode_num_drafts", "Number of spec decoding drafts.", self.spec_drafts),
+                                         ("spec_decode_num_draft_tokens", "Number of draft tokens.", self.spec_draft_tokens),
+                                         ("spec_decode_num_accepted_tokens", "Number of accepted tokens.",
+                                          self.spec_accepted)):
+                    lines += [f"# HELP vllm:{name}_total {doc}", f"# TYPE vllm:{name}_total counter",
+                              f"vllm:{name}_total{{{labels}}} {float(value)}",
+                              f"# HELP vllm:{name}_created {doc}", f"# TYPE vllm:{name}_created gauge",
+                              f"vllm:{name}_created{{{labels}}} 1.7e+09"]
+        elif self.flavor == "sglang" and self.spec_acceptance is not None:
+            lines += ["# HELP sglang:spec_accept_length The average acceptance length of speculative decoding.",
+                      "# TYPE sglang:spec_accept_length gauge",
+                      f'sglang:spec_accept_length{{engine_type="unified",model_name="{self.model_id}",tp_rank="0"}} '
+                      f"{self.accept_length() or 0.0}"]
+        return "\n".join(lines) + "\n"
+
+    def accept_length(self) -> float | None:
+        """SGLang's avg_spec_accept_length: tokens per verification step since the start."""
+        if self.spec_acceptance is None or not self.spec_drafts:
+            return None
+        return (self.spec_accepted + self.spec_drafts) / self.spec_drafts
 
     @property
     def owned_by(self) -> str:
@@ -255,8 +348,18 @@ class _Handler(BaseHTTPRequestHandler):
             return self._json(200, {"tokenizer_class": "Qwen2TokenizerFast", "chat_template": s.chat_template,
                                     "model_max_length": s.n_ctx})
         if self.path == "/get_server_info" and s.flavor == "sglang":
-            return self._json(200, {"model_path": s.model_id, "tokenizer_path": s.model_id, "tp_size": 1,
-                                    "reasoning_parser": s.reasoning_parser, "version": s.version})
+            info = {"model_path": s.model_id, "tokenizer_path": s.model_id, "tp_size": 1,
+                    "reasoning_parser": s.reasoning_parser, "attention_backend": s.attention_backend,
+                    "kv_cache_dtype": s.kv_cache_dtype, "version": s.version,
+                    "internal_states": [{"last_gen_throughput": 0.0, "avg_spec_accept_length": s.accept_length()}]}
+            if s.spec_acceptance is not None:
+                info.update({"speculative_algorithm": "EAGLE", "speculative_num_steps": s.spec_tokens})
+            return self._json(200, info)
+        if self.path == "/metrics" and s.flavor in ("vllm", "sglang"):
+            data = s.prometheus().encode()
+            self._headers(200, "text/plain; version=0.0.4; charset=utf-8", len(data))
+            self.wfile.write(data)
+            return None
         self._error(404, "File Not Found", "not_found_error")
 
     def _models(self) -> dict[str, Any]:
@@ -287,6 +390,8 @@ class _Handler(BaseHTTPRequestHandler):
             body = None
         self._record(body)
         s = self.state
+        if s.flavor == "llama.cpp" and self.path in ("/apply-template", "/tokenize") and isinstance(body, dict):
+            return self._template_or_tokens(body)
         if self.path != "/v1/chat/completions":
             return self._error(404, "File Not Found", "not_found_error")
         if s.loading and s.flavor == "llama.cpp":
@@ -302,6 +407,21 @@ class _Handler(BaseHTTPRequestHandler):
         if not body.get("stream"):
             return self._error(400, "this fake only streams", "invalid_request_error")
         self._stream(body)
+
+    def _template_or_tokens(self, body: dict[str, Any]) -> None:
+        """llama.cpp's POST /apply-template ({"prompt": the chat template rendered}) and POST
+        /tokenize ({"tokens": ids}). The fake renders SmolLM2's ChatML (its default system
+        turn when the request has none) and gives one id per special marker or word."""
+        if self.path == "/apply-template":
+            messages = [m for m in body.get("messages") or [] if isinstance(m, dict)]
+            text = "" if messages and messages[0].get("role") == "system" else (
+                "<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging Face<|im_end|>\n")
+            for m in messages:
+                text += f"<|im_start|>{m.get('role')}\n{m.get('content') or ''}<|im_end|>\n"
+            return self._json(200, {"prompt": text + "<|im_start|>assistant\n"})
+        content = str(body.get("content") or "")
+        pieces = content.replace("<|", " <|").replace("|>", "|> ").split()
+        return self._json(200, {"tokens": [zlib.crc32(p.encode()) % 49152 for p in pieces]})
 
     def _stream(self, body: dict[str, Any]) -> None:
         s = self.state
@@ -355,6 +475,7 @@ class _Handler(BaseHTTPRequestHandler):
                 t_last = now
                 send(delta({key: text}))
             n = len(pieces)
+            _drafts, drafted, accepted = s.speculate(n, structured=bool(body.get("response_format")))
             finals = [chunk([{"finish_reason": finish, "index": 0, "delta": {}}])]
             if include_usage:
                 finals.append(chunk([], usage={
@@ -369,6 +490,8 @@ class _Handler(BaseHTTPRequestHandler):
                     "predicted_n": n, "predicted_ms": predicted_ms, "predicted_per_token_ms": predicted_ms / max(n, 1),
                     "predicted_per_second": n / predicted_ms * 1000.0,
                 }
+                if s.spec_acceptance is not None:
+                    finals[-1]["timings"].update({"draft_n": drafted, "draft_n_accepted": accepted})
             for f in finals:
                 send(f)
             self._chunk("data: [DONE]\n\n")

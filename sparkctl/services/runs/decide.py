@@ -18,6 +18,7 @@ from typing import Any
 from sparkctl.core import compare
 from sparkctl.core.names import model_key
 from sparkctl.core.workload import BENCH
+from sparkctl.services.runs import engine_changes
 from sparkctl.services.runs.pairing import Mismatch, match, matching_command
 from sparkctl.services.runs.quality import (
     SUITES,
@@ -37,6 +38,8 @@ METRICS: tuple[tuple[str, bool], ...] = (
     ("ttft_s", False),
     ("prefill_tps", True),
     ("joules_per_token", False),
+    # speculative decoding: accepted / drafted per repetition, where the engine reports it
+    ("acceptance", True),
 )
 HISTORY = 200  # newest runs of a model looked at when picking the one to compare
 
@@ -69,6 +72,7 @@ class ModelSide:
             "ttft_s_median": r.ttft_s_median, "prefill_tps_median": r.prefill_tps_median,
             "joules_per_token": r.joules_per_token, "roofline_pct": r.roofline_pct,
             "resident_gib": r.resident_gib, "hardware": r.hardware.label,
+            "spec_acceptance_pct": r.spec_acceptance_pct, "engine_identity": r.engine_identity,
             "flags": list(r.flags), "identity": r.identity.to_dict(),
         })
         if self.reps is not None:
@@ -302,6 +306,13 @@ class RegressionRow:
     before: RunRow
     after: RunRow
     result: compare.Regression
+    # speculative decoding's acceptance over the same change (None when either run has none)
+    acceptance: compare.Regression | None = None
+    identity_changes: list[str] = field(default_factory=list)  # runner, its build, flash attention, KV cache
+
+    @property
+    def flagged(self) -> bool:
+        return self.result.flagged or bool(self.acceptance and self.acceptance.flagged)
 
     def to_dict(self) -> dict[str, Any]:
         def side(r: RunRow, median: float | None) -> dict[str, Any]:
@@ -312,7 +323,12 @@ class RegressionRow:
                 "after": side(self.after, self.result.median_after),
                 "change_pct": self.result.change_pct, "threshold_pct": self.result.threshold_pct,
                 "ci_low_pct": self.result.ci_low_pct, "ci_high_pct": self.result.ci_high_pct,
-                "flagged": self.result.flagged, "reason": self.result.reason}
+                "flagged": self.result.flagged, "reason": self.result.reason,
+                "acceptance": None if self.acceptance is None else {
+                    "before_pct": self.acceptance.median_before, "after_pct": self.acceptance.median_after,
+                    "change_pct": self.acceptance.change_pct, "flagged": self.acceptance.flagged,
+                    "reason": self.acceptance.reason},
+                "engine_changes": self.identity_changes}
 
 
 @dataclass
@@ -354,7 +370,8 @@ def regression_report(store, *, limit: int = 2000, experiment: str | None = None
         a, b = read_reps(store, before), read_reps(store, after)
         result = compare.regression(a.values["decode_tps"], b.values["decode_tps"])
         label = after.model + what
-        rows.append(RegressionRow(label, "decode_tps", before, after, result))
+        rows.append(engine_changes.annotate(RegressionRow(label, "decode_tps", before, after, result),
+                                            a.values.get("acceptance", []), b.values.get("acceptance", [])))
     notes.extend(_workload_changed(unmatched, groups))
     return RegressionReport(rows, notes)
 

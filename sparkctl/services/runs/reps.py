@@ -17,7 +17,8 @@ from sparkctl.services.runs.rows import RunRow
 
 # name in a comparison -> the per-repetition metric the bench logs
 REP_METRICS = {"decode_tps": "engine_decode_tps", "ttft_s": "ttft_s", "prefill_tps": "prefill_tps",
-               "joules_per_token": "joules_per_token"}
+               "joules_per_token": "joules_per_token",
+               "acceptance": "spec_acceptance_pct"}  # speculative decoding, where the engine reports it
 # figures that need a whole cold prefill (left out for cached repetitions under "cold")
 COLD_ONLY = ("ttft_s", "prefill_tps")
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass, fields
 from datetime import datetime, timezone
 from typing import Any
 
-from sparkctl.core import workload
+from sparkctl.core import engine_identity, workload
 from sparkctl.core.fleet import HardwareClass
 from sparkctl.core.gpu import is_throttled
 from sparkctl.core.names import model_key
@@ -31,7 +31,9 @@ KIND_EVAL = workload.EVAL
 # A lane change (services/lanes): no measurements; its model.name is the new lane model.
 # Rollbacks are lane changes too (this kind); their identity says "rollback".
 KIND_PROMOTION = workload.PROMOTION
-RUN_KINDS = (KIND_BENCH, KIND_SWEEP_CELL, KIND_EVAL, KIND_PROMOTION)
+# A community result recorded by `sparkctl import` (services/imports): never a measurement of ours.
+KIND_IMPORT = workload.IMPORT
+RUN_KINDS = (KIND_BENCH, KIND_SWEEP_CELL, KIND_EVAL, KIND_PROMOTION, KIND_IMPORT)
 
 # Flag words, in the order they are shown.
 FLAG_INVALID = "invalid"
@@ -93,6 +95,8 @@ class RunRow:
     gpu_name: str = ""
     gpu_driver: str = ""
     mem_total_gib: float | None = None
+    spec_acceptance_pct: float | None = None  # speculative decoding: accepted / drafted tokens, whole run
+    engine_identity: str = ""  # "runner=llama-server; runner_build=b6500; flash_attn=on; kv_cache_type=f16"
     # what the run measured (core.workload): what compare, regressions, promotion and the
     # re-bench key match on; inferred (identity.recorded False) for runs older than it
     identity: WorkloadIdentity = WorkloadIdentity(KIND_BENCH, recorded=False)
@@ -254,6 +258,8 @@ def row_from_run(run: dict[str, Any]) -> RunRow:
         gpu_name=tags.get("gpu.name", ""),
         gpu_driver=tags.get("gpu.driver", ""),
         mem_total_gib=_float_tag(tags, "host.mem_total_gib"),
+        spec_acceptance_pct=_metric(metrics, "spec_acceptance_pct_total"),
+        engine_identity=engine_identity.compact(tags),
         identity=identity,
     )
 

@@ -637,7 +637,8 @@ class BenchScreen(Screen):
             self.query_one(Gauges).set(
                 tokens=str(ev.tokens), elapsed=f"{ev.elapsed_s:.1f} s",
                 ttft="-" if ev.ttft_s is None else f"{ev.ttft_s:.2f} s",
-                tps="-" if ev.decode_tps is None else f"{ev.decode_tps:.1f}",
+                tps=("-" if ev.decode_tps is None else f"{ev.decode_tps:.1f}")
+                + ("" if ev.acceptance_pct is None else f" · acc {ev.acceptance_pct:.0f}%"),
             )
         elif isinstance(ev, RepDone):
             self._done_steps += 1
@@ -749,8 +750,12 @@ class BenchScreen(Screen):
 def run_notes(run, named: bool = False) -> list[Note]:
     """A run's flags and what it said about its ending, as notes (services.bench ModelRun);
     `named`: each note names the run's model (a list of several runs' notes)."""
+    from sparkctl.core.specdec import summary_text
+
     about = run.model if named else ""
     notes = []
+    if summary_text(run.summary):  # what the engine reported of its draft model
+        notes.append(Note(summary_text(run.summary), "info", about))
     if run.residency and run.residency != "as before":  # what the end of the bench unloaded and put back
         notes.append(Note(f"residency after the bench: {run.residency}", "info", about))
     for flag in dict.fromkeys(run.invalid + run.flags):

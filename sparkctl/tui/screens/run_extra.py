@@ -88,10 +88,26 @@ def _items(store: Any, run_id: str) -> Text | None:
     return t
 
 
+def _engine(row: Any) -> Text | None:
+    """The engine's identity as recorded (runner, its build, flash attention, KV cache type)."""
+    from sparkctl.core import engine_identity as ei
+
+    facts = ei.parse_compact(getattr(row, "engine_identity", "") or "")
+    if not facts:
+        return None
+    t = Text()
+    t.append("engine: ", style="bold")
+    t.append(" · ".join(f"{ei.LABELS[k]} {facts[k]}" for k in ei.COMPARED if k in facts))
+    if getattr(row, "spec_acceptance_pct", None) is not None:
+        t.append(f" · speculative acceptance {row.spec_acceptance_pct:.1f}%")
+    t.append("\n")
+    return t
+
+
 def run_extra(store: Any, row: Any) -> Text | None:
     if row.kind == "eval":
         return _items(store, row.run_id)
-    parts = [p for p in (_gpu(store, row.run_id), _output(store, row.run_id)) if p is not None]
+    parts = [p for p in (_engine(row), _gpu(store, row.run_id), _output(store, row.run_id)) if p is not None]
     if not parts:
         return None
     out = Text()

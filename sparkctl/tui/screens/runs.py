@@ -59,6 +59,7 @@ FLAGS_NARROW = 18
 # per-repetition metrics the bench logs as steps (services/bench/runner.py to_record)
 REP_DECODE = "client_decode_tps"
 REP_TTFT = "ttft_s"
+REP_ACCEPTANCE = "spec_acceptance_pct"
 
 
 # ---------------------------------------------------------------------------- cells
@@ -177,8 +178,10 @@ class RunsFailed(Message):
 
 
 class RunDetailLoaded(Message):
-    def __init__(self, decode: list[float], ttft: list[float], tags: dict[str, str], extra: Text | None = None) -> None:
+    def __init__(self, decode: list[float], ttft: list[float], tags: dict[str, str], extra: Text | None = None,
+                 acceptance: list[float] | None = None) -> None:
         super().__init__()
+        self.acceptance = acceptance or []  # speculative decoding, per repetition (where the engine said)
         self.decode = decode
         self.ttft = ttft
         self.tags = tags
@@ -256,6 +259,8 @@ class RunDetailScreen(ModalScreen[None]):
         try:
             decode = self.store.metric_history(self.row.run_id, REP_DECODE)
             ttft = self.store.metric_history(self.row.run_id, REP_TTFT)
+            acceptance = (self.store.metric_history(self.row.run_id, REP_ACCEPTANCE)
+                          if self.row.spec_acceptance_pct is not None else [])
             found = self.store.search_runs(f"attributes.run_id = {quote(self.row.run_id)}", max_results=1)
         except Exception as exc:  # TrackingError, or anything else: a line, never a crash
             if not get_current_worker().is_cancelled:
@@ -267,20 +272,24 @@ class RunDetailScreen(ModalScreen[None]):
         except Exception as exc:  # an artifact that cannot be read: the rest of the detail still shows
             extra = Text(f"artifacts not shown: {_error_line(exc)}", style="yellow")
         if not get_current_worker().is_cancelled:
-            self.post_message(RunDetailLoaded(decode, ttft, tags, extra))
+            self.post_message(RunDetailLoaded(decode, ttft, tags, extra, acceptance))
 
     def on_run_detail_loaded(self, message: RunDetailLoaded) -> None:
         self.decode, self.ttft, self.tags = message.decode, message.ttft, message.tags
         table = self.query_one("#reps", DataTable)
         table.clear()
+        if message.acceptance and "acc" not in table.columns:
+            table.add_column("acc %", key="acc")  # beside decode: a drafter's share of the speed
         n = max(len(message.decode), len(message.ttft))
         for i in range(n):
             d = message.decode[i] if i < len(message.decode) else None
             t = message.ttft[i] if i < len(message.ttft) else None
+            a = message.acceptance[i] if i < len(message.acceptance) else None
             table.add_row(
                 Text(str(i + 1), justify="right"),
                 Text("-" if d is None else f"{d:.1f}", justify="right"),
                 Text("-" if t is None else f"{t:.3f}", justify="right"),
+                *([Text("-" if a is None else f"{a:.1f}", justify="right")] if message.acceptance else []),
             )
         guard = Text()
         guard.append("flags: ", style="bold")

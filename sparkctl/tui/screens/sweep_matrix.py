@@ -38,9 +38,10 @@ def _f(x: float | None, spec: str = ".1f") -> str:
     return "-" if x is None else format(x, spec)
 
 
-def cell_lines(r: CellResult | None, best: float | None, with_goodput: bool) -> list[tuple[str, str]]:
+def cell_lines(r: CellResult | None, best: float | None, with_goodput: bool,
+               with_acceptance: bool = False) -> list[tuple[str, str]]:
     """(text, style) of one cell's lines, each CELL_W wide."""
-    n = 4 if with_goodput else 3
+    n = 3 + with_goodput + with_acceptance
     if r is None:
         return [(" " * CELL_W, "")] * n
     s = r.stats
@@ -53,6 +54,9 @@ def cell_lines(r: CellResult | None, best: float | None, with_goodput: bool) -> 
     if with_goodput:
         out.append((("good " + _f(s.goodput_pct, ".0f") + ("%" if s.goodput_pct is not None else "")).rjust(CELL_W),
                     "green" if (s.goodput_pct or 0) >= 90 else "yellow"))
+    if with_acceptance:
+        acc = s.extra.get("spec_acceptance_pct_total")
+        out.append((("acc " + _f(acc, ".0f") + ("%" if acc is not None else "")).rjust(CELL_W)[:CELL_W], "cyan"))
     return out
 
 
@@ -63,6 +67,7 @@ def render_matrix(view: SweepView, width: int) -> Text:
     if not cols:
         return Text(f"sweep {view.sweep_id}: no cell runs recorded", style="yellow")
     with_goodput = any(r.stats.goodput_pct is not None for r in view.results)
+    with_acceptance = any(r.stats.extra.get("spec_acceptance_pct_total") is not None for r in view.results)
     many_profiles = len({c[0] for c in cols}) > 1
     label_w = min(max(len(m) for m in models), max(8, width // 4), 28)
     per_block = max(1, (width - label_w) // (CELL_W + 1))
@@ -78,7 +83,7 @@ def render_matrix(view: SweepView, width: int) -> Text:
         out.append(" " * label_w + "".join(" " + f"d{depth_label(d)} c{c}".rjust(CELL_W) for _, d, c in block) + "\n",
                    style="bold")
         for m in models:
-            lines = [cell_lines(view.get(m, col), best[m], with_goodput) for col in block]
+            lines = [cell_lines(view.get(m, col), best[m], with_goodput, with_acceptance) for col in block]
             for i in range(len(lines[0])):
                 label = (m if len(m) <= label_w else m[:label_w - 1] + "…") if i == 0 else ""
                 out.append(label.ljust(label_w), style="bold" if i == 0 else "")
@@ -90,7 +95,8 @@ def render_matrix(view: SweepView, width: int) -> Text:
     out.append("top: decode tok/s per request, coloured by its share of the row's best\n"
                "(green ≥95%, yellow ≥80%, orange ≥60%, red below) · Σ aggregate tok/s\n"
                "p90: TTFT p90 (- below 10 requests)" + (" · good: share of requests meeting the SLO"
-                                                        if with_goodput else ""),
+                                                        if with_goodput else "")
+               + ("\nacc: speculative decoding's acceptance (accepted / drafted tokens)" if with_acceptance else ""),
                style="dim")
     return out
 
