@@ -3,16 +3,14 @@
 The services write their messages for the CLI, naming its flags ("lower --ctx, or use
 --solo"). On a screen those flags do not exist: the user has a setting or a switch. This
 module turns each flag a service message can name into the control that does the same on
-the screen the message is shown on. Messages also carry config keys such as
-``[bench] timeout_s``, which Rich markup would read as a style tag and delete: everything
-shown here is a ``Text`` (literal), never a markup string.
+the screen the message is shown on. (Messages also carry config keys such as
+``[bench] timeout_s``, which markup would read as a style tag and delete: the screens show
+them as ``Text`` or in labels and toasts with markup off.)
 """
 
 from __future__ import annotations
 
 import re
-
-from rich.text import Text
 
 # (CLI words, what the Bench and Eval screens call the same thing). Longest first where one
 # flag's text holds another's. The bench settings open with ctrl+s.
@@ -49,9 +47,3 @@ def tui_words(text: str, where: str = "bench") -> str:
     for pattern, words in _COMPILED.get(where, ()):
         text = pattern.sub(words, text)
     return text
-
-
-def literal(text: str, style: str = "", where: str | None = None) -> Text:
-    """A message as shown: literal (``[bench]`` stays), in the screen's words when `where`
-    names the screen."""
-    return Text(tui_words(text, where) if where else text, style=style)

@@ -423,7 +423,7 @@ class BenchScreen(Screen):
             preview = await solo_preview(self.app.config, self.app.engine, models, settings, _gpu_busy(self.app))
         except Exception as exc:  # no engine: the bench itself would fail the same way, with its reason
             message = getattr(exc, "message", None) or str(exc)
-            self.notify(f"solo: cannot read the engine's resident models: {message}", severity="error")
+            self._refuse(f"solo: cannot read the engine's resident models: {message}")
             return
         self.query_one("#phase", Label).update("")
         if not preview.unload:
