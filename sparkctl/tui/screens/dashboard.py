@@ -251,29 +251,38 @@ class DashboardScreen(Screen):
     def _show_engine(self, r: StatusReport) -> None:
         e = r.engine
         if self._compact():
-            self.query_one("#engine", Panel).set_text(self._engine_compact(r))
-            return
+            t = self._engine_status(r, compact=True)
+            t.append(e.host, style="dim")
+        else:
+            t = Text(f"{e.kind} · {e.host}\n")
+            t.append_text(self._engine_status(r, compact=False))
+            if not (e.reachable and e.error is None):
+                t.append("retrying every refresh…", style="dim")
+        self.query_one("#engine", Panel).set_text(t)
+
+    def _engine_status(self, r: StatusReport, compact: bool) -> Text:
+        """Whether the engine answers, its version and what it holds (or its error); in
+        fewer words when `compact`."""
+        e = r.engine
         t = Text()
-        t.append(f"{e.kind} · {e.host}\n")
+        version = " " if compact else "   version "
         if e.reachable and e.error is not None:
             # it answered, with an error: up but failing (a runner that died, an HTTP 500)
             t.append("● ENGINE ERROR", style="bold red")
             if e.version:
-                t.append(f"   version {e.version}")
-            t.append(f"\nengine error: {e.error}\n", style="red")
-            t.append("retrying every refresh…", style="dim")
+                t.append(f"{version}{e.version}")
+            t.append(f"\n{'' if compact else 'engine error: '}{e.error}\n", style="red")
         elif e.reachable:
             t.append("● reachable", style="bold green")
-            t.append(f"   version {e.version}\n")
-            t.append(f"{len(e.resident)} model(s) resident")
+            t.append(f"{version}{e.version}\n")
+            t.append(f"{e.kind} · {len(e.resident)} resident\n" if compact else f"{len(e.resident)} model(s) resident")
         else:
             t.append("● UNREACHABLE", style="bold red")
             down = self._engine_down_for()
             if down is not None:
-                t.append(f" for {down:.0f} s")
+                t.append(f" {down:.0f} s" if compact else f" for {down:.0f} s")
             t.append(f"\n{e.error}\n", style="red")
-            t.append("retrying every refresh…", style="dim")
-        self.query_one("#engine", Panel).set_text(t)
+        return t
 
     def _show_gpu(self, r: StatusReport) -> None:
         if self._compact():
@@ -321,25 +330,6 @@ class DashboardScreen(Screen):
         self.query_one("#pressure", Panel).set_text(t)
 
     # ---- the panels in three lines each (80x24) ------------------------------------------
-
-    def _engine_compact(self, r: StatusReport) -> Text:
-        e = r.engine
-        t = Text()
-        if e.reachable and e.error is not None:
-            t.append("● ENGINE ERROR", style="bold red")
-            t.append(f" {e.version}\n" if e.version else "\n")
-            t.append(f"{e.error}\n", style="red")
-        elif e.reachable:
-            t.append("● reachable", style="bold green")
-            t.append(f" {e.version}\n")
-            t.append(f"{e.kind} · {len(e.resident)} resident\n")
-        else:
-            t.append("● UNREACHABLE", style="bold red")
-            down = self._engine_down_for()
-            t.append(f" {down:.0f} s\n" if down is not None else "\n")
-            t.append(f"{e.error}\n", style="red")
-        t.append(e.host, style="dim")
-        return t
 
     def _gpu_compact(self, r: StatusReport) -> Text:
         gpu = r.host.gpu
