@@ -48,11 +48,13 @@ async def render(out: Path, size: tuple[int, int] = DEFAULT_SIZE) -> Path:
         async with app.run_test(size=size) as pilot:
             loop = asyncio.get_running_loop()
             end = loop.time() + 20
-            while app.report is None or len(app.report.rows) < 2:  # both resident models are in
+            table = app.screen.query_one("#resident")
+            while table.row_count < 2:  # both resident models are in the table (sampled in threads)
                 if loop.time() > end:
                     raise RuntimeError("the dashboard did not show the fake engine's models within 20 s")
                 await pilot.pause(0.1)
             await app.workers.wait_for_complete()
+            await pilot.pause()  # idle: the table has measured its columns for the rows
             await pilot.pause(0.3)
             svg = app.export_screenshot()
     finally:

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import fcntl
 import os
-import secrets
 import time
 import tomllib
 from collections.abc import Callable, Iterator
@@ -241,6 +240,8 @@ def locked(path: Path) -> Iterator[None]:
 def write_atomic(path: Path, text: str) -> None:
     """temp file in the same dir -> fsync -> rename over ``path`` -> fsync the dir."""
     path.parent.mkdir(parents=True, exist_ok=True)
+    import secrets  # only here: every command reads this file, few write it
+
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
     try:
         with open(tmp, "wb") as fh:

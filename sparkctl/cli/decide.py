@@ -61,7 +61,10 @@ def cmd_compare(args, cfg) -> int:
         raise CliError(str(exc), EXIT_REFUSED) from None
     except TrackingError as exc:
         raise _tracking_error(exc) from None
-    community = _community(cfg, cmp) if args.community else None
+    try:
+        community = _community(cfg, cmp) if args.community else None
+    except TrackingError as exc:
+        raise _tracking_error(exc) from None
     if args.json:
         out = cmp.to_dict()
         if community is not None:

@@ -278,7 +278,7 @@ def _run_eval(args, cfg) -> int:
         runner = EvalRunner(cfg, engine, make_probes(), settings, suite, sink=progress,
                             recorder=make_recorder(cfg), journal=getattr(spool, "journal", None))
     except ValueError as exc:  # --n larger than the suite
-        raise CliError(f"--n: {exc}", EXIT_BAD_INPUT) from None
+        raise CliError(f"--n: {exc}; use a smaller --n, or --n all", EXIT_BAD_INPUT) from None
     runner_box.append(runner)
     emit(suite.describe(), sys.stderr)  # which file the scores are on (stderr: --json stays one document)
 

@@ -17,6 +17,7 @@ import asyncio
 import json
 import os
 import ssl
+import sys
 from collections.abc import AsyncIterator, Mapping, Sequence
 from datetime import datetime, timezone
 from typing import Any
@@ -102,11 +103,12 @@ class OllamaEngine:
         self.load_timeout = load_timeout
         self._built = False
         self._building: asyncio.Lock | None = None
+        self._poll = _JsonGetter(self.host, timeout, connect_timeout)
 
     async def _ensure(self) -> None:
         """Build the clients on first use, in a thread: importing `ollama` (pydantic models)
         and making a TLS context take ~0.5 s, which must not delay the TUI's first frame
-        nor stall its event loop."""
+        nor stall its event loop. version and ps need neither (see _JsonGetter)."""
         if self._built:
             return
         if self._building is None:
@@ -124,8 +126,6 @@ class OllamaEngine:
         tls = _tls_context(self.host)
         self._quick = ollama.AsyncClient(host=self.host, timeout=quick, verify=tls)
         self._slow = ollama.AsyncClient(host=self.host, timeout=slow, verify=tls)
-        # /api/version has no client method: a plain GET.
-        self._http = httpx.AsyncClient(base_url=self.host, timeout=quick, verify=tls)
         self._built = True
 
     def __repr__(self) -> str:
@@ -138,34 +138,39 @@ class OllamaEngine:
         await self.close()
 
     async def close(self) -> None:
+        self._poll.close()
         if not self._built:
             return
-        for closer in (self._quick.close, self._slow.close, self._http.aclose):
+        for closer in (self._quick.close, self._slow.close):
             try:
                 await closer()
             except Exception:  # closing must not mask what the caller is handling
                 pass
 
     # ------------------------------------------------------------------ simple calls
-    async def version(self) -> str:
-        await self._ensure()
+    def version_blocking(self) -> str:
+        """/api/version in the calling thread (the dashboard's poll, which runs in one)."""
         try:
-            response = await self._http.get("/api/version")
-            if response.status_code >= 400:
-                import ollama
-
-                raise ollama.ResponseError(response.text, response.status_code)
-            return str(response.json()["version"])
+            return str(self._poll.get("/api/version", "version")["version"])
+        except EngineError:
+            raise
         except Exception as exc:
             raise self._translate(exc, "version") from exc
 
-    async def ps(self) -> list[ResidentModel]:
-        await self._ensure()
+    def ps_blocking(self) -> list[ResidentModel]:
+        """/api/ps in the calling thread, read into sparkctl's own types."""
         try:
-            response = await self._quick.ps()
+            return [_resident(m) for m in self._poll.get("/api/ps", "ps")["models"]]
+        except EngineError:
+            raise
         except Exception as exc:
             raise self._translate(exc, "ps") from exc
-        return [_resident(m) for m in response.models]
+
+    async def version(self) -> str:
+        return await asyncio.to_thread(self.version_blocking)
+
+    async def ps(self) -> list[ResidentModel]:
+        return await asyncio.to_thread(self.ps_blocking)
 
     async def tags(self) -> list[LocalModel]:
         await self._ensure()
@@ -205,7 +210,6 @@ class OllamaEngine:
 
     async def status(self) -> EngineStatus:
         """Version and resident models in one answer that never raises."""
-        await self._ensure()
         try:
             version = await self.version()
             resident = await self.ps()
@@ -360,32 +364,35 @@ class OllamaEngine:
     # ------------------------------------------------------------------ errors
     def _translate(self, exc: BaseException, action: str, model: str | None = None) -> EngineError:
         """Turn anything the client stack raises into a base.py error with a short message."""
-        import httpx
-        import ollama
-        import pydantic
-
         if isinstance(exc, EngineError):
             return exc
-        if isinstance(exc, ollama.ResponseError):
+        # a library never imported cannot have raised: the dashboard's calls import none of them
+        httpx, ollama, pydantic = (sys.modules.get(m) for m in ("httpx", "ollama", "pydantic"))
+        if ollama is not None and isinstance(exc, ollama.ResponseError):
             message = _clean(str(exc.error))
             status = exc.status_code
             if status == 404 or (status == -1 and "file does not exist" in message):
                 return ModelNotFound(message, status)
             return EngineError(message, status)
-        if isinstance(exc, httpx.ConnectTimeout):
-            return EngineUnreachable(f"Ollama at {self.host} did not accept a connection within {self.connect_timeout:g}s")
-        if isinstance(exc, httpx.ReadTimeout) and action in ("generate", "chat"):
-            return EngineStalled(f"Ollama at {self.host} sent nothing for {self.load_timeout:g}s during {action}")
-        if isinstance(exc, httpx.TimeoutException):
-            limit = self.load_timeout if action in ("load", "pull", "generate", "chat") else self.timeout
-            return EngineUnreachable(f"Ollama at {self.host} did not answer {action} within {limit:g}s")
-        if isinstance(exc, (ConnectionError, httpx.ConnectError)):
+        if httpx is not None:
+            if isinstance(exc, httpx.ConnectTimeout):
+                return EngineUnreachable(
+                    f"Ollama at {self.host} did not accept a connection within {self.connect_timeout:g}s")
+            if isinstance(exc, httpx.ReadTimeout) and action in ("generate", "chat"):
+                return EngineStalled(f"Ollama at {self.host} sent nothing for {self.load_timeout:g}s during {action}")
+            if isinstance(exc, httpx.TimeoutException):
+                limit = self.load_timeout if action in ("load", "pull", "generate", "chat") else self.timeout
+                return EngineUnreachable(f"Ollama at {self.host} did not answer {action} within {limit:g}s")
+            if isinstance(exc, httpx.ConnectError):
+                return EngineUnreachable(f"cannot connect to Ollama at {self.host} (is it running?)")
+            if isinstance(exc, (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError)):
+                return EngineUnreachable(f"connection to Ollama at {self.host} dropped during {action}")
+            if isinstance(exc, httpx.TransportError):
+                return EngineUnreachable(f"cannot talk to Ollama at {self.host}: {type(exc).__name__}")
+        if isinstance(exc, ConnectionError):
             return EngineUnreachable(f"cannot connect to Ollama at {self.host} (is it running?)")
-        if isinstance(exc, (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError)):
-            return EngineUnreachable(f"connection to Ollama at {self.host} dropped during {action}")
-        if isinstance(exc, httpx.TransportError):
-            return EngineUnreachable(f"cannot talk to Ollama at {self.host}: {type(exc).__name__}")
-        if isinstance(exc, (json.JSONDecodeError, pydantic.ValidationError, KeyError, TypeError, ValueError)):
+        if isinstance(exc, (json.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError)) or (
+                pydantic is not None and isinstance(exc, pydantic.ValidationError)):
             return EngineError(f"unexpected {action} response from {self.host}: {type(exc).__name__}")
         return EngineError(f"{action} failed on {self.host}: {exc}")
 
@@ -424,16 +431,125 @@ def _clean(message: str) -> str:
     return " ".join(message.split())
 
 
+def _status_error(status: int, text: str) -> EngineError:
+    """An HTTP error answer as the `ollama` client reads one: the body's "error" text when
+    it is JSON, else the body; 404 is a missing model."""
+    try:
+        message = str(json.loads(text)["error"])
+    except (ValueError, KeyError, TypeError):
+        message = text
+    message = _clean(message)
+    if status == 404:
+        return ModelNotFound(message, status)
+    return EngineError(message, status)
+
+
+_PROXY_VARS = ("http_proxy", "https_proxy", "all_proxy")
+
+
+class _JsonGetter:
+    """GET a JSON answer from Ollama in the calling thread: /api/version and /api/ps, which
+    the dashboard asks every second.
+
+    On plain http:// with no proxy in the environment (a Spark's own 127.0.0.1:11434): the
+    standard library's http.client on kept-alive connections, ~0.1 ms of CPU a request
+    against ~1 ms through httpx's async client, and no httpx import before the first
+    frame. With TLS or a proxy configured: a sync httpx client, which honours both as every
+    other call of this adapter does (the `ollama` client is httpx too).
+    """
+
+    def __init__(self, host: str, timeout: float, connect_timeout: float) -> None:
+        from urllib.parse import urlsplit
+
+        self.host = host
+        self.timeout, self.connect_timeout = timeout, connect_timeout
+        url = urlsplit(host)
+        self._netloc, self._prefix = url.netloc, url.path.rstrip("/")
+        proxied = any(os.environ.get(v) or os.environ.get(v.upper()) for v in _PROXY_VARS)
+        self._plain = url.scheme == "http" and not proxied
+        self._idle: list[Any] = []  # kept-alive http.client connections (list.pop/append are atomic)
+        self._httpx: Any = None
+
+    def get(self, path: str, action: str) -> Any:
+        if not self._plain:
+            return self._get_httpx(path)
+        import http.client
+
+        for attempt in (0, 1):
+            try:
+                conn, reused = self._idle.pop(), True
+            except IndexError:  # none idle (or another thread took the last one)
+                conn, reused = self._connect(action), False
+            try:
+                conn.request("GET", self._prefix + path)
+                response = conn.getresponse()
+                body = response.read()
+            except TimeoutError as exc:
+                conn.close()
+                raise EngineUnreachable(f"Ollama at {self.host} did not answer {action} within {self.timeout:g}s") \
+                    from exc
+            except (http.client.HTTPException, OSError) as exc:  # reset, broken pipe, a cut-off answer
+                conn.close()
+                if reused and attempt == 0:
+                    continue  # the server closed a kept-alive connection meanwhile: a fresh one
+                raise EngineUnreachable(f"connection to Ollama at {self.host} dropped during {action}") from exc
+            except BaseException:
+                conn.close()
+                raise
+            if response.will_close:
+                conn.close()
+            else:
+                self._idle.append(conn)
+            text = body.decode("utf-8", errors="replace")
+            if response.status >= 400:
+                raise _status_error(response.status, text)
+            return json.loads(text)
+        raise AssertionError("unreachable")
+
+    def _connect(self, action: str) -> Any:
+        import http.client
+
+        conn = http.client.HTTPConnection(self._netloc, timeout=self.connect_timeout)
+        try:
+            conn.connect()
+        except TimeoutError as exc:
+            raise EngineUnreachable(
+                f"Ollama at {self.host} did not accept a connection within {self.connect_timeout:g}s") from exc
+        except OSError as exc:  # refused, no route, unknown host
+            raise EngineUnreachable(f"cannot connect to Ollama at {self.host} (is it running?)") from exc
+        conn.sock.settimeout(self.timeout)
+        return conn
+
+    def _get_httpx(self, path: str) -> Any:
+        if self._httpx is None:
+            import httpx
+
+            self._httpx = httpx.Client(base_url=self.host, timeout=httpx.Timeout(
+                self.timeout, connect=self.connect_timeout), verify=_tls_context(self.host))
+        response = self._httpx.get(path)
+        if response.status_code >= 400:
+            raise _status_error(response.status_code, response.text)
+        return response.json()
+
+    def close(self) -> None:
+        while self._idle:
+            self._idle.pop().close()
+        if self._httpx is not None:
+            self._httpx.close()
+
+
 def _details(details: Any) -> ModelDetails:
+    """ModelDetails from the client's model object or from the API's JSON object."""
     if details is None:
         return ModelDetails()
+    get = details.get if isinstance(details, Mapping) else (lambda key: getattr(details, key, None))
     return ModelDetails(
-        family=details.family or "",
-        parameter_size=details.parameter_size or "",
-        quantization_level=details.quantization_level or "",
-        format=details.format or "",
-        parent_model=details.parent_model or "",
-        families=tuple(details.families or ()),
+        family=get("family") or "",
+        parameter_size=get("parameter_size") or "",
+        quantization_level=get("quantization_level") or "",
+        format=get("format") or "",
+        parent_model=get("parent_model") or "",
+        families=tuple(get("families") or ()),
     )
 
 
@@ -443,15 +559,19 @@ def _aware(moment: datetime | None) -> datetime | None:
     return moment if moment.tzinfo is not None else moment.replace(tzinfo=timezone.utc)
 
 
-def _resident(model: Any) -> ResidentModel:
+def _resident(model: Mapping[str, Any]) -> ResidentModel:
+    """One entry of /api/ps's "models" (api/types.go ProcessModelResponse)."""
+    expires = model.get("expires_at")
+    context = model.get("context_length")
     return ResidentModel(
-        name=model.name or model.model or "",
-        size=int(model.size or 0),
-        size_vram=int(model.size_vram or 0),
-        digest=model.digest or "",
-        expires_at=_aware(model.expires_at),
-        context_length=model.context_length,
-        details=_details(model.details),
+        name=model.get("name") or model.get("model") or "",
+        size=int(model.get("size") or 0),
+        size_vram=int(model.get("size_vram") or 0),
+        digest=model.get("digest") or "",
+        # RFC 3339 with nanoseconds: Python 3.11 reads it (to the microsecond)
+        expires_at=_aware(datetime.fromisoformat(expires)) if expires else None,
+        context_length=int(context) if context is not None else None,
+        details=_details(model.get("details")),
     )
 
 

@@ -42,6 +42,36 @@ async def engine_status(engine: Engine, known_version: str | None = None) -> Eng
         results: list = [known_version, *await asyncio.gather(engine.ps(), return_exceptions=True)]
     else:
         results = list(await asyncio.gather(engine.version(), engine.ps(), return_exceptions=True))
+    return _status_from(engine, results)
+
+
+def poll_engine_status(engine: Any, known_version: str | None = None,
+                       loop: asyncio.AbstractEventLoop | None = None) -> EngineStatus | None:
+    """``engine_status`` from a thread (the dashboard samples in one).
+
+    An engine with blocking calls (Ollama's ``version_blocking``/``ps_blocking``: a
+    kept-alive plain HTTP GET each) answers in this thread, without the event loop; any
+    other engine is asked on ``loop``, the event loop it belongs to. None when it has no
+    blocking calls and no loop is given."""
+    ps = getattr(engine, "ps_blocking", None)
+    if ps is None:
+        if loop is None:
+            return None
+        # bounded: a loop that stopped meanwhile (the app quit) would never answer
+        return asyncio.run_coroutine_threadsafe(engine_status(engine, known_version), loop).result(timeout=120)
+    results: list = [known_version if known_version is not None else _caught(engine.version_blocking), _caught(ps)]
+    return _status_from(engine, results)
+
+
+def _caught(call) -> Any:
+    try:
+        return call()
+    except EngineError as exc:
+        return exc
+
+
+def _status_from(engine: Any, results: list) -> EngineStatus:
+    """The status said by (version or its failure, resident models or their failure)."""
     failure = _worst_failure(results)
     host = redact_uri(engine.host)  # shown on the dashboard and by `sparkctl status`
     if failure is not None:

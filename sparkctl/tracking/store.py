@@ -28,6 +28,9 @@ from urllib.parse import unquote
 
 from sparkctl.core.redact import redact_text, redact_uri
 from sparkctl.tracking.record import FILE_ARTIFACT_KEY, RunRecord
+from sparkctl.tracking.rest_reader import RestError, RestRunReader
+from sparkctl.tracking.search_filter import Unsupported
+from sparkctl.tracking.sqlite_reader import NoStore, SqliteRunReader
 
 RECORD_ID_TAG = "sparkctl.record_id"
 # Set after everything else is logged: a run without it is a partial write, which a
@@ -187,6 +190,10 @@ class MlflowStore:
 
     Thread-safe: the client and experiment ids are created once under a lock; MLflow's
     client is safe to share when every call names its run id.
+
+    Reads (searches, metric histories, local artifacts) of a SQLite store go through
+    sparkctl's read-only reader when it can answer, MLflow's client when it cannot;
+    ``without_mlflow()`` gives reads that never import MLflow at all (the dashboard's).
     """
 
     def __init__(
@@ -198,6 +205,7 @@ class MlflowStore:
         max_retries: int = 0,
         *,
         log_dir: Path | None = None,
+        fast_reads: bool = True,
     ) -> None:
         self.uri = uri
         self.experiment = experiment
@@ -218,6 +226,14 @@ class MlflowStore:
         self._lock = threading.Lock()
         self._client: Any = None
         self._experiment_ids: dict[str, str] = {}
+        # Reads that need no `import mlflow` (tracking/sqlite_reader.py): None where only
+        # MLflow's client can read this store (or `fast_reads=False`, which tests use to
+        # get the client's own answers).
+        self._reader: Any = None
+        if fast_reads and db is not None:
+            self._reader = SqliteRunReader(db)
+        elif fast_reads and self.is_remote:
+            self._reader = RestRunReader(uri, timeout_s)
 
     def __repr__(self) -> str:
         return f"MlflowStore({self.display_uri!r}, experiment={self.experiment!r})"
@@ -276,11 +292,7 @@ class MlflowStore:
                 exp_id = exp.experiment_id
         else:
             if exp.lifecycle_stage == "deleted":
-                raise TrackingError(
-                    f"MLflow experiment {name!r} is deleted: restore it "
-                    f"(mlflow experiments restore --experiment-id {exp.experiment_id}) "
-                    "or use another experiment name"
-                )
+                raise _deleted_experiment(name, exp.experiment_id)
             exp_id = exp.experiment_id
         with self._lock:
             self._experiment_ids[name] = exp_id
@@ -445,54 +457,38 @@ class MlflowStore:
         Filter syntax is MLflow's: AND only; params and tags compare as strings
         (``params.num_ctx = '8192'``); metrics use their latest step. An experiment that
         does not exist yet has no runs. Blocking: call from a worker thread."""
-        try:
-            client = self._get_client()
-            exp_id = self._experiment_id(client, experiment or self.experiment, create=False)
-            if exp_id is None:
-                return []
-            out: list[dict[str, Any]] = []
-            token = None
-            while len(out) < max_results:
-                page = client.search_runs(
-                    [exp_id],
-                    filter_string=filter_string,
-                    max_results=min(max_results - len(out), 1000),
-                    order_by=order_by,
-                    page_token=token,
-                )
-                out.extend(_run_to_dict(run) for run in page)
-                token = page.token
-                if not token:
-                    break
-            return out
-        except Exception as exc:
-            raise self._error(exc, "search") from None  # the cause quotes the URL, credentials and all
+        return _all_pages(self.search_runs_page, filter_string, order_by, max_results, experiment)
 
     def metric_history(self, run_id: str, key: str) -> list[float]:
         """One metric's values of one run in step order (a bench logs one per repetition).
         For the handful of runs a comparison reads; never for a whole list. Blocking."""
-        try:
-            client = self._get_client()
-            points = client.get_metric_history(run_id, key)
-        except Exception as exc:
-            raise self._error(exc, "read") from None
-        return [m.value for m in sorted(points, key=lambda m: m.step)]
+        return [value for _, _, value in sorted(self._metric_points(run_id, key), key=lambda p: p[0])]
 
     def metric_steps(self, run_id: str, key: str) -> dict[int, float]:
         """One metric's values of one run by step (a bench's step is its repetition): a
         repetition that logged no value for it is simply absent, so per-repetition metrics
         line up by step, never by position. Blocking."""
+        return {int(step): float(value)
+                for step, _, value in sorted(self._metric_points(run_id, key), key=lambda p: (p[0], p[1]))}
+
+    def _metric_points(self, run_id: str, key: str) -> list[tuple[int, int, float]]:
+        """(step, timestamp, value) of every value logged, in the order MLflow keeps them."""
+        answered, points = self._by_reader("read", lambda r: r.metric_points(run_id, key))
+        if answered:
+            return points
         try:
             client = self._get_client()
-            points = client.get_metric_history(run_id, key)
+            return [(m.step, m.timestamp, m.value) for m in client.get_metric_history(run_id, key)]
         except Exception as exc:
             raise self._error(exc, "read") from None
-        return {int(m.step): float(m.value) for m in sorted(points, key=lambda m: (m.step, m.timestamp))}
 
     def read_artifact(self, run_id: str, path: str) -> str:
         """One text artifact of a run (``items.jsonl``, ``outputs.json``). Blocking."""
         import tempfile
 
+        answered, text = self._by_reader("read", lambda r: r.read_artifact(run_id, path))
+        if answered:
+            return text
         try:
             client = self._get_client()
             with tempfile.TemporaryDirectory(prefix="sparkctl-artifact-") as tmp:
@@ -514,6 +510,11 @@ class MlflowStore:
         page, or None after the last. ``search_runs`` cannot resume a search; a caller that
         filters further on its side (names compared by sparkctl's own rules) pages on with
         this until it has enough rows. Blocking: call from a worker thread."""
+        max_results = max(1, min(max_results, 1000))
+        answered, found = self._by_reader(
+            "search", lambda r: self._reader_page(r, filter_string, order_by, max_results, page_token, experiment))
+        if answered:
+            return found
         try:
             client = self._get_client()
             exp_id = self._experiment_id(client, experiment or self.experiment, create=False)
@@ -522,13 +523,105 @@ class MlflowStore:
             page = client.search_runs(
                 [exp_id],
                 filter_string=filter_string,
-                max_results=max(1, min(max_results, 1000)),
+                max_results=max_results,
                 order_by=order_by,
                 page_token=page_token,
             )
             return [_run_to_dict(run) for run in page], (page.token or None)
         except Exception as exc:
             raise self._error(exc, "search") from None  # the cause quotes the URL, credentials and all
+
+    # -- reads without MLflow ------------------------------------------------------
+
+    def _by_reader(self, action: str, call, *, strict: bool = False) -> tuple[bool, Any]:
+        """``(True, call(reader))``, or ``(False, None)`` where only MLflow's client can
+        answer (raised as NeedsMlflow when ``strict``). Failures are TrackingErrors."""
+        if self._reader is None:
+            if strict:
+                raise NeedsMlflow(f"{self.display_uri} is read through MLflow's client")
+            return False, None
+        try:
+            return True, call(self._reader)
+        except Unsupported as exc:
+            if strict:
+                raise NeedsMlflow(f"MLflow's client is needed to read {self.display_uri}: {exc}") from None
+            return False, None
+        except TrackingError:
+            raise
+        except RestError as exc:
+            raise TrackingError(f"MLflow {action} failed: {exc}") from None
+        except Exception as exc:  # httpx's: connection refused, timed out...
+            raise self._error(exc, action) from None
+
+    def _reader_page(self, reader, filter_string, order_by, max_results, page_token, experiment):
+        name = experiment or self.experiment
+        found = reader.experiment(name)
+        if found is None:
+            return [], None
+        exp_id, stage = found
+        if stage == "deleted":
+            raise _deleted_experiment(name, exp_id)
+        return reader.search_page(exp_id, filter_string, order_by, max_results, page_token)
+
+    def without_mlflow(self) -> "ReadsWithoutMlflow":
+        """This store's reads that never import MLflow (for the dashboard's process)."""
+        return ReadsWithoutMlflow(self)
+
+
+class NeedsMlflow(TrackingError):
+    """Only MLflow's client can answer this read (an unknown schema revision, a filter the
+    reader does not parse, a tracking URI it does not speak)."""
+
+
+class ReadsWithoutMlflow:
+    """The read methods of an ``MlflowStore`` that never import MLflow: its reader answers,
+    or ``NeedsMlflow`` is raised. A SQLite store whose file does not exist yet has no runs."""
+
+    def __init__(self, store: MlflowStore) -> None:
+        self.store = store
+
+    def __repr__(self) -> str:
+        return f"ReadsWithoutMlflow({self.store!r})"
+
+    def search_runs_page(self, filter_string: str = "", order_by: list[str] | None = None, max_results: int = 100,
+                         page_token: str | None = None, experiment: str | None = None):
+        store = self.store
+
+        def page(reader):
+            try:
+                return store._reader_page(reader, filter_string, order_by, max(1, min(max_results, 1000)),
+                                          page_token, experiment)
+            except NoStore:
+                return [], None
+
+        return store._by_reader("search", page, strict=True)[1]
+
+    def search_runs(self, filter_string: str = "", order_by: list[str] | None = None, max_results: int = 100,
+                    experiment: str | None = None) -> list[dict[str, Any]]:
+        return _all_pages(self.search_runs_page, filter_string, order_by, max_results, experiment)
+
+    def metric_history(self, run_id: str, key: str) -> list[float]:
+        points = self.store._by_reader("read", lambda r: r.metric_points(run_id, key), strict=True)[1]
+        return [value for _, _, value in sorted(points, key=lambda p: p[0])]
+
+
+def _all_pages(search_page, filter_string, order_by, max_results, experiment) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    token = None
+    while len(out) < max_results:
+        page, token = search_page(filter_string, order_by, min(max_results - len(out), 1000), token, experiment)
+        out.extend(page)
+        if not token:
+            break
+    return out
+
+
+def _deleted_experiment(name: str, exp_id: str) -> TrackingError:
+    return TrackingError(
+        f"MLflow experiment {name!r} is deleted: restore it "
+        f"(mlflow experiments restore --experiment-id {exp_id}) "
+        "or use another experiment name"
+    )
 
 
 def _read_file_artifact(path: str) -> str:

@@ -21,12 +21,12 @@ from textual import work
 from textual.app import App
 from textual.binding import Binding
 from textual.reactive import var
-from textual.worker import Worker, WorkerState, get_current_worker
+from textual.worker import Worker, WorkerState
 
 from sparkctl import __version__
 from sparkctl.config import Config
 from sparkctl.core.snapshots import GIB, EngineStatus, HostSnapshot, MemInfo, Unavailable
-from sparkctl.services.status import StatusReport, build_report, engine_status, openai_engines_status
+from sparkctl.services.status import StatusReport, build_report, openai_engines_status, poll_engine_status
 from sparkctl.tui.messages import EngineSampled, HostSampled, NamedEnginesSampled
 from sparkctl.tui.screens.dashboard import DashboardScreen
 from sparkctl.tui.themes import load_themes
@@ -87,8 +87,15 @@ class SparkApp(App):
         named_engines: dict[str, Any] | None = None,
         spool: Any = None,
         store: Any = None,
+        first: Any = None,
     ) -> None:
         super().__init__()
+        # the CLI's StatusPrefetch (first samples taken while Textual imported), or None
+        self._first = first
+        self._first_host_due = self._first_engine_due = first is not None
+        self._wake = {"probe": threading.Event(), "engine": threading.Event()}
+        self._shown_at_mount: set[str] = set()  # sampling groups whose first sample the first frame had
+        self._event_loop: asyncio.AbstractEventLoop | None = None
         self.store = store  # the MlflowStore the Runs screen reads (None: built when first needed)
         self.named_engines = named_engines or {}  # [engines.NAME] -> engine object
         self.recorder = recorder
@@ -101,6 +108,14 @@ class SparkApp(App):
         self.user_theme_dir = user_theme_dir
         # Theme files are read here, before the event loop runs, not in a handler.
         self._themes, self.theme_problems = load_themes(user_theme_dir)
+        for theme in self._themes:
+            self.register_theme(theme)
+        wanted = config.ui.theme
+        if wanted not in self.available_themes:
+            self.theme_problems.append(f"theme {wanted!r} not found; using {FALLBACK_THEME}")
+            wanted = FALLBACK_THEME
+        self._start_with_theme(wanted)
+        self._saved_theme = wanted
         self._engine_status: EngineStatus | None = None
         self._host: HostSnapshot | None = None
         self._engine_down_since: float | None = None
@@ -126,6 +141,19 @@ class SparkApp(App):
 
     # ---- start-up ------------------------------------------------------------------------
 
+    def _start_with_theme(self, name: str) -> None:
+        """Make ``name`` the theme the first styles are computed with. Assigned to
+        ``self.theme`` (in on_mount or here), Textual restyled the whole screen twice more
+        before the first frame (~25 ms of CPU); so the value is set without its watcher, and
+        what the watcher does to an app that has no styles yet is done here (the theme's
+        classes, and the ANSI colours matched to a dark or light theme; textual is pinned)."""
+        self.set_reactive(App.theme, name)
+        dark = self.current_theme.dark
+        self.set_class(dark, "-dark-mode", update=False)
+        self.set_class(not dark, "-light-mode", update=False)
+        self.add_class(f"-theme-{name}", update=False)
+        self._refresh_truecolor_filter(self.ansi_theme)
+
     def get_driver_class(self):
         """A terminal driver that outlives its terminal (an ssh drop: tui/hangup.py); the
         web view (textual-serve names its own driver) and Windows keep Textual's."""
@@ -139,25 +167,17 @@ class SparkApp(App):
 
     def on_mount(self) -> None:
         if not self.is_headless:  # tests drive a headless app: the test process keeps its own signals
-            import asyncio
-
             from sparkctl.tui.hangup import install
 
             self._undo_signals = install(asyncio.get_running_loop(), self._on_stop_signal)
         self._show_sub_title()
-        for theme in self._themes:
-            self.register_theme(theme)
-        wanted = self.config.ui.theme
-        if wanted not in self.available_themes:
-            self.theme_problems.append(f"theme {wanted!r} not found; using {FALLBACK_THEME}")
-            wanted = FALLBACK_THEME
-        self.theme = wanted
-        self._saved_theme = wanted
         # a theme picked in the palette ("Change theme") is saved, in sparkctl's own state
         # file (never the user's sparkctl.toml), and restored at the next start
         self.theme_changed_signal.subscribe(self, lambda theme: self._theme_picked(theme.name))
         for problem in self.theme_problems:
             self.notify(problem, severity="warning", timeout=8)
+        self._event_loop = asyncio.get_running_loop()  # where engines without blocking calls are asked
+        self._take_first_samples()
         self.sample_host()
         self.sample_engine()
         if self.config.engines:
@@ -165,6 +185,22 @@ class SparkApp(App):
         if self.spool is not None:
             self.recover_runs()
         self.recover_residency()
+
+    def _take_first_samples(self) -> None:
+        """The prefetched samples that are in already go into the first frame itself (one
+        paint with data instead of an empty one and then another); the loops take the rest."""
+        if self._first is None:
+            return
+        engine, host = self._first.first("engine", wait=False), self._first.first("host", wait=False)
+        if engine is not None:
+            self._first_engine_due = False
+            self._shown_at_mount.add("engine")
+            self._version_at = time.monotonic() if engine.reachable else 0.0
+            self.on_engine_sampled(EngineSampled(engine))
+        if host is not None:
+            self._first_host_due = False
+            self._shown_at_mount.add("probe")
+            self.on_host_sampled(HostSampled(host))
 
     def _theme_picked(self, name: str) -> None:
         if name != self._saved_theme:
@@ -210,10 +246,10 @@ class SparkApp(App):
     def recover_runs(self) -> None:
         """Close runs whose sparkctl died mid-bench (KILLED, with their finished repetitions).
         MLflow is not touched here: `sparkctl sync` writes them."""
-        from sparkctl.tracking.spool import recover_orphans
+        from sparkctl.services.tracking import recover_interrupted
 
         try:
-            records = recover_orphans(self.spool)
+            records = recover_interrupted(self.spool)
         except OSError as exc:
             self.call_from_thread(self.notify, f"could not read the spool {self.spool.path}: {exc}",
                                   severity="warning", timeout=10)
@@ -249,7 +285,7 @@ class SparkApp(App):
 
         warnings: tuple[str, ...] = ()
         if paths.residency_journals():
-            from sparkctl.tracking.residency import residency_warnings
+            from sparkctl.services.tracking import residency_warnings
 
             warnings = tuple(residency_warnings())
         self.call_from_thread(self._set_residency_warnings, warnings)
@@ -267,20 +303,74 @@ class SparkApp(App):
 
     # ---- workers -------------------------------------------------------------------------
 
-    @work(thread=True, group="probe", exclusive=True, exit_on_error=False)
-    def sample_host(self) -> None:
-        snapshot = self.probes.read()
-        if not get_current_worker().is_cancelled:
-            self.post_message(HostSampled(snapshot))
+    # The host and the engine are each sampled by one thread of their own for the app's
+    # life, a sample every refresh (r wakes them at once). A Textual worker and a timer per
+    # sample cost the event loop ~0.5 ms each time, and the engine's answer through httpx's
+    # async client ~1.3 ms: at a 1 s refresh, most of an idle dashboard's CPU. Only the first
+    # sample of each is a worker (whoever waits for the app's workers waits for it); the
+    # thread then stops with the app. The first samples may come from the CLI's prefetch
+    # (services/prefetch.py), taken while Textual was importing.
 
-    @work(group="engine", exclusive=True, exit_on_error=False)
-    async def sample_engine(self) -> None:
+    @work(thread=True, group="probe", exit_on_error=False)
+    def sample_host(self) -> None:
+        self._first_then_loop("probe", self._read_host, HostSampled)
+
+    @work(thread=True, group="engine", exit_on_error=False)
+    def sample_engine(self) -> None:
+        self._first_then_loop("engine", self._read_engine, EngineSampled)
+
+    def _first_then_loop(self, group: str, read: Callable[[], Any], message: type) -> None:
+        if group not in self._shown_at_mount:
+            self._sample_once(group, read, message)
+        if not self._stopping:
+            threading.Thread(target=self._sample_loop, args=(group, read, message), name=f"sparkctl-{group}",
+                             daemon=True).start()
+
+    def _sample_once(self, group: str, read: Callable[[], Any], message: type) -> None:
+        try:
+            sample = read()
+        except Exception as exc:  # a failed probe is logged and tried again next refresh
+            self.log.error(f"{group} sample failed: {exc!r}")
+            return
+        # an engine that says what it said last time changes nothing: no message to handle
+        if sample is None or self._stopping or (group == "engine" and sample == self._engine_status):
+            return
+        self.post_message(message(sample))
+
+    def _sample_loop(self, group: str, read: Callable[[], Any], message: type) -> None:
+        wake = self._wake[group]
+        while not self._stopping:
+            wake.wait(self.config.ui.refresh_s)
+            wake.clear()
+            if not self._stopping:
+                self._sample_once(group, read, message)
+
+    def _stop_sampling(self) -> None:
+        self._stopping = True
+        for wake in self._wake.values():
+            wake.set()
+
+    def _read_host(self) -> HostSnapshot | None:
+        if self._first is not None and self._first_host_due:
+            self._first_host_due = False
+            first = self._first.first("host")
+            if first is not None:
+                return first
+        return self.probes.read()
+
+    def _read_engine(self) -> EngineStatus | None:
+        if self._first is not None and self._first_engine_due:
+            self._first_engine_due = False
+            first = self._first.first("engine")
+            if first is not None:
+                self._version_at = time.monotonic() if first.reachable else 0.0
+                return first
         last = self._engine_status
         fresh = last is not None and last.reachable and time.monotonic() - self._version_at < VERSION_EVERY_S
-        status = await engine_status(self.engine, last.version if fresh else None)
-        if not fresh and status.reachable:
+        status = poll_engine_status(self.engine, last.version if fresh else None, self._event_loop)
+        if status is not None and not fresh and status.reachable:
             self._version_at = time.monotonic()
-        self.post_message(EngineSampled(status))
+        return status
 
     @work(group="engines", exclusive=True, exit_on_error=False)
     async def sample_named_engines(self) -> None:
@@ -297,11 +387,7 @@ class SparkApp(App):
             return
         if event.state is WorkerState.ERROR:
             self.log.error(f"{w.group} sample failed: {w.error!r}")
-        if w.group == "probe":
-            self._schedule("probe", self.config.ui.refresh_s, self.sample_host)
-        elif w.group == "engine":
-            self._schedule("engine", self.config.ui.refresh_s, self.sample_engine)
-        elif w.group == "engines":
+        if w.group == "engines":
             self._schedule("engines", max(ENGINES_REFRESH_S, self.config.ui.refresh_s), self.sample_named_engines)
 
     def _schedule(self, group: str, delay: float, sample) -> None:
@@ -338,7 +424,7 @@ class SparkApp(App):
         self._engine_status = status
         if status.reachable and status.version and (status.kind, status.version) != self._drift_checked:
             self._drift_checked = (status.kind, status.version)
-            # MLflow is imported by this check: after the first frames, never in their way
+            # SQLite or HTTP, never MLflow in this process: after the first frames all the same
             self.set_timer(DRIFT_DELAY_S, lambda: self.check_drift(status.kind, status.version))
         if changed:  # the host sample rebuilds every refresh anyway; don't paint twice
             self._rebuild()
@@ -359,8 +445,10 @@ class SparkApp(App):
 
     @work(thread=True, group="spool-count", exclusive=True, exit_on_error=False)
     def count_pending(self) -> None:
+        from sparkctl.services.tracking import pending_count
+
         try:
-            n = len(self.spool.pending()) if self.spool is not None else 0
+            n = pending_count(self.spool)
         except OSError:
             return
         self.call_from_thread(setattr, self, "pending_runs", n)
@@ -376,10 +464,10 @@ class SparkApp(App):
     def sync_runs(self) -> None:
         """`sparkctl sync` from the TUI: every spooled run into MLflow, then a recount."""
         from sparkctl.core.redact import redact_text
-        from sparkctl.tracking.sync import sync_pending
+        from sparkctl.services.tracking import sync_spooled
 
         try:
-            synced, failed = sync_pending(self.spool, self.store)
+            synced, failed = sync_spooled(self.spool, self.store)
         except Exception as exc:
             self.call_from_thread(self.notify, f"sync failed: {redact_text(str(exc))}", severity="error", timeout=10)
             return
@@ -453,16 +541,16 @@ class SparkApp(App):
     @work(thread=True, group="drift", exclusive=True, exit_on_error=False)
     def check_drift(self, kind: str, version: str) -> None:
         """Which lane models were last benched on another engine version (the dashboard
-        says so; the Runs screen's B re-benches them)."""
+        says so; the Runs screen's B re-benches them). Never imports MLflow here."""
         if not self.config.lanes or self.store is None:
             return
-        from sparkctl.services.runs.drift import stale_lanes
+        from sparkctl.services.runs.drift import engine_change_notes
 
         try:
-            stale = stale_lanes(self.store, self.config.lanes, kind, version)
+            notes = engine_change_notes(self.store, self.config.lanes, kind, version)
         except Exception:  # no store yet, a server away: the note is a nicety, not a failure
             return
-        self.call_from_thread(setattr, self, "stale_lanes", tuple((s.lane, s.message) for s in stale))
+        self.call_from_thread(setattr, self, "stale_lanes", tuple(notes))
 
     def _rebuild(self) -> None:
         if self._host is None:
@@ -481,11 +569,11 @@ class SparkApp(App):
         return time.monotonic() - self._engine_down_since
 
     def action_refresh_now(self) -> None:
-        for timer in self._sample_timers.values():
+        for wake in self._wake.values():
+            wake.set()
+        timer = self._sample_timers.pop("engines", None)
+        if timer is not None:
             timer.stop()
-        self._sample_timers.clear()
-        self.sample_host()
-        self.sample_engine()
         if self.config.engines:
             self.sample_named_engines()
 
@@ -527,7 +615,7 @@ class SparkApp(App):
     async def stop_and_quit(self, interrupted: bool = False) -> None:
         """Stop what runs (lane models put back, runs recorded KILLED), then exit. After a
         signal (`interrupted`) the CLI exits 130, or 4 when a model could not be put back."""
-        self._stopping = True
+        self._stop_sampling()
         benches = [w for w in self.workers if w.group in ("bench", "eval") and not w.is_finished]
         if benches:
             # A bench stopped by quitting still puts lane models back and records its runs:
@@ -548,7 +636,7 @@ class SparkApp(App):
         self.exit()
 
     async def on_unmount(self) -> None:
-        self._stopping = True
+        self._stop_sampling()
         if self._undo_signals is not None:
             self._undo_signals()
         for engine in (self.engine, *self.named_engines.values()):
@@ -563,9 +651,9 @@ class SparkApp(App):
 def _my_restore_failed() -> bool:
     """Whether a bench of this process left models it could not put back (its residency
     journal stays, marked failed: tracking/residency.py)."""
-    from sparkctl.tracking.residency import FAILED, read_journals
+    from sparkctl.services.tracking import restore_failed_in
 
-    return any(j.state == FAILED and j.owner.get("pid") == os.getpid() for j in read_journals())
+    return restore_failed_in(os.getpid())
 
 
 def _sparkctl_commands():
@@ -614,8 +702,10 @@ def make_app(
     named_engines: dict[str, Any] | None = None,
     spool: Any = None,
     store: Any = None,
+    first: Any = None,
 ) -> SparkApp:
-    """Build the app; tests pass doubles, the CLI passes nothing and gets the real parts."""
+    """Build the app; tests pass doubles, the CLI passes nothing and gets the real parts
+    (and `first`, its StatusPrefetch, with the engine and probes it built)."""
     if engine is None or probes is None:
         from sparkctl.services.factory import make_engine, make_probes
 
@@ -626,17 +716,14 @@ def make_app(
 
         user_theme_dir = default_dir()
     if recorder is None:
-        from sparkctl.services.factory import make_spool_and_store
-        from sparkctl.tracking.sync import record_run
+        from sparkctl.services.tracking import open_tracking, recorder_for
 
-        spool, made = make_spool_and_store(config)  # mlflow itself is imported on the first write only
+        spool, made = open_tracking(config)  # mlflow itself is imported on the first write only
         store = made if store is None else store
-
-        def recorder(record, spool=spool, store=store):
-            return record_run(record, spool, store)
+        recorder = recorder_for(spool, store)
     if named_engines is None and config.engines:
         from sparkctl.services.factory import make_named_engines
 
         named_engines = make_named_engines(config)  # plain httpx clients: nothing is contacted yet
     return SparkApp(config, engine, probes, clock=clock, user_theme_dir=user_theme_dir, recorder=recorder,
-                    named_engines=named_engines, spool=spool, store=store)
+                    named_engines=named_engines, spool=spool, store=store, first=first)

@@ -48,6 +48,7 @@ def run(fake, host, tmp_path, capsys):
         out, err = capsys.readouterr()
         return code, out, err
 
+    go.config = config
     return go
 
 
@@ -82,6 +83,26 @@ def test_models_when_the_engine_is_down_exits_3(run, fake):
     code, out, err = run("models")
     assert code == 3 and out == ""
     assert one_line(err).startswith("sparkctl: engine unreachable: cannot connect to Ollama")
+    # the line says where the URL came from, which is where the fix usually is
+    assert one_line(err).endswith(f"; the URL is [engine] host in {run.config}")
+
+
+def test_engine_down_names_ollama_host_or_the_default(fake, host, tmp_path, capsys, monkeypatch):
+    fake.down()
+    monkeypatch.setenv("OLLAMA_HOST", fake.url)
+    monkeypatch.delenv("SPARKCTL_CONFIG", raising=False)
+    monkeypatch.chdir(tmp_path)  # no ./sparkctl.toml
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg"))
+    assert cli.main(["models"]) == 3
+    assert one_line(capsys.readouterr().err).endswith("; the URL is from $OLLAMA_HOST")
+    # with neither (not run: a Spark running these tests has an Ollama on the default port)
+    from argparse import Namespace
+
+    from sparkctl.config import parse_config
+
+    assert cli._engine_origin(parse_config("", env={}), Namespace()) == (
+        "; that is the default URL: set $OLLAMA_HOST or [engine] host if Ollama listens elsewhere")
+    assert cli._engine_origin(parse_config("", env={}), Namespace(engine_url="http://x:1")) == ""
 
 
 # ---------------------------------------------------------------------------- pull

@@ -110,3 +110,40 @@ def test_rollback_after_a_promotion_without_swap_unloads_the_contender(spark, ho
     assert code == 0, out + err
     assert "rollback: it serves no lane now: unloaded qwen3:8b" in out
     assert resident(spark) == [PROD] and incumbent(spark).expires_at_ns > time.time_ns() + FOREVER_AFTER_NS
+
+
+
+def test_a_state_file_that_cannot_be_written_leaves_the_lane_as_it_was(spark, host, tmp_path, monkeypatch):
+    """The contender loads and verifies, then sparkctl's own state file cannot be written:
+    while it loads, the state file's folder is replaced by a plain file (a full disk or a
+    read-only ~/.config give the same OSError at that moment). It used to end in a traceback
+    with the contender resident and the lane not recorded; now it is one line naming the
+    path, the contender is unloaded and the incumbent serves as before."""
+    seed(spark["store"], spark["tmp"], model=CONTENDER)
+    folder = tmp_path / "state-folder"
+    folder.mkdir()
+    monkeypatch.setenv("SPARKCTL_STATE_FILE", str(folder / "state.toml"))
+    server, state = spark["server"], spark["state"]
+    state.models[CONTENDER].load_s = 0.5
+
+    def block_the_folder():
+        deadline = time.monotonic() + 30
+        while not [c for c in server.calls("/api/generate") if c.body.get("model") == CONTENDER]:
+            if time.monotonic() > deadline:
+                return
+            time.sleep(0.01)
+        for f in folder.iterdir():
+            f.unlink()
+        folder.rmdir()
+        folder.write_text("a file where the state file's folder was\n")
+
+    t = threading.Thread(target=block_the_folder)
+    t.start()
+    code, out, err = spark["run"]("promote", CONTENDER, "--lane", "production")
+    t.join()
+    assert code not in (0, 1), out + err
+    assert "Traceback" not in err
+    assert f"cannot write sparkctl's own state file {folder}" in err, err
+    assert "lane production keeps gpt-oss:120b" in err
+    assert resident(spark) == [PROD]
+    assert incumbent(spark).expires_at_ns > time.time_ns() + FOREVER_AFTER_NS

@@ -348,7 +348,7 @@ def test_a_crashing_tui_makes_sparkctl_exit_non_zero(tmp_path):
             def run(self, **kw):
                 return super().run(headless=True)
 
-        tui.make_app = lambda cfg: Boom()
+        tui.make_app = lambda cfg, **kw: Boom()  # the CLI also passes its prefetched engine and probes
         from sparkctl.cli import main
         sys.exit(main(["--config", {str(config)!r}]))
     """)

@@ -24,6 +24,13 @@ SIZES = {"80x24": (80, 24), "140x45": (140, 45)}
 
 async def settle(app, pilot, mode: str) -> None:
     await pilot.pause(0.3)
+    # the dashboard's first samples are in (and drawn) before another screen covers it
+    await app.workers.wait_for_complete()
+    for _ in range(200):
+        if app.report is not None and app.report.engine.reachable:
+            break
+        await pilot.pause(0.05)
+    await pilot.pause(0.2)
     if mode != "dashboard":
         await pilot.press({"models": "m", "bench": "b", "eval": "e", "runs": "h", "help": "question_mark"}[mode])
     for _ in range(3):

@@ -169,7 +169,9 @@ def test_sweep_matrix_snapshot(snap_compare, recorded):
     async def run(pilot):
         from sparkctl.tui.screens.sweep_matrix import SweepMatrixScreen
 
-        await pilot.pause(0.1)
+        # the dashboard behind the matrix has both first samples in, and drawn, before it is covered
+        await until(pilot, lambda: app.report is not None and app.report.engine.reachable)
+        await pilot.pause(0.3)
         app.push_screen(SweepMatrixScreen(view=fixed_view()))
         await until(pilot, lambda: type(app.screen).__name__ == "SweepMatrixScreen" and app.screen.data is not None)
         await pilot.pause(0.1)

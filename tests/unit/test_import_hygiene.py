@@ -41,3 +41,22 @@ def test_services_import_neither_textual_nor_mlflow():
 def test_cli_module_is_light():
     mods = _top(_modules_after("import sparkctl.cli"))
     assert not mods & set(HEAVY), mods & set(HEAVY)
+
+
+def test_the_tui_reaches_tracking_only_through_services():
+    """DESIGN.md: tui -> services -> tracking. No TUI module imports sparkctl.tracking (at
+    the top or inside a function): what keeps MLflow out of the dashboard's process is in
+    services (services/tracking.py, services/runs/drift.py)."""
+    import ast
+    from pathlib import Path
+
+    import sparkctl.tui
+
+    offenders = []
+    for path in sorted(Path(sparkctl.tui.__file__).parent.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                     else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+            offenders += [f"{path.name}:{node.lineno} {n}" for n in names
+                          if n == "sparkctl.tracking" or n.startswith("sparkctl.tracking.")]
+    assert offenders == []

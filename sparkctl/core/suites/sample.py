@@ -37,9 +37,8 @@ def sample_ids(all_ids: Sequence[str], n: int | None, seed: int) -> list[str]:
     if isinstance(seed, bool) or not isinstance(seed, int):
         raise TypeError(f"seed must be an int, not {type(seed).__name__}")
     if n < 1:
-        raise ValueError(f"n must be at least 1 (got {n}); use None for every item")
+        raise ValueError(f"the number of items must be at least 1, not {n}")
     if n > len(ids):
-        raise ValueError(f"asked for {n} items but the suite has only {len(ids)}; "
-                         f"use n <= {len(ids)}, or None for every item")
+        raise ValueError(f"asked for {n} items but the suite has only {len(ids)}")
     chosen = set(sorted(range(len(ids)), key=lambda k: _rank(seed, ids[k]))[:n])
     return [item for k, item in enumerate(ids) if k in chosen]

@@ -68,7 +68,7 @@ def rows_for(store: Any, run: dict, max_concurrency: int) -> list[dict[str, Any]
     run_id = run["run_id"]
     tags, params, metrics = run.get("tags") or {}, run.get("params") or {}, run.get("metrics") or {}
     if (tags.get("sparkctl.kind") or "bench") not in ("bench",):
-        raise ExportFailed(f"run {run_id[:8]} is a {tags.get('sparkctl.kind')} run, not a bench")
+        raise ExportFailed(f"run {run_id[:8]} is not a bench (sparkctl.kind {tags.get('sparkctl.kind')})")
     hist = {k: [v for v in store.metric_history(run_id, k) if v is not None]
             for k in ("engine_decode_tps", "prefill_tps", "ttft_s", "prompt_eval_count", "prompt_evaluated")}
     if not hist["engine_decode_tps"] and not hist["prefill_tps"]:

@@ -47,7 +47,8 @@ from sparkctl.services.models import (
     side_load,
     unload_model,
 )
-from sparkctl.statefile import HistoryEntry, OwnedState, StateConflict, read_state, set_owned, update_state
+from sparkctl.statefile import (HistoryEntry, OwnedState, StateConflict, StateError, read_state, set_owned,
+                                update_state)
 from sparkctl.tracking.record import RunRecord, new_record_id
 
 KIND_PROMOTION = "promotion"
@@ -401,8 +402,11 @@ async def _switch(cfg, engine, probes, plan: PromotionPlan, out: PromotionOutcom
         written = await asyncio.to_thread(update_state, lambda s: _change_lane(s, plan, user_value, user, host,
                                                                                out), state_path)
         out.changed, out.state_file = True, str(written.path)
-    except StateConflict as exc:
+    except (StateConflict, StateError) as exc:
         out.error = str(exc)
+    except OSError as exc:  # a read-only ~/.config, a full disk: the lane is put back below
+        where = getattr(exc, "filename", None) or state_path or "sparkctl's own state file"
+        out.error = f"cannot write sparkctl's own state file {where}: {exc.strerror or exc}"
 
 
 async def _after_change(cfg, engine, plan: PromotionPlan, out: PromotionOutcome, run_hooks: bool) -> None:

@@ -317,7 +317,7 @@ def describe_pull_error(model: str, exc: EngineError, version: str | None, host:
             f"the registry refused its manifest: upgrade Ollama (https://ollama.com/download), then pull again"
         )
     if isinstance(exc, EngineUnreachable):
-        return "unreachable", f"{text} ({engine})"
+        return "unreachable", f"{text}; {engine}"
     if isinstance(exc, ModelNotFound):
         return "not_found", f"{text} ({engine} at {host})"
     return "engine", f"{text} ({engine} at {host})"

@@ -4,11 +4,16 @@ The story behind the tool: an engine upgrade silently cost the incumbent 14%, ca
 because someone remembered to look. The dashboard asks this after each engine version it
 sees and says "engine 0.33.0 since last bench of production (0.32.9): re-bench"; the Runs
 screen re-benches those models with the settings of their last run.
-Blocking (MLflow): call from a worker thread.
+Blocking (SQLite or HTTP): call from a worker thread. The dashboard asks through
+``engine_change_notes``, which never imports MLflow in its process.
 """
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 from dataclasses import dataclass
 from typing import Any
 
@@ -47,6 +52,52 @@ def stale_lanes(store, lanes: dict[str, str], engine_kind: str, engine_version: 
     return out
 
 
+# the rare fallback (see engine_change_notes): a child process that imports MLflow
+CHILD_TIMEOUT_S = 120.0
+
+
+def engine_change_notes(store, lanes: dict[str, str], engine_kind: str, engine_version: str) -> list[tuple[str, str]]:
+    """(lane, message) for every stale lane, for the dashboard: never imports MLflow here.
+
+    The store's reads without MLflow (SQLite read directly, a server over REST) answer;
+    where only MLflow's client can (a schema revision sparkctl's reader does not know),
+    the same query runs in a short-lived child process, so its ~200 MB and seconds of
+    import stay out of the TUI. Raises TrackingError when the store cannot be read."""
+    from sparkctl.tracking.store import NeedsMlflow
+
+    try:
+        return [(s.lane, s.message) for s in stale_lanes(store.without_mlflow(), lanes, engine_kind, engine_version)]
+    except NeedsMlflow:
+        pass
+    ask = {"uri": store.uri, "experiment": store.experiment, "lanes": lanes, "kind": engine_kind,
+           "version": engine_version}
+    # the URI may hold a password: stdin, never argv (which `ps` shows to everyone)
+    done = subprocess.run([sys.executable, "-m", "sparkctl.services.runs.drift"], input=json.dumps(ask),
+                          capture_output=True, text=True, timeout=CHILD_TIMEOUT_S)
+    if done.returncode != 0:
+        from sparkctl.tracking.store import TrackingError
+
+        raise TrackingError((done.stderr.strip().splitlines() or ["the engine-change check failed"])[-1])
+    return [tuple(pair) for pair in json.loads(done.stdout)]
+
+
+def _child() -> int:
+    """``python -m sparkctl.services.runs.drift``: the query of engine_change_notes through
+    MLflow's client; a JSON request on stdin, a JSON list of [lane, message] on stdout."""
+    from sparkctl.tracking.store import MlflowStore, TrackingError
+
+    os.nice(10)  # background work: the TUI that asked comes first
+    ask = json.loads(sys.stdin.read())
+    store = MlflowStore(ask["uri"], None, ask["experiment"])
+    try:
+        stale = stale_lanes(store, ask["lanes"], ask["kind"], ask["version"])
+    except TrackingError as exc:
+        print(str(exc), file=sys.stderr)
+        return 1
+    print(json.dumps([[s.lane, s.message] for s in stale]))
+    return 0
+
+
 # params the bench records (services/bench/runner.py to_record) -> BenchSettings fields
 _SETTINGS: dict[str, tuple[str, type]] = {
     "num_ctx": ("num_ctx", int), "num_predict": ("num_predict", int), "reps": ("reps", int),
@@ -78,3 +129,7 @@ def rebench_overrides(store, run: RunRow) -> tuple[dict[str, Any], list[str]]:
     if "num_ctx" in out:
         out["ctx_explicit"] = True
     return out, notes
+
+
+if __name__ == "__main__":
+    sys.exit(_child())

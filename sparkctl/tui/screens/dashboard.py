@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from rich.cells import cell_len
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
@@ -14,6 +15,7 @@ from sparkctl.core.names import model_key
 from sparkctl.core.snapshots import GIB, GpuMemory, MemInfo, Pressure, Unavailable
 from sparkctl.services.status import StatusReport
 from sparkctl.tui.widgets.budget_bar import BudgetBar
+from sparkctl.tui.widgets.drift import DriftGate
 from sparkctl.tui.widgets.footer import KeysFooter
 from sparkctl.tui.widgets.history import HistorySparkline
 
@@ -42,16 +44,31 @@ def _home(path: str) -> str:
 
 
 def set_if_changed(widget: Static, text: Text | str) -> None:
-    """Update a Static only when its text changed: every update re-runs the screen layout,
-    and the dashboard must idle at <= 2% of a core."""
+    """Update a Static only when its text changed, and lay the screen out again only when
+    the text's shape changed: most refreshes change a figure in place ("1.2%" to "1.3%"),
+    and a layout of the whole screen every second is most of an idle dashboard's CPU."""
     key = text.markup if isinstance(text, Text) else text
     if getattr(widget, "_sparkctl_key", None) != key:
         widget._sparkctl_key = key
-        widget.update(text)
+        shape = _shape(text)
+        same = shape == getattr(widget, "_sparkctl_shape", None)
+        widget._sparkctl_shape = shape
+        widget.update(text, layout=not same)
+
+
+def _shape(text: Text | str) -> tuple[int, ...]:
+    """The cell width of each line: text of the same shape takes the same room wherever it
+    is laid out (wrapped or not), so changing it needs a repaint, not a layout."""
+    plain = text.plain if isinstance(text, Text) else text
+    return tuple(cell_len(line) for line in plain.split("\n"))
 
 
 class DashboardScreen(Screen):
     BINDINGS = [("r", "app.refresh_now", "Refresh now"), ("l", "lanes", "Lanes")]
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self._gates = {"pressure": DriftGate(far=1.0), "spark-mem": DriftGate(far=1.0)}
 
     def compose(self) -> ComposeResult:
         yield Header(show_clock=False)
@@ -96,7 +113,7 @@ class DashboardScreen(Screen):
             table.clear(columns=True)
             self._columns = self._resident_columns()
             table.add_columns(*self._columns)
-            self._rows_key = None  # refilled at the next report
+            self._rows_key = self._widths = None  # refilled, columns sized, at the next report
             if self.app.report is not None:
                 self._show_report(self.app.report)
 
@@ -222,7 +239,19 @@ class DashboardScreen(Screen):
         key = [tuple(str(c) for c in row[:width]) for row in rows]
         if key != getattr(self, "_rows_key", None):
             self._rows_key = key
-            table.clear()
+            # Each column as wide as its widest cell, given with the columns: a DataTable
+            # sizes auto-width columns only when it next idles, and a frame drawn before
+            # that stays cached at the old widths ("gpt-o" for "gpt-oss:120b") until the
+            # rows change again.
+            widths = [max([cell_len(label), *(cell_len(str(row[i])) for row in rows)])
+                      for i, label in enumerate(self._columns)]
+            if widths != getattr(self, "_widths", None):
+                self._widths = widths
+                table.clear(columns=True)
+                for label, cells in zip(self._columns, widths):
+                    table.add_column(label, width=cells)
+            else:
+                table.clear()
             for row in rows:
                 table.add_row(*row[:width])
         self._show_cold_lanes(r)
@@ -306,11 +335,21 @@ class DashboardScreen(Screen):
         self.query_one("#gpu", Panel).set_text(t)
 
     def _show_pressure(self, r: StatusReport) -> None:
-        if self._compact():
+        p, b = r.host.pressure, r.budget
+        # PSI in 0.1 % and memory in 0.1 GiB drift all the time: small moves are shown
+        # every few seconds (widgets/drift.py), a change of level (or of layout) at once
+        figures = (p.some_avg10, p.full_avg10, p.some_avg60, p.full_avg60) if isinstance(p, Pressure) else ()
+        level = (b.level, round(b.reserve / GIB, 1)) if isinstance(b, MemoryBudget) else None
+        alarm = isinstance(p, Pressure) and (p.full_avg10 > 5, p.some_avg10 > 10)
+        available = (round(b.available / GIB, 1),) if isinstance(b, MemoryBudget) else ()
+        compact = self._compact()
+        if not self._gates["pressure"].due((type(p), str(p) if not figures else "", level, alarm, compact),
+                                           figures + available):
+            return
+        if compact:
             self.query_one("#pressure", Panel).set_text(self._pressure_compact(r))
             return
         t = Text()
-        p = r.host.pressure
         if isinstance(p, Pressure):
             style = "bold red" if p.full_avg10 > 5 else "bold yellow" if p.some_avg10 > 10 else ""
             t.append(f"some {p.some_avg10:.1f}% · full {p.full_avg10:.1f}% (10 s)\n", style=style)
@@ -394,18 +433,21 @@ class DashboardScreen(Screen):
         if isinstance(r.host.meminfo, MemInfo):
             mem_spark.bounds = (0.0, round(r.host.meminfo.total / GIB, 1))  # available out of MemTotal
         # One sparkline column spans several samples (300 s over ~56 cells), so redrawing
-        # every refresh moves nothing a user can see; every few samples is enough. No
-        # samples stay no samples: a blank sparkline, never a placeholder value.
+        # every refresh moves nothing a user can see: once per column's worth of samples.
+        # No samples stay no samples: a blank sparkline, never a placeholder value.
+        width = mem_spark.size.width  # 0 while hidden (the -short layout) or not laid out yet
+        per_column = self.app.history_available.maxlen // width if width else SPARK_EVERY
         self._history_ticks = getattr(self, "_history_ticks", -1) + 1
-        if self._history_ticks % SPARK_EVERY == 0:
+        if self._history_ticks % max(SPARK_EVERY, per_column) == 0:
             for spark, data in ((mem_spark, mem), (self.query_one("#spark-gpu", HistorySparkline), gpu)):
                 if list(spark.data or []) != data:
                     spark.data = data
         window = _window_label(self.app.config.ui.history_s)
-        set_if_changed(
-            self.query_one("#spark-mem-label", Label),
-            f"{mem[-1]:.1f} GiB now · min {min(mem):.1f} · last {window}" if mem else "no data yet",
-        )
+        if self._gates["spark-mem"].due(bool(mem), (mem[-1], min(mem)) if mem else ()):
+            set_if_changed(
+                self.query_one("#spark-mem-label", Label),
+                f"{mem[-1]:.1f} GiB now · min {min(mem):.1f} · last {window}" if mem else "no data yet",
+            )
         set_if_changed(
             self.query_one("#spark-gpu-label", Label),
             f"{gpu[-1]:.0f}% now · max {max(gpu):.0f}% · last {window}" if gpu else _no_gpu_data(r),

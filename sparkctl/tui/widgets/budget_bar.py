@@ -10,18 +10,21 @@ from sparkctl.core.budget import Level, MemoryBudget, bar_cells, reserve_cell
 from sparkctl.core.fmt import gib
 from sparkctl.core.names import model_key
 from sparkctl.core.snapshots import GIB, Unavailable
+from sparkctl.tui.widgets.drift import DriftGate
 
 POOL_TITLE = {"unified": "Unified memory", "vram": "GPU memory (VRAM)", "host": "Host memory (no GPU)"}
 GLYPH = {"model": "█", "other": "▓", "cache": "▒", "free": "░"}
 SHORT_LABEL = {"reclaimable cache": "cache", "other use": "other use"}
 
 
-def _drawn_key(b: MemoryBudget | Unavailable | None, contenders: frozenset[str] = frozenset()):
+def _drawn(b: MemoryBudget | Unavailable | None,
+           contenders: frozenset[str] = frozenset()) -> tuple[object, tuple[float, ...]]:
+    """(what the bar says in kind, its figures in GiB as shown: to 0.1)."""
     if not isinstance(b, MemoryBudget):
-        return b
+        return b, ()
     tenth = lambda n: round(n / GIB, 1)  # noqa: E731
-    return (b.pool, b.level, tenth(b.total), tenth(b.available), tenth(b.reserve), b.notes, contenders,
-            tuple((s.kind, s.label, s.lane, tenth(s.bytes)) for s in b.segments))
+    kind = (b.pool, b.level, b.notes, contenders, tuple((s.kind, s.label, s.lane) for s in b.segments))
+    return kind, (tenth(b.total), tenth(b.available), tenth(b.reserve), *(tenth(s.bytes) for s in b.segments))
 
 
 def _short_gib(n: int) -> str:
@@ -60,14 +63,14 @@ class BudgetBar(Widget):
         super().__init__(**kwargs)
         self.budget: MemoryBudget | Unavailable | None = None
         self.contenders: frozenset[str] = frozenset()  # model keys the legend calls contender
+        # a level, a model, a note: at once; a drift of the figures under 1 GiB: every few s
+        self._gate = DriftGate(far=1.0)
 
     def show(self, budget: MemoryBudget | Unavailable | None, contenders=()) -> None:
         # Repaint when what is drawn changes (figures at 0.1 GiB), not at every byte of
-        # page cache: the idle dashboard must stay under 2% of a core.
+        # page cache, and small drifts seldom: the idle dashboard's CPU is mostly repaints.
         contenders = frozenset(contenders)
-        key = _drawn_key(budget, contenders)
-        if key != getattr(self, "_key", None):
-            self._key = key
+        if self._gate.due(*_drawn(budget, contenders)):
             self.budget = budget
             self.contenders = contenders
             self.refresh(layout=True)

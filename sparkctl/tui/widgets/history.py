@@ -11,6 +11,7 @@ level, and no data draws nothing: the label beside it says why.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import lru_cache
 
 from rich.console import Console, ConsoleOptions, RenderResult
 from rich.segment import Segment
@@ -54,6 +55,13 @@ class HistorySparkline(Sparkline):
                                min_color.rich_color, max_color.rich_color)
 
 
+@lru_cache(maxsize=1024)
+def _bar_style(min_color, max_color, ratio: float) -> Style:
+    """The blended colour of a bar: samples (0.1 GiB, whole percents) repeat, and blending
+    and building a Style for every cell of every redraw was most of a redraw's cost."""
+    return Style.from_color(blend_colors(min_color, max_color, ratio))
+
+
 class _FixedScaleBars:
     """Bars for `data` bucketed over `width` columns like Textual's (max per bucket),
     heights measured against `bounds` instead of the data's own range."""
@@ -91,7 +99,6 @@ class _FixedScaleBars:
                     yield Segment(" ")
                     continue
                 bar = BARS[min(filled - low, len(BARS)) - 1]
-                color = blend_colors(self.min_color, self.max_color, r)
-                yield Segment(bar, Style.from_color(color))
+                yield Segment(bar, _bar_style(self.min_color, self.max_color, r))
             if row:
                 yield Segment.line()
