@@ -65,7 +65,8 @@ def spool_status(d: Path) -> str:
     from sparkctl.tracking.spool import Spool
 
     recs = Spool(d / "data" / "spool.jsonl").pending()
-    return ",".join(r.status for r in recs) or "-"
+    # as `sparkctl runs` words it: a run a guard refused is FAILED in MLflow, REFUSED there
+    return ",".join("REFUSED (not valid)" if r.tags.get("guard.refused") else r.status for r in recs) or "-"
 
 
 def run_cli(path: str, d: Path, server: FakeOllama) -> tuple[str, str]:
