@@ -7,7 +7,7 @@ bench its way, and prints /api/ps. For the fast lane the session is read the way
 router would feel it: after one request with no keep_alive, how long until it expires.
 `sparkctl` runs as real processes (the TUI in a real pseudo-terminal); only Ollama is a fake
 (tests/fakes/ollama_server.py). Run: .venv/bin/python benchmarks/exit_paths.py [WORD...]
-(WORDs pick the paths whose names contain them). Output: benchmarks/results/exit_paths.md.
+(WORDs pick the paths whose names contain them). Its output is kept in benchmarks/results/exit_paths.md.
 """
 
 from __future__ import annotations
@@ -65,7 +65,8 @@ def spool_status(d: Path) -> str:
     from sparkctl.tracking.spool import Spool
 
     recs = Spool(d / "data" / "spool.jsonl").pending()
-    return ",".join(r.status for r in recs) or "-"
+    # as `sparkctl runs` words it: a run a guard refused is FAILED in MLflow, REFUSED there
+    return ",".join("REFUSED (not valid)" if r.tags.get("guard.refused") else r.status for r in recs) or "-"
 
 
 def run_cli(path: str, d: Path, server: FakeOllama) -> tuple[str, str]:

@@ -36,7 +36,11 @@ async def render(out: Path, size: tuple[int, int] = DEFAULT_SIZE) -> Path:
     from tests.fakes.model_scenarios import spark_config
     from tests.fakes.ollama_server import FakeOllama, two_models_resident
 
-    server = FakeOllama(two_models_resident()).start()
+    state = two_models_resident()
+    for resident in state.resident.values():
+        if resident.name == "qwen3:30b-a3b":  # a contender loaded for 30 minutes, 23 left at the pinned clock
+            resident.expires_at_ns = int((FIXED.timestamp() + 23 * 60) * 1e9)
+    server = FakeOllama(state).start()
     try:
         cfg = spark_config()
         cfg = dataclasses.replace(cfg, engine=dataclasses.replace(cfg.engine, host=server.url),

@@ -189,6 +189,7 @@ class Config:
     # default). Lanes and the theme may come from the owned state file (statefile.py).
     sources: dict[str, str] = field(default_factory=dict)
     state_file: str = ""  # the owned file layered over `source` ("" when none was read)
+    contenders: tuple[str, ...] = ()  # models the TUI marked contender (from the owned file)
     notes: tuple[str, ...] = ()  # layering notes: an owned value the user's file overrides
 
     def lane_of(self, model: str) -> str | None:
@@ -650,8 +651,9 @@ def layer_state(cfg: Config, owned: Any) -> Config:
     wrote it (`owned.base`); once the user has edited that key, their edit wins and a
     note says which owned value was set aside."""
     where = str(owned.path)
+    contenders = tuple(getattr(owned, "contenders", ()))
     if not owned.lanes and not owned.theme:
-        return replace(cfg, state_file=where)
+        return replace(cfg, state_file=where, contenders=contenders)
     lanes, sources, notes = dict(cfg.lanes), dict(cfg.sources), list(cfg.notes)
     ui = cfg.ui
 
@@ -677,7 +679,8 @@ def layer_state(cfg: Config, owned: Any) -> Config:
     if owned.theme and applies("ui.theme", owned.theme):
         ui = replace(cfg.ui, theme=owned.theme)
         sources["ui.theme"] = where
-    return replace(cfg, lanes=lanes, ui=ui, sources=sources, state_file=where, notes=tuple(notes))
+    return replace(cfg, lanes=lanes, ui=ui, sources=sources, state_file=where, notes=tuple(notes),
+                   contenders=contenders)
 
 
 def user_file_value(cfg: Config, key: str) -> str:
@@ -749,3 +752,10 @@ def save_ui_theme(cfg: Config, theme: str, state: Path | None = None) -> None:
     from sparkctl.statefile import save_theme
 
     save_theme(theme, user_file_value(cfg, "ui.theme"), state or (Path(cfg.state_file) if cfg.state_file else None))
+
+
+def save_contender(cfg: Config, model: str, on: bool, state: Path | None = None) -> None:
+    """Persist (or clear) the TUI's contender mark of `model` in sparkctl's own state file."""
+    from sparkctl.statefile import mark_contender
+
+    mark_contender(model, on, state or (Path(cfg.state_file) if cfg.state_file else None))

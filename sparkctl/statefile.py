@@ -1,4 +1,5 @@
-"""The file sparkctl owns: lane changes (promote, rollback) and the theme chosen in the TUI.
+"""The file sparkctl owns: lane changes (promote, rollback), the theme chosen in the TUI,
+and the contenders (models side-loaded from the TUI to be evaluated for a lane).
 
 sparkctl never rewrites the user's hand-written ``sparkctl.toml`` (its comments are theirs).
 What sparkctl decides goes here instead, ``~/.config/sparkctl/state.toml`` by default
@@ -46,8 +47,8 @@ PAUSE_ENV = "SPARKCTL_TEST_STATE_PAUSE_S"
 
 HEADER = """\
 # Written by sparkctl; do not edit by hand (edit your sparkctl.toml instead).
-# Lane changes from `sparkctl promote` / `sparkctl rollback` and the theme chosen in the
-# TUI, layered over your sparkctl.toml. [base] holds what your file said when each value
+# Lane changes from `sparkctl promote` / `sparkctl rollback`, the theme chosen in the TUI
+# and the models it marks contender, layered over your sparkctl.toml. [base] holds what your file said when each value
 # was written: change that key in your own file and your value wins again.
 # `sparkctl config` shows which file every value comes from.
 
@@ -128,6 +129,9 @@ class OwnedState:
     theme: str = ""
     base: dict[str, str] = field(default_factory=dict)
     history: tuple[HistoryEntry, ...] = ()
+    # models loaded beside production to be evaluated for a lane (the TUI's "contender"
+    # mark), until promoted, unloaded or deleted from sparkctl
+    contenders: tuple[str, ...] = ()
 
     @property
     def next_seq(self) -> int:
@@ -135,6 +139,8 @@ class OwnedState:
 
     def to_toml(self) -> dict[str, Any]:
         out: dict[str, Any] = {"version": STATE_VERSION}
+        if self.contenders:
+            out["contenders"] = list(self.contenders)
         if self.theme:
             out["ui"] = {"theme": self.theme}
         if self.lanes:
@@ -188,12 +194,21 @@ def parse_state(text: str, path: Path) -> OwnedState:
             validate_model_name(model)
         except InvalidModelName as exc:
             raise StateError(f"{origin}: [lanes] {lane}: {exc}") from None
+    contenders = raw.get("contenders", [])
+    if not isinstance(contenders, list) or not all(isinstance(m, str) for m in contenders):
+        raise StateError(f"{origin}: contenders: expected an array of model names")
+    for model in contenders:
+        try:
+            validate_model_name(model)
+        except InvalidModelName as exc:
+            raise StateError(f"{origin}: contenders: {exc}") from None
     ui = strings("ui")
     history_raw = raw.get("history", [])
     if not isinstance(history_raw, list):
         raise StateError(f"{origin}: history: expected an array of tables")
     history = tuple(HistoryEntry.from_toml(h, origin, i) for i, h in enumerate(history_raw))
-    return OwnedState(path=path, lanes=lanes, theme=ui.get("theme", ""), base=strings("base"), history=history)
+    return OwnedState(path=path, lanes=lanes, theme=ui.get("theme", ""), base=strings("base"), history=history,
+                      contenders=tuple(contenders))
 
 
 def read_state(path: Path | None = None) -> OwnedState:
@@ -284,3 +299,15 @@ def save_theme(theme: str, user_theme: str, path: Path | None = None) -> OwnedSt
     """Persist the theme chosen in the TUI (``user_theme``: the user's file's own
     ``[ui] theme``, "" when it has none)."""
     return update_state(lambda s: set_owned(s, "ui.theme", theme, user_theme), path)
+
+
+def mark_contender(model: str, on: bool, path: Path | None = None) -> OwnedState:
+    """Mark `model` contender (on) or clear its mark, against what the file says now (another
+    sparkctl may have marked others meanwhile)."""
+    from sparkctl.core.names import model_key
+
+    def change(state: OwnedState) -> OwnedState:
+        kept = [m for m in state.contenders if model_key(m) != model_key(model)]
+        return replace(state, contenders=tuple(kept + [model] if on else kept))
+
+    return update_state(change, path)

@@ -85,20 +85,12 @@ def cmd_score(args, cfg) -> int:
     from pathlib import Path
 
     from sparkctl.services.evals import SuiteError, load_suite
-    from sparkctl.services.evals.rescore import rescore
+    from sparkctl.services.evals.rescore import rescore_file
 
     path = Path(args.file)
     try:
         suite = load_suite(cfg, args.suite)
-        try:
-            lines = path.read_text(encoding="utf-8").splitlines()
-        except FileNotFoundError:
-            raise SuiteError(f"{path}: file not found") from None
-        except UnicodeDecodeError:
-            raise SuiteError(f"{path}: not UTF-8 text") from None
-        except OSError as exc:
-            raise SuiteError(f"{path}: cannot read ({exc.strerror})") from None
-        result = rescore(suite, lines, str(path))
+        result = rescore_file(suite, path)
     except SuiteError as exc:
         raise CliError(str(exc), EXIT_BAD_INPUT) from None
     if args.json:
@@ -238,6 +230,7 @@ def _run_eval(args, cfg) -> int:
 
     from sparkctl.cli.engine_args import engine_choice, validate_models
     from sparkctl.services.evals import EvalRunner, EvalSettings, SuiteError, load_suite
+    from sparkctl.services.evals.engine import stream_timeout
     from sparkctl.services.factory import EngineChoiceError, make_engine, make_probes, make_recorder, make_spool_and_store
 
     name, kind, url, effective_kind = engine_choice(args, cfg)
@@ -273,7 +266,7 @@ def _run_eval(args, cfg) -> int:
     try:
         # a queued item may see nothing while another runs up to its ceiling
         engine = make_engine(cfg, name=name, kind=kind, url=url,
-                             stream_timeout=settings.timeout_s * settings.concurrency + 60)
+                             stream_timeout=stream_timeout(settings.timeout_s, settings.concurrency))
     except EngineChoiceError as exc:
         raise CliError(str(exc), EXIT_BAD_INPUT) from None
     spool, _store = make_spool_and_store(cfg)

@@ -200,9 +200,7 @@ def cmd_lanes(args, cfg) -> int:
     cells = []
     for r in rows:
         since = r.since.replace("T", " ").replace("+00:00", " UTC") if r.since else "-"
-        how = f"{r.action}{' (forced)' if r.forced else ''} over {r.previous}" if r.action else "your config"
-        cells.append((r.lane, r.model, r.residency, since, ",".join(e[:8] for e in r.evidence) or "-",
-                      f"{how}: {r.source}"))
+        cells.append((r.lane, r.model, r.residency, since, ",".join(e[:8] for e in r.evidence) or "-", r.set_by))
     widths = [max(len(str(c[i])) for c in (head, *cells)) for i in range(len(head))]
     for row in (head, *cells):
         print("  ".join(str(c).ljust(w) for c, w in zip(row, widths)).rstrip())

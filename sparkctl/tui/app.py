@@ -32,11 +32,13 @@ from sparkctl.tui.screens.dashboard import DashboardScreen
 from sparkctl.tui.themes import load_themes
 
 FALLBACK_THEME = "sparkctl-dark"
+SCREENS = Binding.Group("screens")
 VERSION_EVERY_S = 10.0  # /api/ps every refresh; /api/version this often or after a failure
 # worker groups that quitting would interrupt: the app asks first
 BUSY_GROUPS = {"bench": "a bench", "eval": "an eval", "pull": "a pull"}
 DRIFT_DELAY_S = 3.0  # after the engine's version is first seen: the lane re-bench check
 ENGINES_REFRESH_S = 5.0  # the extra [engines.NAME] servers: a few seconds is fresh enough
+MESSAGES_KEPT = 200  # toasts kept for N (Messages)
 
 
 class SparkApp(App):
@@ -51,18 +53,20 @@ class SparkApp(App):
     VERTICAL_BREAKPOINTS = [(0, "-short"), (32, "-tall")]
     # sparkctl's own commands in the palette (ctrl+p), beside Textual's (theme, keys, quit)
     COMMANDS = App.COMMANDS | {lambda: _sparkctl_commands()}
+    # The screens' keys share one group in the footer ("d m b h e screens"), so they stay on
+    # it at 80 columns beside each screen's own keys; `?` lists them with their names.
     BINDINGS = [
-        ("d", "switch_mode('dashboard')", "Dashboard"),
-        ("m", "switch_mode('models')", "Models"),
-        ("b", "switch_mode('bench')", "Bench"),
-        ("q", "quit", "Quit"),
-        # after Quit: where the footer is too narrow for every key, Runs is the one cut
-        Binding("h", "switch_mode('runs')", "Runs"),
-        Binding("e", "switch_mode('eval')", "Eval"),
-        Binding("question_mark", "help", "Help", show=False),
+        Binding("d", "switch_mode('dashboard')", "Dashboard", group=SCREENS),
+        Binding("m", "switch_mode('models')", "Models", group=SCREENS),
+        Binding("b", "switch_mode('bench')", "Bench", group=SCREENS),
+        Binding("h", "switch_mode('runs')", "Runs", group=SCREENS),
+        Binding("e", "switch_mode('eval')", "Eval", group=SCREENS),
+        Binding("q", "quit", "Quit"),
+        Binding("question_mark", "help", "Help"),
         Binding("y", "sync", "Sync runs", show=False),
         Binding("o", "show_config", "Config", show=False),
         Binding("F", "switch_mode('fleet')", "Fleet", show=False),
+        Binding("N", "messages", "Messages", show=False),
     ]
 
     # a var, not a reactive: setting it must not repaint the whole screen twice a second
@@ -127,8 +131,13 @@ class SparkApp(App):
         self._undo_signals: Callable[[], None] | None = None
         self._residency_warnings: tuple[str, ...] = ()  # models a dead bench left changed
         self._drift_checked: tuple[str, str] | None = None
-        # model keys side-loaded from the Models screen: "contender" until promoted or unloaded
-        self.contenders: set[str] = set()
+        # model keys side-loaded from the Models screen: "contender" until promoted or unloaded,
+        # kept in sparkctl's own state file so the mark outlives a restart
+        from sparkctl.core.names import model_key
+
+        self.contenders: set[str] = {model_key(m) for m in getattr(config, "contenders", ())}
+        # every message a toast showed, newest last: N shows them whole after the toast is gone
+        self.messages: deque[tuple[str, str, str]] = deque(maxlen=MESSAGES_KEPT)
 
     # ---- start-up ------------------------------------------------------------------------
 
@@ -210,6 +219,28 @@ class SparkApp(App):
             save_ui_theme(self.config, name)
         except (OSError, StateError, ConfigError) as exc:
             self.call_from_thread(self.notify, f"theme {name!r} not saved: {exc}", severity="warning", timeout=8)
+
+    def set_contender(self, name: str, on: bool) -> None:
+        """Mark `name` contender (or clear the mark) here and in sparkctl's own state file."""
+        from sparkctl.core.names import model_key
+
+        key = model_key(name)
+        if (key in self.contenders) == on:
+            return
+        (self.contenders.add if on else self.contenders.discard)(key)
+        self.save_contender(name, on)
+
+    @work(thread=True, group="contender", exclusive=False, exit_on_error=False)
+    def save_contender(self, name: str, on: bool) -> None:
+        """Through the owned-file writer (flock + atomic rename), off the UI thread."""
+        from sparkctl.config import ConfigError, save_contender
+        from sparkctl.statefile import StateError
+
+        try:
+            save_contender(self.config, name, on)
+        except (OSError, StateError, ConfigError) as exc:
+            self.call_from_thread(self.notify, f"contender mark of {name} not saved: {exc}", severity="warning",
+                                  timeout=8)
 
     @work(thread=True, group="recover", exit_on_error=False)
     def recover_runs(self) -> None:
@@ -462,6 +493,26 @@ class SparkApp(App):
         failed = any(r.pulled is None for r in reports)
         self.call_from_thread(self.notify, "; ".join(said), severity="error" if failed else "information",
                               timeout=15)
+
+    def notify(self, message: str, *, title: str = "", severity="information", timeout: float | None = None,
+               markup: bool = True) -> None:
+        """A toast that is also kept (N lists them): nothing said only for a few seconds. Never
+        markup: sparkctl's messages quote config keys such as `[bench] timeout_s`."""
+        self.remember(message, severity)
+        super().notify(message, title=title, severity=severity, timeout=timeout, markup=False)
+
+    def remember(self, message: str, severity: str = "information") -> None:
+        """Keep a message for N without a toast: what a screen already shows whole (its notes
+        panel) needs no toast over it."""
+        self.messages.append((self.clock().astimezone().strftime("%H:%M:%S"), str(severity), str(message)))
+
+    def action_messages(self) -> None:
+        from sparkctl.tui.widgets.notes import Note, NotesScreen
+
+        level = {"error": "error", "warning": "warning"}
+        notes = [Note(text, level.get(sev, "info"), at) for at, sev, text in reversed(self.messages)]
+        if not isinstance(self.screen, NotesScreen):
+            self.push_screen(NotesScreen("Messages (newest first)", notes))
 
     def action_show_config(self) -> None:
         from sparkctl.tui.screens.config_view import ConfigScreen

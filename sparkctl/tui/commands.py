@@ -122,6 +122,8 @@ def _bench_commands(app) -> Iterator[Command]:
                       _do(app, "bench", "start"))
     yield Command("Bench settings", "show or hide warm-up, num_ctx, num_predict, ceiling, cache, think, "
                   "CPU and prompt (ctrl+s on Bench)", _do(app, "bench", "toggle_settings"))
+    yield Command("Bench: sweep mode on or off", "a workload sweep (profiles, depths, concurrency, SLO) "
+                  "instead of a bench; Run says which (w on Bench)", _do(app, "bench", "toggle_sweep"))
 
 
 def _eval_commands(app) -> Iterator[Command]:
@@ -131,6 +133,8 @@ def _eval_commands(app) -> Iterator[Command]:
     else:
         yield Command("Run eval", "score models on a quality suite (GSM8K, IFEval) with the Eval screen's "
                       "settings (ctrl+r)", _do(app, "eval", "start"))
+        yield Command("Score saved responses", "score a JSONL file of {prompt, response} lines against a suite, "
+                      "no model (sparkctl eval score; s on Eval)", _do(app, "eval", "score_file"))
 
 
 def _runs_commands(app) -> Iterator[Command]:
@@ -165,6 +169,9 @@ def _app_commands(app, screen) -> Iterator[Command]:
                       "shipped one (sparkctl suites pull)", _do(app, None, "app.pull_suites"))
     yield Command("Lanes", "each lane's model, since when and by what; roll one back (l on Dashboard)",
                   _do(app, "dashboard", "lanes"))
+    if hasattr(app, "action_messages"):
+        yield Command("Messages", "every message this session showed, newest first, whole (N)",
+                      _do(app, None, "app.messages"))
     yield Command("Quit", "leave sparkctl (a running bench is stopped and recorded first) (q)",
                   _do(app, None, "app.quit"))
 

@@ -54,8 +54,11 @@ and GPU state.
 - *DNF*: repetitions past the ceiling (`[bench] timeout_s`).
 - *verdict*: stable (CV < 5%), unstable, or INVALID (not 100% GPU, cached prefill,
   foreign load, throttled...).
-- *sweep* (settings, `ctrl+s`): profiles, depths, concurrency, SLO as the CLI's flags; any
-  of them makes Run a workload sweep, one run per cell, and the matrix opens at the end.
+- *sweep* mode (the picker left of the models, or `w`): Run becomes "Run sweep" and the
+  sweep's fields show (profiles, depths, concurrency, SLO, as the CLI's flags); one run per
+  cell, and the matrix opens at the end. In bench mode the sweep fields are not used.
+- *notes* (under the summary): refusals, warnings and each run's flags with what they mean
+  for the numbers, whole; `enter` on a run or `n` opens them on a whole screen.
 - *solo* (settings): every other model is unloaded for the bench (a `SOLO` badge shows
   beside Run); Run first asks, naming each model it unloads and for about how long. After
   the run the switch returns to `[bench] mode`.
@@ -87,6 +90,13 @@ for IFEval) on the final answer, never the thinking.
   from wrong answers), engine error.
 - Accuracy over all items (DNF = not passed) with its 95% Wilson interval; the same over
   answered items only is in the results table and MLflow.
+- Refusals, failures and each run's guard flags are in the notes under the results (`n`
+  opens them whole).
+- `s` scores a file of saved responses (JSONL, one `{"prompt", "response"}` a line) against
+  a suite, as `sparkctl eval score`: no model runs and nothing is recorded.
+- Each eval talks to the engine with a read timeout of the item ceiling times the
+  concurrency (plus a minute), as the CLI does: a queued item is not cut short by the
+  dashboard's shorter one.
 """,
     "FleetScreen": """\
 **Fleet**: one row per host (`[hosts.NAME]`, or `[fleet] ssh_hosts` names from the ssh

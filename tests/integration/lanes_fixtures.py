@@ -129,13 +129,15 @@ class Tui:
             pass
 
     def start_solo_bench(self, server: FakeOllama, model: str = "llama3.2:3b") -> None:
-        """b, type the model, ctrl+r, answer the solo question yes, wait for the stream.
-        The config pins [bench] mode = "solo", so the switch starts on."""
+        """b, tab to the model field, type the model, enter, ctrl+r, answer the solo question
+        yes, wait for the stream. The config pins [bench] mode = "solo", so the switch starts on."""
         wait_for(lambda: self.has("Resident models"), "the dashboard never drew")
         self.keys("b")
-        wait_for(lambda: self.has("models to bench"), "the Bench screen never drew")
+        wait_for(lambda: self.has("prompt sha256"), "the Bench screen never drew")  # its settings line
         time.sleep(0.5)
-        self.keys(model)
+        self.keys("\t\t")  # the screen opens with no field focused: past the bench/sweep picker
+        time.sleep(0.3)
+        self.keys(model + "\r")  # enter leaves the field (it starts nothing)
         time.sleep(0.3)
         self.keys("\x12")  # ctrl+r: Run
         wait_for(lambda: self.has("Unload them and run solo"), "solo did not ask first")

@@ -265,7 +265,7 @@ def test_promotion_succeeds_verified_written_to_owned_file_and_recorded(spark):
     assert code == 0, out + err
     assert "bench    met    run " in out and "100% GPU, cold prefill, not throttled" in out
     assert "qwen3:8b is 100% on the GPU" in out
-    assert f"lane production: {PROD} -> {CONTENDER} (written to {state_file()})" in out
+    assert f"lane production: {PROD} -> {CONTENDER} (written to sparkctl's own state file, {state_file()})" in out
     assert "promote run recorded in MLflow" in out
     # loaded with the lane's settings: the incumbent's context (capped at the contender's
     # trained 40960) and forever, like the incumbent

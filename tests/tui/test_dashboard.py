@@ -67,7 +67,7 @@ async def test_shows_resident_models_with_placement_lane_and_until(fake):
         assert "reachable" in engine_text and fake.state.version in engine_text
         budget = app.screen.query_one(BudgetBar).render().plain
         assert "Unified memory: total 121.0 GiB" in budget
-        assert "gpt-oss:120b (production) 68.0 GiB" in budget
+        assert "gpt-oss:120b (production) 68" in budget  # the legend names each model's lane
         # the probes were read off the UI thread
         assert app.probes.threads and "MainThread" not in app.probes.threads
 

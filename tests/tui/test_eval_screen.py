@@ -112,7 +112,7 @@ async def test_the_grid_shows_each_items_verdict_and_the_runs_are_recorded(serve
     spool = Spool(tmp_path / "spool.jsonl")
     app = build(server, config(write_gsm8k(tmp_path / "suites")),
                 recorder=lambda r: record_run(r, spool, mlflow_store))
-    async with app.run_test(size=(100, 40)) as pilot:
+    async with app.run_test(size=(120, 40)) as pilot:  # every results column
         screen = await start(app, pilot, f"{A} {B}")
         await finish(app, pilot)
         grid = screen.query_one(ItemGrid)
@@ -153,7 +153,7 @@ async def test_a_dnf_item_has_its_own_cell_and_count_and_its_tokens_climb(serve,
     spool = Spool(tmp_path / "spool.jsonl")
     app = build(server, config(write_gsm8k(tmp_path / "suites")),
                 recorder=lambda r: record_run(r, spool, mlflow_store))
-    async with app.run_test(size=(80, 24)) as pilot:
+    async with app.run_test(size=(120, 40)) as pilot:  # every results column
         await pilot.press("e")
         await pilot.pause(0.2)
         stats = app.screen.query_one(EvalStats)
@@ -211,7 +211,7 @@ async def test_stop_records_killed_and_keeps_the_finished_items(serve, tmp_path)
     server = serve(state)
     records = []
     app = build(server, config(write_gsm8k(tmp_path / "suites")), recorder=records.append)
-    async with app.run_test(size=(80, 24)) as pilot:
+    async with app.run_test(size=(120, 40)) as pilot:  # every results column
         screen = await start(app, pilot, A)
         grid = screen.query_one(ItemGrid)
         for _ in range(200):
@@ -256,14 +256,15 @@ async def test_bad_choices_are_refused_before_any_request(serve, tmp_path):
     server = serve(answering_state())
     app = build(server, config(write_gsm8k(tmp_path / "suites")))
     async with app.run_test(size=(80, 24)) as pilot:
-        seen = []
-        app.notify = lambda message, **kw: seen.append(message)
+        def told() -> str:  # on screen, whole, in the notes under the results
+            return app.screen.query_one("#eval-notes").text
+
         await start(app, pilot, A, n="zero")
-        assert seen[-1] == "n must be a whole number or 'all', not 'zero'"
+        assert told() == "✘ n must be a whole number or 'all', not 'zero'"
         await start(app, pilot, "bad name!")
-        assert seen[-1].startswith("invalid model name")
+        assert told().startswith("✘ invalid model name")
         await start(app, pilot, A, timeout="0")
-        assert seen[-1].startswith("timeout must be")
+        assert told().startswith("✘ timeout must be")
         await finish(app, pilot)
         assert not [r for r in server.requests if r.path == "/api/generate"]
 
@@ -273,13 +274,11 @@ async def test_a_missing_suite_says_how_to_get_it(serve, tmp_path):
     server = serve(answering_state())
     app = build(server, config(tmp_path / "no-suites"))
     async with app.run_test(size=(80, 24)) as pilot:
-        seen = []
-        app.notify = lambda message, **kw: seen.append(message)
         screen = await start(app, pilot, A, suite="ifeval")
         await finish(app, pilot)
         phase = str(screen.query_one("#eval-phase", Label).content)
         assert phase.startswith("no suite:") and "remove [eval] suites_dir from the config" in phase
-        assert any("to read the shipped copy" in m for m in seen)
+        assert "to read the shipped copy" in screen.query_one("#eval-notes").text  # whole, on screen
         assert str(screen.query_one("#run").disabled) == "False"
 
 

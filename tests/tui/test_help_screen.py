@@ -4,6 +4,7 @@ bindings) and what its columns mean. Against the FAKE Ollama."""
 from __future__ import annotations
 
 import pytest
+from textual.widgets import Input
 
 from sparkctl.config import Config
 from sparkctl.engines.ollama import OllamaEngine
@@ -50,3 +51,23 @@ async def test_question_mark_explains_the_screen_underneath(app, mode, keys, wor
         await pilot.press("escape")
         await pilot.pause(0.1)
         assert type(app.screen).__name__ == under
+
+
+@pytest.mark.parametrize("mode, first", [("bench", "`^r`"), ("models", "`p`"), ("eval", "`^r`")])
+async def test_help_lists_the_screens_own_keys_first_and_each_once(app, mode, first):
+    async with app.run_test(size=(80, 24)) as pilot:
+        await app.switch_mode(mode)
+        await pilot.pause(0.3)
+        app.screen.focus_next()  # a focused table or field brings its own generic keys
+        await pilot.pause(0.1)
+        if isinstance(app.focused, Input):
+            await pilot.press("escape")  # a field takes `?` as text: leave it first
+        await pilot.press("question_mark")
+        await pilot.pause(0.2)
+        text = help_text(app)
+        about = text.index("**" + {"bench": "Bench", "models": "Models", "eval": "Eval"}[mode])
+        rows = [line for line in text[:about].splitlines() if line.startswith("- `")]  # the keys come first
+        assert rows[0].startswith(f"- {first} ")  # the screen's own key, before the generic ones
+        keys = [row.split("`")[1] for row in rows]
+        assert len(keys) == len(set(keys)) and keys.count("?") == 1
+        assert not any(word in text for word in ("Copy selected text", "Focus Next", "Cursor"))

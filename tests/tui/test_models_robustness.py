@@ -36,7 +36,7 @@ def fake(spark_fake: FakeOllama) -> FakeOllama:
 
 
 def lane_cell(screen: ModelsScreen, name: str) -> str:
-    return str(screen.query_one("#models", DataTable).get_row(name)[8])
+    return str(screen.query_one("#models", DataTable).get_cell(name, "lane"))
 
 
 # ---------------------------------------------------------------------------- fit / load dialog
@@ -364,7 +364,7 @@ async def test_a_one_megabyte_model_shows_in_mib(fake, tmp_path):
     app = build(fake, tmp_path)
     async with app.run_test(size=SIZE) as pilot:
         screen = await open_models(app, pilot)
-        assert str(screen.query_one("#models", DataTable).get_row("tiny:1m")[1]) == "976.6 KiB"
+        assert str(screen.query_one("#models", DataTable).get_cell("tiny:1m", "size")) == "976.6 KiB"
 
 
 async def test_unknown_model_names_get_a_close_local_name(fake, tmp_path):

@@ -8,7 +8,7 @@ import asyncio
 import pytest
 from textual.widgets import DataTable, Input, ProgressBar, Static
 
-from sparkctl.tui.screens.models import ModelsScreen
+from sparkctl.tui.screens.models import COLUMNS, ModelsScreen
 from sparkctl.tui.widgets.model_dialogs import ConfirmDialog, PullDialog
 from sparkctl.tui.widgets.pull_view import PullProgressView
 from sparkctl.core.snapshots import GIB
@@ -29,10 +29,10 @@ async def test_table_lists_the_engines_models_with_lane_and_residency(fake, tmp_
         screen = await open_models(app, pilot)
         table = screen.query_one("#models", DataTable)
         assert list(screen.rows) == ["gpt-oss:120b", "qwen3:8b", "llama3.2:3b", "qwen3:30b-a3b", "deepseek-r1:671b"]
-        prod = [str(c) for c in table.get_row("gpt-oss:120b")]
-        assert prod[0] == "gpt-oss:120b" and prod[8] == "production" and prod[9] == "GPU 68.0 GiB"
-        assert prod[5] == "128K" and prod[6] == "think tools" and prod[7] == "3 days ago"
-        assert str(table.get_row("qwen3:8b")[9]) == "-"
+        prod = {key: str(table.get_cell("gpt-oss:120b", key)) for _, key in COLUMNS}
+        assert prod["name"] == "gpt-oss:120b" and prod["lane"] == "production" and prod["loaded"] == "GPU 68.0 GiB"
+        assert prod["context"] == "128K" and prod["caps"] == "think tools" and prod["modified"] == "3 days ago"
+        assert str(table.get_cell("qwen3:8b", "loaded")) == "-"
         assert "5 model(s) · Ollama 0.12.6" in str(screen.query_one("#models-status").render())
 
 
@@ -85,11 +85,11 @@ async def test_load_shows_verification_and_the_loaded_column_follows(fake, tmp_p
         assert "✔ loaded qwen3:8b" in text and "gpt-oss:120b (lane production) still resident" in text
         resident = fake.state.resident["qwen3:8b"].size / GIB  # /api/ps: weights + KV + buffers
         assert f"vs resident {resident:.1f} GiB: +" in text and "(over-estimate)" in text
-        assert str(screen.query_one("#models", DataTable).get_row("qwen3:8b")[9]) == f"GPU {resident:.1f} GiB"
+        assert str(screen.query_one("#models", DataTable).get_cell("qwen3:8b", "loaded")) == f"GPU {resident:.1f} GiB"
         await pilot.press("u")
         await settle(app, pilot)
         assert "unloaded qwen3:8b" in info(screen)
-        assert str(screen.query_one("#models", DataTable).get_row("qwen3:8b")[9]) == "-"
+        assert str(screen.query_one("#models", DataTable).get_cell("qwen3:8b", "loaded")) == "-"
     assert "MainThread" not in app.probes.threads  # host reads happen off the UI thread
 
 
@@ -102,7 +102,7 @@ async def test_spill_and_out_of_memory_are_loud_in_the_panel(fake, tmp_path):
         await through_dialog(app, pilot, "l")
         assert "✘ loaded qwen3:8b" in info(screen) and "!! CPU SPILL" in info(screen)
         resident = fake.state.resident["qwen3:8b"].size / GIB
-        assert str(screen.query_one("#models", DataTable).get_row("qwen3:8b")[9]) == f"30% CPU {resident:.1f} GiB"
+        assert str(screen.query_one("#models", DataTable).get_cell("qwen3:8b", "loaded")) == f"30% CPU {resident:.1f} GiB"
 
         fake.state = spark_state(out_of_memory=True)  # the server reads its state per request
         await through_dialog(app, pilot, "l")

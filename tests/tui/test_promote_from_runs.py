@@ -11,8 +11,9 @@ import dataclasses
 from textual.widgets import Button, DataTable, Static
 
 from sparkctl import paths
-from sparkctl.config import Config, TrackingConfig
+from sparkctl.config import Config, TrackingConfig, layer_state
 from sparkctl.engines.ollama import OllamaEngine
+from sparkctl.services.lanes.listing import lane_rows
 from sparkctl.services.runs import list_runs
 from sparkctl.statefile import read_state
 from sparkctl.tracking.spool import Spool
@@ -88,6 +89,14 @@ async def test_p_promotes_the_selected_runs_model_after_showing_the_evidence(mlf
             assert "Roll lane production back to gpt-oss:120b?" in question
             await pilot.press("y")
             await until(pilot, lambda: app.config.lanes["production"] == "gpt-oss:120b", timeout=30)
+            # the overlay names where the lane comes from as `sparkctl lanes` does, read afresh
+            await until(pilot, lambda: {r.lane: r for r in app.screen.rows}["production"].model == "gpt-oss:120b")
+            fresh = {r.lane: r.set_by for r in lane_rows(layer_state(cfg, read_state(paths.state_file())), None)}
+            shown = {r.lane: r.set_by for r in app.screen.rows}
+            assert shown == fresh and "state.toml" not in shown["production"]
+            table = app.screen.query_one("#lanes", DataTable)
+            row = table.get_row_at([r.lane for r in app.screen.rows].index("production"))
+            assert str(row[-1]) == fresh["production"]
         (row, *_) = list_runs(mlflow_store, kind="promotion")
         assert row.model == "gpt-oss:120b" and row.status == "FINISHED"  # the rollback, newest first
     finally:

@@ -74,7 +74,8 @@ async def until(pilot, cond, timeout: float = 15.0) -> None:
 def shown(app) -> list[tuple[str, str]]:
     """(model, engine) of each table row, top to bottom."""
     table = app.screen.query_one("#runs", DataTable)
-    return [(str(table.get_cell_at((i, 3))), str(table.get_cell_at((i, 4)))) for i in range(table.row_count)]
+    model, engine = table.get_column_index("model"), table.get_column_index("engine")  # (the order follows the width)
+    return [(str(table.get_cell_at((i, model))), str(table.get_cell_at((i, engine)))) for i in range(table.row_count)]
 
 
 async def open_runs(app, pilot):

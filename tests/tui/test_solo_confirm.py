@@ -15,7 +15,9 @@ from textual.widgets import Input, Label, Switch
 
 from sparkctl.config import Config
 from sparkctl.tui.widgets.model_dialogs import ConfirmDialog
+from sparkctl.tui.widgets.notes import NotesPanel
 from tests.fakes.ollama_server import FakeOllama, default_state, make_model
+from tests.tui.screen_text import joined, screen_text
 from tests.tui.test_bench_screen import build
 
 LANES = {"production": "qwen3:8b", "fast": "qwen3:4b"}
@@ -175,5 +177,30 @@ async def test_keep_loaded_in_the_bench_settings_leaves_the_model_resident():
             await app.workers.wait_for_complete()
             await pilot.pause(0.1)
             assert "llama3.2:3b" not in server.state.resident_names()  # the default: unloaded at its end
+    finally:
+        server.stop()
+
+
+async def test_when_solo_cannot_read_the_engine_the_reason_stays_on_screen():
+    # issue 20, seen item 1: nothing important only in a toast. Ollama (the FAKE) goes down
+    # between opening the form and Run: solo cannot say what it would unload.
+    server = FakeOllama(lanes_state()).start()
+    try:
+        app = build(server, config())
+        async with app.run_test(size=(80, 24)) as pilot:
+            await open_bench(app, pilot, "llama3.2:3b")
+            server.down()
+            await pilot.click("#run")
+            for _ in range(200):
+                if "cannot read" in str(app.screen.query_one("#phase", Label).render()):
+                    break
+                await pilot.pause(0.05)
+            await pilot.pause(0.1)
+            assert not isinstance(app.screen, ConfirmDialog)
+            assert not [w for w in app.screen.workers if w.group == "bench"]
+            phase = str(app.screen.query_one("#phase", Label).render())
+            assert phase.startswith("not started: solo: cannot read the engine's resident models")
+            assert "cannot read the engine's resident models" in app.screen.query_one("#notes", NotesPanel).text
+            assert "cannot read the engine's resident models" in joined(screen_text(app))
     finally:
         server.stop()

@@ -210,6 +210,7 @@ class ModelRun:
     lane_restore: str = ""
     residency: str = ""  # what the bench's end unloaded and put back (guard.residency)
     completed: bool = False  # all its repetitions ran and placement was checked after
+    refused: str = ""  # a guard refused it after the bench began (recorded refused, not valid)
     resident_bytes: int | None = None  # the engine's size of the loaded model (/api/ps), weights + KV + graph
     spec_total: specdec.SpecCounts | None = None  # engine counters differenced around the run (a sweep cell)
 
@@ -624,6 +625,13 @@ class BenchRunner:
                 await self._bench_models(models, runs)
         except (asyncio.CancelledError, KeyboardInterrupt):
             outcome = "KILLED"
+            raise
+        except BenchRefused as exc:
+            outcome = "FAILED"  # MLflow has no "refused" status: the run says it in its guard tags
+            for run in runs.values():
+                if not run.completed:
+                    run.refused = str(exc)
+                    run.invalid.append(f"refused: {exc}")
             raise
         except BaseException:
             outcome = "FAILED"
@@ -1071,6 +1079,8 @@ class BenchRunner:
             "guard.client_decode_basis": ", ".join(sorted({r.client_decode_basis for r in run.reps if r.client_decode_basis})),
             **self.host_facts,
         }
+        if run.refused:
+            tags["guard.refused"] = run.refused
         if run.lane_restore:
             tags["guard.lane_restore"] = run.lane_restore
         if opening is not None:

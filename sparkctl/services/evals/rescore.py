@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Iterable
 
 from sparkctl.core.suites.tally import Tally, item_counts
@@ -59,3 +60,18 @@ def rescore(suite: Suite, lines: Iterable[str], origin: str) -> Rescored:
         raise SuiteError(f"{origin}: no responses")
     tally.total = tally.done
     return Rescored(suite.name, tally.summary(), samples)
+
+
+def rescore_file(suite: Suite, path: Path) -> Rescored:
+    """`rescore` of a JSONL file; a file that cannot be read is a SuiteError naming it."""
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except FileNotFoundError:
+        raise SuiteError(f"{path}: file not found") from None
+    except IsADirectoryError:
+        raise SuiteError(f"{path}: a directory, not a file") from None
+    except UnicodeDecodeError:
+        raise SuiteError(f"{path}: not UTF-8 text") from None
+    except OSError as exc:
+        raise SuiteError(f"{path}: cannot read ({exc.strerror})") from None
+    return rescore(suite, lines, str(path))

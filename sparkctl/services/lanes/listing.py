@@ -28,6 +28,16 @@ class LaneRow:
     record_id: str
     resident: ResidentModel | None
     engine_known: bool  # False: the engine did not answer, residency unknown
+    owned: bool = False  # set in sparkctl's own state file (a promotion or rollback), not the user's
+
+    @property
+    def set_by(self) -> str:
+        """Who set the lane, in the words the CLI and the TUI share: "promote over X in
+        sparkctl's own state file", or "your config (FILE)"."""
+        how = f"{self.action}{' (forced)' if self.forced else ''} over {self.previous or '(none)'}" if self.action else ""
+        if not self.owned:
+            return f"your config ({self.source})"
+        return f"{how} in sparkctl's own state file" if how else "sparkctl's own state file"
 
     @property
     def residency(self) -> str:
@@ -45,7 +55,8 @@ class LaneRow:
 
     def to_dict(self) -> dict[str, Any]:
         r = self.resident
-        return {"lane": self.lane, "model": self.model, "source": self.source, "since": self.since or None,
+        return {"lane": self.lane, "model": self.model, "source": self.source, "set_by": self.set_by,
+                "since": self.since or None,
                 "action": self.action or None, "previous": self.previous or None, "evidence": list(self.evidence),
                 "forced": self.forced, "record_id": self.record_id or None,
                 "resident": None if not self.engine_known else r is not None,
@@ -60,10 +71,11 @@ def lane_rows(cfg: Config, resident: list[ResidentModel] | None, state: OwnedSta
     rows = []
     for lane, model in cfg.lanes.items():
         source = cfg.sources.get(f"lanes.{lane}", cfg.source)
-        entry = current_entry(state, lane, model) if source == str(state.path) else None
+        owned = source == str(state.path)
+        entry = current_entry(state, lane, model) if owned else None
         mine = next((m for m in resident or () if same_model(m.name, model)), None)
         rows.append(LaneRow(
             lane, model, source, entry.at if entry else "", entry.action if entry else "",
             entry.previous if entry else "", entry.evidence if entry else (), entry.forced if entry else False,
-            entry.record_id if entry else "", mine, resident is not None))
+            entry.record_id if entry else "", mine, resident is not None, owned))
     return rows

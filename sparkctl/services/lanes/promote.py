@@ -160,7 +160,7 @@ class PromotionOutcome:
         if self.unloaded:
             out.append(f"  -  {self.unloaded}")
         if self.changed:
-            out.append(f"lane {p.lane}: {p.incumbent or '(none)'} -> {p.model} (written to {self.state_file})")
+            out.append(f"lane {p.lane}: {p.incumbent or '(none)'} -> {p.model} (written to sparkctl's own state file, {self.state_file})")
         elif not self.error:
             out.append(f"lane {p.lane} unchanged")
         if self.hook is not None:

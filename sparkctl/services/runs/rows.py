@@ -224,7 +224,8 @@ def row_from_run(run: dict[str, Any]) -> RunRow:
     return RunRow(
         run_id=str(run.get("run_id") or ""),
         run_name=str(run.get("run_name") or ""),
-        status=str(run.get("status") or ""),
+        # a run a guard refused is FAILED in MLflow (it has no other word): REFUSED here
+        status="REFUSED" if tags.get("guard.refused") else str(run.get("status") or ""),
         start_ms=None if start is None else int(start),
         model=tags.get(TAG_MODEL) or params.get("model") or "",
         engine_kind=tags.get(TAG_ENGINE_KIND, ""),

@@ -15,10 +15,8 @@ from textual.containers import Horizontal, Vertical
 from textual.message import Message
 from textual.screen import Screen
 from textual.binding import Binding
-from textual.widgets import Button, Collapsible, DataTable, Footer, Header, Input, Label, ProgressBar, Select, Switch
+from textual.widgets import Button, Collapsible, DataTable, Header, Input, Label, ProgressBar, Select, Switch
 
-from sparkctl.tui.widgets.gauges import Gauges
-from sparkctl.tui.widgets.stream_tail import StreamTail
 from sparkctl.services.bench import (
     BenchFinished,
     BenchRefused,
@@ -30,10 +28,19 @@ from sparkctl.services.bench import (
     RepDone,
     RepStarted,
 )
+from sparkctl.tui.widgets.fields import Field, ModelField, RowTable
+from sparkctl.tui.widgets.footer import KeysFooter
+from sparkctl.tui.widgets.gauges import Gauges
+from sparkctl.tui.widgets.notes import Note, NotesPanel, NotesScreen
+from sparkctl.tui.widgets.stream_tail import StreamTail
+from sparkctl.tui.wording import tui_words
 
 LOG_LINES = 5000
 SUMMARY_COLUMNS = ("Model", "decode tok/s", "min", "max", "CV %", "client", "prefill", "TTFT s", "load s",
                    "roof %", "J/tok", "placement", "DNF", "verdict", "MLflow")
+# under WIDE columns, the ones a verdict needs (the rest are in MLflow and the run's detail)
+NARROW_COLUMNS = ("Model", "decode tok/s", "CV %", "TTFT s", "placement", "DNF", "verdict")
+WIDE = 110
 OLLAMA = "ollama"  # the engine picker's value for the dashboard's engine
 SWEEP_FIELDS = ("profile", "depth", "concurrency", "slo")  # the settings' sweep inputs
 
@@ -61,6 +68,16 @@ class BenchEvent(Message):
     def __init__(self, event) -> None:
         super().__init__()
         self.event = event
+
+
+class Said(Message):
+    """How a run ended when it ended without runs to show (refused, failed): a note for the
+    notes panel and the phase line's one-line summary."""
+
+    def __init__(self, note: Note, phase: str) -> None:
+        super().__init__()
+        self.note = note
+        self.phase = phase
 
 
 class SweepFinished(Message):
@@ -99,21 +116,34 @@ def explain(flag: str) -> str:
 
 class BenchScreen(Screen):
     BINDINGS = [
-        Binding("ctrl+r", "start", "Run bench"),
-        Binding("escape", "stop", "Stop / leave field"),
+        Binding("ctrl+r", "start", "Run"),
+        Binding("escape", "stop", "Stop"),
         Binding("ctrl+s", "toggle_settings", "Settings"),
+        Binding("w", "toggle_sweep", "Sweep"),
+        Binding("n", "notes", "Notes"),
     ]
+    # nothing typed into by accident: the form is reached with tab or a click
+    AUTO_FOCUS = ""
     DEFAULT_CSS = """
     #bench-form { height: auto; padding: 0 1; }
     #bench-form Input { width: 1fr; min-width: 24; }
+    #bench-form #kind { width: 13; }
     #bench-form #engine { width: 22; }
-    #bench-form #solo-badge { padding: 0 1; margin: 1 0 0 1; background: $warning; color: $text; text-style: bold; }
+    #bench-form .badge { padding: 0 1; margin: 1 0 0 1; background: $warning; color: $text; text-style: bold; }
+    #sweep-row { height: auto; padding: 0 1; display: none; }
+    #sweep-row.-on { display: block; }
+    #sweep-row Horizontal { height: 1; }
+    #sweep-row Label, #settings Label { padding: 0 1 0 1; }
+    #sweep-row Label { width: 14; text-align: right; }
+    #sweep-row Input { width: 1fr; }
     #settings { height: auto; padding: 0 1; }
-    #settings Horizontal { height: auto; }
+    #settings > Contents > Horizontal { height: 1; margin: 0 0 1 0; }
+    #settings Horizontal.last { margin: 0; }
     #settings Input { width: 1fr; }
-    #settings #reps, #settings #warmup { width: 8; }
-    #settings #cache { width: 14; }
-    #settings Label { padding: 1 1 0 1; }
+    #settings #reps, #settings #warmup { width: 6; }
+    #settings #cache { width: 12; }
+    #settings Switch { border: none; padding: 0; height: 1; width: 6; }
+    BenchScreen.-short #settings > Contents > Horizontal { margin: 0; }
     #progress { padding: 0 1; height: 1; }
     #streams { height: 1fr; min-height: 5; }
     #streams > Vertical { border: round $panel-lighten-2; }
@@ -121,7 +151,8 @@ class BenchScreen(Screen):
     #answer-box { width: 3fr; }
     #thinking { color: $text-muted; text-style: italic; }
     #summary { height: auto; max-height: 8; }
-    #why { height: auto; max-height: 4; padding: 0 1; color: $warning; }
+    #summary.-empty { display: none; }
+    BenchScreen.-short #summary { max-height: 4; }
     #phase { padding: 0 1; height: 1; color: $text-muted; }
     """
 
@@ -129,30 +160,46 @@ class BenchScreen(Screen):
         b = self.app.config.bench
         yield Header()
         with Horizontal(id="bench-form"):
-            yield Input(placeholder="models to bench, e.g. qwen3:32b qwen3:8b", id="models")
+            # a sweep is a mode you can see, never a side effect of fields left filled in
+            yield Select([("bench", "bench"), ("sweep", "sweep")], value="bench", allow_blank=False, id="kind")
+            yield ModelField(placeholder="e.g. qwen3:32b qwen3:8b", id="models")
             yield Select(self._engine_options(), value=OLLAMA, allow_blank=False, id="engine")
             # solo unloads production: never a state hidden in the collapsed settings
-            yield Label("SOLO", id="solo-badge")
+            yield Label("SOLO", id="solo-badge", classes="badge")
             yield Button("Run", id="run", variant="primary")
+        # the sweep's own fields, shown in sweep mode only; each keeps its label
+        with Vertical(id="sweep-row"):
+            with Horizontal():
+                yield Label("profiles")
+                yield Field(placeholder="prose", id="profile", compact=True)
+                yield Label("depths")
+                yield Field(placeholder="0", id="depth", compact=True)
+            with Horizontal():
+                yield Label("concurrency")
+                yield Field(placeholder="1", id="concurrency", compact=True)
+                yield Label("SLO")
+                yield Field(placeholder="e.g. ttft=2s,itl=0.1s", id="slo", compact=True)
         # everything else has the config's value and sits in the settings, so the model
-        # field keeps its width at 80 columns
+        # field keeps its width at 80 columns; one line per row, so opening them leaves the
+        # live panes on screen
         with Collapsible(title=self._settings_title(), collapsed=True, id="settings"):
             with Horizontal():
                 yield Label("reps")
-                yield Input(value=str(b.reps), id="reps", type="integer")
+                yield Field(value=str(b.reps), id="reps", type="integer", compact=True)
                 yield Label("warm-up")
-                yield Input(value=str(b.warmup), id="warmup", type="integer")
+                yield Field(value=str(b.warmup), id="warmup", type="integer", compact=True)
                 yield Label("solo" if b.mode == "solo" else "beside", id="mode-label")
                 yield Switch(value=b.mode == "solo", id="solo", tooltip="solo: unload every other model first")
                 yield Label("cache")
-                yield Select([("cold", "cold"), ("warm", "warm")], value="cold", allow_blank=False, id="cache")
+                yield Select([("cold", "cold"), ("warm", "warm")], value="cold", allow_blank=False, id="cache",
+                             compact=True)
             with Horizontal():
                 yield Label("num_ctx")
-                yield Input(value=str(b.num_ctx), id="num_ctx", type="integer")
+                yield Field(value=str(b.num_ctx), id="num_ctx", type="integer", compact=True)
                 yield Label("num_predict")
-                yield Input(value=str(b.num_predict), id="num_predict", type="integer")
+                yield Field(value=str(b.num_predict), id="num_predict", type="integer", compact=True)
                 yield Label("ceiling s")
-                yield Input(value=f"{b.timeout_s:g}", id="timeout", type="number")
+                yield Field(value=f"{b.timeout_s:g}", id="timeout", type="number", compact=True)
             with Horizontal():
                 yield Label("think")
                 yield Switch(value=b.think, id="think")
@@ -161,15 +208,10 @@ class BenchScreen(Screen):
                 yield Label("keep loaded")
                 yield Switch(value=b.keep_loaded, id="keep_loaded",
                              tooltip="leave the models the bench loads resident afterwards (default: unloaded)")
-                yield Input(placeholder="prompt (empty: the configured one)", id="prompt")
-            # any of these makes Run a workload sweep (as bench --profile/--depth/--concurrency/--slo)
-            with Horizontal(id="sweep-row"):
-                yield Label("sweep")
-                yield Input(placeholder="profiles: prose,json", id="profile")
-                yield Input(placeholder="depths: 0,4k,16k", id="depth")
-                yield Input(placeholder="concurrency: 1,2,4", id="concurrency")
-                yield Input(placeholder="SLO: ttft=2s,itl=100ms", id="slo")
-        yield Label("", id="phase")
+            with Horizontal(classes="last"):
+                yield Label("prompt")
+                yield Field(placeholder="empty: the configured one", id="prompt", compact=True)
+        yield Label("", id="phase", markup=False)
         yield Gauges(id="gauges")
         yield ProgressBar(id="progress", show_eta=False)
         with Horizontal(id="streams"):
@@ -179,12 +221,11 @@ class BenchScreen(Screen):
             with Vertical(id="answer-box") as v:
                 v.border_title = "answer"
                 yield StreamTail(id="answer", max_lines=LOG_LINES)
-        yield DataTable(id="summary", zebra_stripes=True, cursor_type="row")
-        yield Label("", id="why")
-        yield Footer()
+        yield RowTable(id="summary", zebra_stripes=True, cursor_type="row", classes="-empty")
+        yield NotesPanel(id="notes")
+        yield KeysFooter()
 
     def on_mount(self) -> None:
-        self.query_one("#summary", DataTable).add_columns(*SUMMARY_COLUMNS)
         s = self.app.config.bench
         self.query_one("#phase", Label).update(
             f"prompt sha256 {BenchSettings.from_config(s).prompt_sha256[:12]} · num_ctx {s.num_ctx} · "
@@ -194,10 +235,16 @@ class BenchScreen(Screen):
         self._total_steps = 0
         self._done_steps = 0
         self.runs: list = []
+        self.notes: list[Note] = []  # what this screen has to say beside the runs' own flags
+        self.query_one("#notes", NotesPanel).hint = "enter on a row or n: all notes"
         self.query_one("#solo-badge", Label).display = self.app.config.bench.mode == "solo"
         self.watch(self.app, "engines_status", self._engine_reachability, init=True)
 
     # ---- engine picker ---------------------------------------------------------------------
+
+    @property
+    def sweep_mode(self) -> bool:
+        return self.query_one("#kind", Select).value == "sweep"
 
     def _settings_title(self) -> str:
         """The settings in one line, so a collapsed panel still says what a run will do."""
@@ -206,16 +253,32 @@ class BenchScreen(Screen):
             return f"settings (ctrl+s): {b.reps} reps · warm-up {b.warmup} · {b.mode} · num_ctx {b.num_ctx} · cold"
         q = self.query_one
         mode = "solo" if q("#solo", Switch).value else "beside"
-        sweep = " · sweep" if any(q(f"#{f}", Input).value.strip() for f in SWEEP_FIELDS) else ""
         keep = " · keep loaded" if q("#keep_loaded", Switch).value else ""
         return (f"settings (ctrl+s): {q('#reps', Input).value} reps · warm-up {q('#warmup', Input).value} · {mode} · "
-                f"num_ctx {q('#num_ctx', Input).value} · {q('#cache', Select).value}{sweep}{keep}")
+                f"num_ctx {q('#num_ctx', Input).value} · {q('#cache', Select).value}{keep}")
 
     @on(Input.Changed, "#settings Input")
     @on(Switch.Changed, "#settings Switch")
     @on(Select.Changed, "#cache")
     def _settings_changed(self) -> None:
         self.query_one("#settings", Collapsible).title = self._settings_title()
+
+    @on(Select.Changed, "#kind")
+    def _kind_changed(self) -> None:
+        sweep = self.sweep_mode
+        self.query_one("#sweep-row").set_class(sweep, "-on")
+        self.query_one("#run", Button).label = "Run sweep" if sweep else "Run"
+
+    def action_toggle_sweep(self) -> None:
+        kind = self.query_one("#kind", Select)
+        kind.value = "bench" if self.sweep_mode else "sweep"
+
+    @on(Input.Submitted)
+    def _field_left(self) -> None:
+        """Enter leaves a field (widgets/fields.py); it never starts a run."""
+        if not self._bench_running():
+            what = "sweep" if self.sweep_mode else "bench"
+            self.query_one("#phase", Label).update(f"ctrl+r or Run starts the {what}")
 
     def _engine_options(self, statuses: tuple = ()) -> list[tuple[str, str]]:
         seen = {st.name: st for st in statuses}
@@ -267,18 +330,20 @@ class BenchScreen(Screen):
         """Models, engine name and settings from the form; None after telling what is wrong."""
         from sparkctl.core.names import InvalidModelName, validate_model_name
 
-        models = self.query_one("#models", Input).value.split()
+        field = self.query_one("#models", ModelField)
+        models = field.value.split()
         if not models:
-            self.notify("name at least one model to bench", severity="warning")
-            return None
+            return self._refuse("name at least one model to bench")
         engine = str(self.query_one("#engine", Select).value)
         if engine == OLLAMA:
             for m in models:
                 try:
                     validate_model_name(m)
                 except InvalidModelName as exc:
-                    self.notify(str(exc), severity="error")
-                    return None
+                    return self._refuse(str(exc))
+            unknown = field.unknown(models)
+            if unknown:
+                return self._refuse(unknown)
 
         def number(field: str, kind, low: float, what: str):
             raw = self.query_one(f"#{field}", Input).value.strip()
@@ -287,8 +352,7 @@ class BenchScreen(Screen):
                 if value < low or (kind is float and not value > 0):
                     raise ValueError
             except ValueError:
-                self.notify(f"{what} must be a {'whole ' if kind is int else ''}number >= {low:g}, not {raw!r}",
-                            severity="error")
+                self._refuse(f"{what} must be a {'whole ' if kind is int else ''}number >= {low:g}, not {raw!r}")
                 raise
             return value
 
@@ -302,8 +366,7 @@ class BenchScreen(Screen):
             return None
         solo = self.query_one("#solo", Switch).value
         if solo and engine != OLLAMA:
-            self.notify("solo needs Ollama: an OpenAI-compatible server serves one fixed model", severity="error")
-            return None
+            return self._refuse("solo needs Ollama: an OpenAI-compatible server serves one fixed model")
         b = self.app.config.bench
         prompt = self.query_one("#prompt", Input).value.strip() or None
         settings = BenchSettings.from_config(
@@ -315,8 +378,16 @@ class BenchScreen(Screen):
         )
         return models, engine, settings
 
+    def _refuse(self, text: str, level: str = "error") -> None:
+        """Why the form cannot run, on the screen (the phase line and the notes), not only
+        in a toast; returns None for the callers' `return`."""
+        self.notes = [Note(text, level)]
+        self._show_notes()
+        self.query_one("#phase", Label).update(f"not started: {text}")
+        self.app.remember(text, level)  # the notes hold it whole: no toast over them
+        return None
+
     @on(Button.Pressed, "#run")
-    @on(Input.Submitted)
     def action_start(self) -> None:
         if self._bench_running():
             # exclusive workers would cancel the running bench: never by a stray Enter
@@ -352,7 +423,7 @@ class BenchScreen(Screen):
             preview = await solo_preview(self.app.config, self.app.engine, models, settings, _gpu_busy(self.app))
         except Exception as exc:  # no engine: the bench itself would fail the same way, with its reason
             message = getattr(exc, "message", None) or str(exc)
-            self.notify(f"solo: cannot read the engine's resident models: {message}", severity="error")
+            self._refuse(f"solo: cannot read the engine's resident models: {message}")
             return
         self.query_one("#phase", Label).update("")
         if not preview.unload:
@@ -368,15 +439,15 @@ class BenchScreen(Screen):
         self.app.push_screen(ConfirmDialog(preview.text(), yes_label="Unload them and run solo"), answered)
 
     def _sweep_form(self, settings: BenchSettings):
-        """(profiles, depths, concurrencies, slo) from the settings' sweep inputs; None when
-        they are all empty (a plain bench); False after telling what is wrong."""
+        """(profiles, depths, concurrencies, slo) from the sweep fields; None outside sweep
+        mode (a plain bench, whatever the fields hold); False after telling what is wrong."""
         from sparkctl.core.latency import parse_slo
         from sparkctl.core.sweep import parse_int_list
         from sparkctl.services.bench.profiles import DEFAULT_PROFILE, resolve
 
-        raw = {f: self.query_one(f"#{f}", Input).value.strip() for f in SWEEP_FIELDS}
-        if not any(raw.values()):
+        if not self.sweep_mode:
             return None
+        raw = {f: self.query_one(f"#{f}", Input).value.strip() for f in SWEEP_FIELDS}
         b = self.app.config.bench
         prompt = self.query_one("#prompt", Input).value.strip() or None
         try:
@@ -391,34 +462,34 @@ class BenchScreen(Screen):
             except ValueError as exc:
                 raise ValueError(f"SLO: {exc}") from None
         except ValueError as exc:
-            self.notify(str(exc).removeprefix("--"), severity="error")
+            self._refuse(tui_words(str(exc)))
             return False
         return profiles, depths, conc, slo
 
-    def _launch_sweep(self, models: list[str], settings: BenchSettings, engine: str, plan) -> None:
-        self.runs = []
-        # rounds of K streams at once: the phase line names the cell and round, the bar pulses
-        self.query_one("#progress", ProgressBar).update(total=None, progress=0)
-        self.query_one("#summary", DataTable).clear()
-        self.query_one("#why", Label).update("")
-        self.query_one("#run", Button).disabled = True
-        self.query_one("#summary", DataTable).focus()
-        gc.freeze()
-        self.run_sweep(models, settings, engine, plan)
-
-    def _launch(self, models: list[str], settings: BenchSettings, engine: str = OLLAMA) -> None:
-        self._total_steps = len(models) * (settings.reps + settings.warmup)
+    def _begin(self, total: int | None) -> None:
+        """A run starts: nothing of the last one stays on screen (its figures, rows, notes)."""
+        self._total_steps = total or 0
         self._done_steps = 0
         self.runs = []
-        self.query_one("#progress", ProgressBar).update(total=self._total_steps, progress=0)
-        self.query_one("#summary", DataTable).clear()
-        self.query_one("#why", Label).update("")
+        self.notes = []
+        # a sweep runs rounds of K streams at once: the phase line names the cell and round, the bar pulses
+        self.query_one("#progress", ProgressBar).update(total=total, progress=0)
+        self.query_one("#summary", DataTable).clear().add_class("-empty")
+        self._show_notes()
+        self.query_one(Gauges).set(**{key: "-" for key in self.query_one(Gauges).values})
         self.query_one("#run", Button).disabled = True
         # keys must do what the footer says: nothing left typing into the model field
-        self.query_one("#summary", DataTable).focus()
+        self.set_focus(None)
         # Long-lived objects made since start-up (this screen, render caches) leave the
         # collector's view, so full collections stay short while tokens stream in.
         gc.freeze()
+
+    def _launch_sweep(self, models: list[str], settings: BenchSettings, engine: str, plan) -> None:
+        self._begin(None)
+        self.run_sweep(models, settings, engine, plan)
+
+    def _launch(self, models: list[str], settings: BenchSettings, engine: str = OLLAMA) -> None:
+        self._begin(len(models) * (settings.reps + settings.warmup))
         self.run_bench(models, settings, engine)
 
     def start_with(self, models: list[str], overrides: dict, why: str = "") -> None:
@@ -461,12 +532,10 @@ class BenchScreen(Screen):
         try:
             await runner.run(models)
         except BenchRefused as exc:
-            self.post_message(BenchEvent(Phase(f"REFUSED: {exc}")))
-            self.app.notify(f"bench refused: {exc}", severity="error", timeout=10)
+            self._said(f"bench refused: {exc}", "REFUSED: nothing ran (why: in the notes below)")
         except Exception as exc:  # engine gone, etc.: say so, keep the app alive
             message = getattr(exc, "message", None) or str(exc)
-            self.post_message(BenchEvent(Phase(f"bench failed: {message}")))
-            self.app.notify(f"bench failed: {message}", severity="error", timeout=10)
+            self._said(f"bench failed: {message}", "bench failed (why: in the notes below)")
         finally:
             self.post_message(BenchEvent(None))
             _after_run(self.app)
@@ -490,12 +559,10 @@ class BenchScreen(Screen):
         try:
             await runner.run(models)
         except BenchRefused as exc:
-            self.post_message(BenchEvent(Phase(f"REFUSED: {exc}")))
-            self.app.notify(f"sweep refused: {exc}", severity="error", timeout=10)
+            self._said(f"sweep refused: {exc}", "REFUSED: nothing ran (why: in the notes below)")
         except Exception as exc:  # engine gone, etc.: say so, keep the app alive
             message = getattr(exc, "message", None) or str(exc)
-            self.post_message(BenchEvent(Phase(f"sweep failed: {message}")))
-            self.app.notify(f"sweep failed: {message}", severity="error", timeout=10)
+            self._said(f"sweep failed: {message}", "sweep failed (why: in the notes below)")
         finally:
             res = runner.result
             done = [c for c in res.cells if c.result is not None]
@@ -505,6 +572,17 @@ class BenchScreen(Screen):
             self.post_message(SweepFinished(res, view))
             self.post_message(BenchEvent(None))
             _after_run(self.app)
+
+    def _said(self, text: str, phase: str) -> None:
+        """From the worker: an ending the notes panel holds whole (N keeps it too)."""
+        text = tui_words(text)
+        self.post_message(Said(Note(text, "error"), phase))
+        self.app.remember(text, "error")
+
+    def on_said(self, message: Said) -> None:
+        self.notes.append(message.note)
+        self._show_notes()
+        self.query_one("#phase", Label).update(message.phase)
 
     def on_sweep_finished(self, message: SweepFinished) -> None:
         res = message.result
@@ -521,22 +599,30 @@ class BenchScreen(Screen):
 
     # ---- events from the runner ------------------------------------------------------------
 
+    def on_worker_state_changed(self, event) -> None:
+        if event.worker.group == "bench":
+            self.refresh_bindings()  # Run or Stop in the footer
+
     def on_bench_event(self, message: BenchEvent) -> None:
         ev = message.event
         if ev is None:  # the worker ended, however it ended
             self.query_one("#run", Button).disabled = False
             self._reset_solo()
-            self.query_one(Gauges).set(tps="-", elapsed="-")  # no live figure outlives its stream
+            # no live figure outlives its stream (a refusal leaves none of the last run's either)
+            self.query_one(Gauges).set(tps="-", elapsed="-")
             phase = self.query_one("#phase", Label)
             if str(phase.render()).startswith(("streaming", "stopping", "loading")):
                 phase.update("bench stopped" if any(r.status == "KILLED" for r in self.runs) or not self.runs
                              else "bench finished")
         elif isinstance(ev, Phase):
-            self.query_one("#phase", Label).update(ev.text)
+            self.query_one("#phase", Label).update(tui_words(ev.text))
         elif isinstance(ev, Notice):
-            self.query_one("#phase", Label).update(ev.text)
+            text = tui_words(ev.text)
+            self.query_one("#phase", Label).update(text)
             error = ev.text.startswith("ERROR")
-            self.app.notify(ev.text, severity="error" if error else "warning", timeout=20 if error else 8)
+            self.notes.append(Note(text, "error" if error else "warning"))
+            self._show_notes()
+            self.app.remember(text, "error" if error else "warning")
         elif isinstance(ev, RepStarted):
             what = f"warm-up {-ev.index}/{ev.total}" if ev.warmup else f"{ev.index + 1}/{ev.total}"
             self.query_one(Gauges).set(rep=f"{ev.model} {what}", tokens="0", elapsed="0.0 s", ttft="-", tps="-")
@@ -570,13 +656,36 @@ class BenchScreen(Screen):
 
     def _show_summary(self, runs, labels: list[str] | None = None) -> None:
         self.runs = list(runs)
+        self._labels = labels
         table = self.query_one("#summary", DataTable)
-        table.clear()
+        self._fill_summary()
+        if self.runs and (self.focused is None or not isinstance(self.focused, Input)):
+            table.focus()  # up/down pick a run, enter reads its notes
+        count = len(self.notes) + sum(len(run_notes(r)) for r in runs)
+        stopped = any(r.status == "KILLED" for r in runs)
+        head = "bench stopped (KILLED): the finished repetitions are recorded" if stopped else "bench finished"
+        self.query_one("#phase", Label).update(head + (f" · {count} note(s) below: enter or n reads them whole"
+                                                       if count else ""))
+        self._show_notes(0)
+
+    def on_resize(self) -> None:
+        if self.runs:
+            self._fill_summary()  # the columns that fit the new width
+
+    def _fill_summary(self) -> None:
+        """One row per run; every column from WIDE terminal columns, the verdict's own below."""
+        table = self.query_one("#summary", DataTable)
+        columns = SUMMARY_COLUMNS if self.size.width >= WIDE else NARROW_COLUMNS
+        cursor = table.cursor_row
+        table.clear(columns=True)
+        table.add_columns(*columns)
+        table.set_class(not self.runs, "-empty")
+        labels = getattr(self, "_labels", None)
 
         def f(x, spec=".1f"):
             return "-" if x is None else format(x, spec)
 
-        for i, run in enumerate(runs):
+        for i, run in enumerate(self.runs):
             s = run.summary
             if run.status != "FINISHED":
                 verdict = Text(f"{run.status} ({len(run.reps)} rep)", style="bold yellow")
@@ -590,46 +699,67 @@ class BenchScreen(Screen):
                 verdict = Text("- (1 rep)", style="dim")
             placement = run.placement_before if run.placement_before == run.placement_after else (
                 f"{run.placement_before} → {run.placement_after}")
-            table.add_row(
-                labels[i] if labels else run.model, f(s.get("decode_tps_median")), f(s.get("decode_tps_min")), f(s.get("decode_tps_max")),
-                f(s.get("decode_tps_cv_pct")), f(s.get("client_decode_tps_median")),
+            cells = dict(zip(SUMMARY_COLUMNS, (
+                labels[i] if labels else run.model, f(s.get("decode_tps_median")), f(s.get("decode_tps_min")),
+                f(s.get("decode_tps_max")), f(s.get("decode_tps_cv_pct")), f(s.get("client_decode_tps_median")),
                 f(s.get("prefill_tps_median"), ".0f"), f(s.get("ttft_s_median"), ".2f"),
                 f(s.get("load_s_median"), ".2f"), f(s.get("roofline_pct"), ".0f"), f(s.get("joules_per_token"), ".2f"),
                 Text(placement, style="" if placement == "100% GPU" else "yellow"),
                 str(int(s.get("dnf_count", 0))), verdict,
                 run.run_id[:8] if run.run_id else "spooled" if run.sync_message else "-",
-            )
-        notes = []
-        residency = next((r.residency for r in runs if r.residency and r.residency != "as before"), "")
-        if residency:  # what the end of the bench unloaded and put back
-            notes.append(f"residency: {residency}")
-        for run in runs:
-            notes.extend(f"{run.model}: {m}" for m in run.invalid + run.flags)
-            if run.sync_message and not run.run_id:
-                notes.append(f"{run.model}: {run.sync_message}")
-        stopped = any(r.status == "KILLED" for r in runs)
-        head = "bench stopped (KILLED): the finished repetitions are recorded" if stopped else "bench finished"
-        self.query_one("#phase", Label).update(head + (f" · {len(notes)} note(s): select a row" if notes else ""))
-        if runs:
-            self._explain(0)
+            )))
+            table.add_row(*(cells[c] for c in columns))
+        if self.runs:
+            table.move_cursor(row=min(max(cursor, 0), len(self.runs) - 1))
 
     @on(DataTable.RowHighlighted, "#summary")
     def _row_highlighted(self, event: DataTable.RowHighlighted) -> None:
-        self._explain(event.cursor_row)
+        self._show_notes(event.cursor_row)
 
-    def _explain(self, index: int) -> None:
-        """The selected run's flags, each with what it means for the numbers."""
-        if not 0 <= index < len(self.runs):
-            return
-        run = self.runs[index]
-        from sparkctl.core.specdec import summary_text
+    @on(DataTable.RowSelected, "#summary")
+    def _row_selected(self, event: DataTable.RowSelected) -> None:
+        """Enter on a run: its notes on a whole screen."""
+        if 0 <= event.cursor_row < len(self.runs):
+            run = self.runs[event.cursor_row]
+            self.app.push_screen(NotesScreen(f"Notes: {run.model}", [*self.notes, *run_notes(run)]))
 
-        lines = [f"{run.model}: {summary_text(run.summary)}"] if summary_text(run.summary) else []
-        if run.residency and run.residency != "as before":
-            lines.append(f"residency after the bench: {run.residency}")
-        for flag in dict.fromkeys(run.invalid + run.flags):
-            why = explain(flag)
-            lines.append(f"! {flag}" + (f" — {why}" if why else ""))
-        if run.sync_message and not run.run_id:
-            lines.append(run.sync_message)
-        self.query_one("#why", Label).update("\n".join(lines) or f"{run.model}: no flags")
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        # the footer shows what applies now: Run or Stop, Notes while there are some
+        if action == "notes":
+            return bool(getattr(self, "notes", None) or getattr(self, "runs", None))
+        if action in ("start", "stop"):
+            return self._bench_running() == (action == "stop")
+        return True
+
+    def action_notes(self) -> None:
+        named = len(self.runs) > 1
+        self.app.push_screen(NotesScreen("Notes", [*self.notes, *(n for r in self.runs for n in run_notes(r, named))]))
+
+    def _show_notes(self, index: int | None = None) -> None:
+        """The screen's own notes (a refusal, a residency warning), then the selected run's
+        flags, each with what it means for the numbers."""
+        if index is None:
+            index = self.query_one("#summary", DataTable).cursor_row
+        run = self.runs[index] if self.runs and 0 <= index < len(self.runs) else None
+        notes = [*self.notes, *(run_notes(run) if run is not None else ())]
+        title = f"notes: {run.model}" if run is not None and len(self.runs) > 1 else "notes"
+        self.query_one("#notes", NotesPanel).show(notes, title)
+        self.refresh_bindings()
+
+
+def run_notes(run, named: bool = False) -> list[Note]:
+    """A run's flags and what it said about its ending, as notes (services.bench ModelRun);
+    `named`: each note names the run's model (a list of several runs' notes)."""
+    from sparkctl.core.specdec import summary_text
+
+    about = run.model if named else ""
+    notes = []
+    if summary_text(run.summary):  # what the engine reported of its draft model
+        notes.append(Note(summary_text(run.summary), "info", about))
+    if run.residency and run.residency != "as before":  # what the end of the bench unloaded and put back
+        notes.append(Note(f"residency after the bench: {run.residency}", "info", about))
+    for flag in dict.fromkeys(run.invalid + run.flags):
+        notes.append(Note(tui_words(flag), "error" if flag in run.invalid else "warning", about, explain(flag)))
+    if run.sync_message and not run.run_id:
+        notes.append(Note(run.sync_message, "warning", about))
+    return notes

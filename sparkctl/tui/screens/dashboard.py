@@ -11,16 +11,18 @@ from textual.widgets import DataTable, Header, Label, Static
 
 from sparkctl.core.budget import Level, MemoryBudget
 from sparkctl.core.fmt import gib, na, size
+from sparkctl.core.names import model_key
 from sparkctl.core.snapshots import GIB, GpuMemory, MemInfo, Pressure, Unavailable
 from sparkctl.services.status import StatusReport
 from sparkctl.tui.breakpoints import preset_breakpoints
 from sparkctl.tui.widgets.budget_bar import BudgetBar
 from sparkctl.tui.widgets.drift import DriftGate
-from sparkctl.tui.widgets.footer import Footer
+from sparkctl.tui.widgets.footer import KeysFooter
 from sparkctl.tui.widgets.history import HistorySparkline
 
 SPARK_EVERY = 3  # redraw the history sparklines every this many samples
 RESIDENT_COLUMNS = ("Model", "Lane", "Size", "Processor", "Context", "Until", "Quant")
+WIDE = 100  # terminal columns from which the resident table shows Quant (below: in Models)
 
 
 class Panel(Static):
@@ -97,16 +99,30 @@ class DashboardScreen(Screen):
                 v.border_title = "GPU utilization"
                 yield HistorySparkline([], id="spark-gpu", bounds=(0.0, 100.0))
                 yield Label("", id="spark-gpu-label")
-        yield Footer()
+        yield KeysFooter()
 
     def action_lanes(self) -> None:
         from sparkctl.tui.screens.lanes import LanesScreen
 
         self.app.push_screen(LanesScreen())
 
+    def _resident_columns(self) -> tuple[str, ...]:
+        return RESIDENT_COLUMNS if self.app.size.width >= WIDE else RESIDENT_COLUMNS[:-1]
+
+    def on_resize(self) -> None:
+        if getattr(self, "_columns", None) not in (None, self._resident_columns()):
+            table = self.query_one("#resident", DataTable)
+            table.clear(columns=True)
+            self._columns = self._resident_columns()
+            table.add_columns(*self._columns)
+            self._rows_key = self._widths = None  # refilled, columns sized, at the next report
+            if self.app.report is not None:
+                self._show_report(self.app.report)
+
     def on_mount(self) -> None:
         table = self.query_one("#resident", DataTable)
-        table.add_columns(*RESIDENT_COLUMNS)
+        self._columns = self._resident_columns()
+        table.add_columns(*self._columns)
         self.query_one("#lanes-cold", Label).styles.padding = (0, 1)
         first = self.query_one("#first-run", Static)
         first.styles.padding = (0, 1)
@@ -124,6 +140,10 @@ class DashboardScreen(Screen):
         if self.app.config.engines:
             self.query_one("#engines", Panel).border_title = "Bench engines"
             self.watch(self.app, "engines_status", self._show_engines, init=True)
+
+    def _contenders(self):
+        """Model keys this machine's sparkctl marked contender (the legend says so too)."""
+        return getattr(self.app, "contenders", ())
 
     def _engine_down_for(self) -> float | None:
         return self.app.engine_down_for()
@@ -163,7 +183,7 @@ class DashboardScreen(Screen):
     def _show_report(self, report: StatusReport | None) -> None:
         if report is None:
             return
-        self.query_one(BudgetBar).show(report.budget)
+        self.query_one(BudgetBar).show(report.budget, self._contenders())
         self._show_resident(report)
         self._show_engine(report)
         self._show_first_run(report)
@@ -204,18 +224,21 @@ class DashboardScreen(Screen):
         rows = []
         for row in r.rows:
             m = row.model
-            lane_colour = self.app.theme_variables.get(f"lane-{row.lane or 'other'}", "")
+            # a side-loaded model is the contender: named so, in the legend's colour for it
+            lane = row.lane or ("contender" if model_key(m.name) in self._contenders() else None)
+            lane_colour = self.app.theme_variables.get(f"lane-{lane or 'other'}", "")
             processor = Text(row.placement, style="bold red" if row.placement != "100% GPU" else "")
             rows.append((
                 Text(m.name, style=f"bold {lane_colour}"),
-                row.lane or _contender(self.app, m.name),
+                lane or "-",
                 size(m.size),  # a 1 MB model is "976.6 KiB", not "0.0 GiB"
                 processor,
                 str(m.context_length) if m.context_length else "n/a",
                 row.until,
                 m.details.quantization_level or "-",
             ))
-        key = [tuple(str(c) for c in row) for row in rows]
+        width = len(self._columns)  # narrow: the last (Quant) left out
+        key = [tuple(str(c) for c in row[:width]) for row in rows]
         if key != getattr(self, "_rows_key", None):
             self._rows_key = key
             # Each column as wide as its widest cell, given with the columns: a DataTable
@@ -223,16 +246,16 @@ class DashboardScreen(Screen):
             # that stays cached at the old widths ("gpt-o" for "gpt-oss:120b") until the
             # rows change again.
             widths = [max([cell_len(label), *(cell_len(str(row[i])) for row in rows)])
-                      for i, label in enumerate(RESIDENT_COLUMNS)]
+                      for i, label in enumerate(self._columns)]
             if widths != getattr(self, "_widths", None):
                 self._widths = widths
                 table.clear(columns=True)
-                for label, width in zip(RESIDENT_COLUMNS, widths):
-                    table.add_column(label, width=width)
+                for label, cells in zip(self._columns, widths):
+                    table.add_column(label, width=cells)
             else:
                 table.clear()
             for row in rows:
-                table.add_row(*row)
+                table.add_row(*row[:width])
         self._show_cold_lanes(r)
         label = self.query_one("#attribution", Label)
         a = r.attribution
@@ -251,31 +274,51 @@ class DashboardScreen(Screen):
             text = Text("NVML per-process memory: n/a", style="dim")
         set_if_changed(label, text)
 
+    def _compact(self) -> bool:
+        """The three panels in three short lines each: a short terminal (80x24) gives their
+        rows to the resident models, a narrow one their width to nothing that wraps."""
+        return self.has_class("-short") or self.app.size.width < WIDE
+
     def _show_engine(self, r: StatusReport) -> None:
         e = r.engine
+        if self._compact():
+            t = self._engine_status(r, compact=True)
+            t.append(e.host, style="dim")
+        else:
+            t = Text(f"{e.kind} · {e.host}\n")
+            t.append_text(self._engine_status(r, compact=False))
+            if not (e.reachable and e.error is None):
+                t.append("retrying every refresh…", style="dim")
+        self.query_one("#engine", Panel).set_text(t)
+
+    def _engine_status(self, r: StatusReport, compact: bool) -> Text:
+        """Whether the engine answers, its version and what it holds (or its error); in
+        fewer words when `compact`."""
+        e = r.engine
         t = Text()
-        t.append(f"{e.kind} · {e.host}\n")
+        version = " " if compact else "   version "
         if e.reachable and e.error is not None:
             # it answered, with an error: up but failing (a runner that died, an HTTP 500)
             t.append("● ENGINE ERROR", style="bold red")
             if e.version:
-                t.append(f"   version {e.version}")
-            t.append(f"\nengine error: {e.error}\n", style="red")
-            t.append("retrying every refresh…", style="dim")
+                t.append(f"{version}{e.version}")
+            t.append(f"\n{'' if compact else 'engine error: '}{e.error}\n", style="red")
         elif e.reachable:
             t.append("● reachable", style="bold green")
-            t.append(f"   version {e.version}\n")
-            t.append(f"{len(e.resident)} model(s) resident")
+            t.append(f"{version}{e.version}\n")
+            t.append(f"{e.kind} · {len(e.resident)} resident\n" if compact else f"{len(e.resident)} model(s) resident")
         else:
             t.append("● UNREACHABLE", style="bold red")
             down = self._engine_down_for()
             if down is not None:
-                t.append(f" for {down:.0f} s")
+                t.append(f" {down:.0f} s" if compact else f" for {down:.0f} s")
             t.append(f"\n{e.error}\n", style="red")
-            t.append("retrying every refresh…", style="dim")
-        self.query_one("#engine", Panel).set_text(t)
+        return t
 
     def _show_gpu(self, r: StatusReport) -> None:
+        if self._compact():
+            self.query_one("#gpu", Panel).set_text(self._gpu_compact(r))
+            return
         t = Text()
         gpu = r.host.gpu
         if gpu.unavailable is not None or not gpu.gpus:
@@ -283,17 +326,8 @@ class DashboardScreen(Screen):
             t.append(f"n/a ({reason})\n", style="dim")
             t.append("util n/a · temp n/a · power n/a\nSM clock n/a · throttle n/a", style="dim")
         for g in gpu.gpus[:2]:
-            t.append(f"{na(g.name)}\n", style="bold")
-            t.append(f"util {na(g.utilization_pct, '{:.0f}', '%')} · temp {na(g.temperature_c, '{:.0f}', '°C')}"
-                     f" · power {na(g.power_w, '{:.0f}', ' W')}\n")
-            t.append(f"SM clock {na(g.sm_clock_mhz, '{:.0f}', ' MHz')} · ")
-            thr = g.throttle_reasons
-            if isinstance(thr, Unavailable):
-                t.append(f"throttle {thr}\n")
-            elif thr:
-                t.append("throttle " + ", ".join(thr) + "\n", style="bold yellow")
-            else:
-                t.append("no throttling\n")
+            t.append(_gpu_text(g, compact=False))
+            t.append("\n")
             if g.unified_memory:
                 t.append("memory: unified (budget from /proc/meminfo)", style="dim")
             elif isinstance(g.memory, GpuMemory):
@@ -305,13 +339,17 @@ class DashboardScreen(Screen):
     def _show_pressure(self, r: StatusReport) -> None:
         p, b = r.host.pressure, r.budget
         # PSI in 0.1 % and memory in 0.1 GiB drift all the time: small moves are shown
-        # every few seconds (widgets/drift.py), a change of level at once
+        # every few seconds (widgets/drift.py), a change of level (or of layout) at once
         figures = (p.some_avg10, p.full_avg10, p.some_avg60, p.full_avg60) if isinstance(p, Pressure) else ()
         level = (b.level, round(b.reserve / GIB, 1)) if isinstance(b, MemoryBudget) else None
         alarm = isinstance(p, Pressure) and (p.full_avg10 > 5, p.some_avg10 > 10)
         available = (round(b.available / GIB, 1),) if isinstance(b, MemoryBudget) else ()
-        if not self._gates["pressure"].due((type(p), str(p) if not figures else "", level, alarm),
+        compact = self._compact()
+        if not self._gates["pressure"].due((type(p), str(p) if not figures else "", level, alarm, compact),
                                            figures + available):
+            return
+        if compact:
+            self.query_one("#pressure", Panel).set_text(self._pressure_compact(r))
             return
         t = Text()
         if isinstance(p, Pressure):
@@ -331,6 +369,31 @@ class DashboardScreen(Screen):
             else:
                 t.append(f"available {gib(b.available)}, reserve {gib(b.reserve)}", style="green")
         self.query_one("#pressure", Panel).set_text(t)
+
+    # ---- the panels in three lines each (80x24) ------------------------------------------
+
+    def _gpu_compact(self, r: StatusReport) -> Text:
+        gpu = r.host.gpu
+        if gpu.unavailable is not None or not gpu.gpus:
+            reason = gpu.unavailable.reason if gpu.unavailable else "no GPU found"
+            return Text(f"n/a ({reason})", style="dim")
+        return _gpu_text(gpu.gpus[0], compact=True)
+
+    def _pressure_compact(self, r: StatusReport) -> Text:
+        t = Text()
+        p = r.host.pressure
+        if isinstance(p, Pressure):
+            style = "bold red" if p.full_avg10 > 5 else "bold yellow" if p.some_avg10 > 10 else ""
+            t.append(f"PSI {p.some_avg10:.1f}% / {p.full_avg10:.1f}% 10 s\n", style=style)
+        else:
+            t.append(f"PSI {p}\n", style="dim")
+        b = r.budget
+        if isinstance(b, MemoryBudget):
+            style = {Level.CRITICAL: "bold white on red", Level.WARN: "bold yellow"}.get(b.level, "green")
+            t.append(f"available {gib(b.available)}\n", style=style)
+            t.append("AT OR BELOW " if b.level is Level.CRITICAL else "", style=style)
+            t.append(f"reserve {gib(b.reserve)}", style=style if b.level is not Level.OK else "")
+        return t
 
     def _show_engines(self, statuses: tuple) -> None:
         """One line per [engines.NAME]: reachable or not, what it is, and whether it serves its model."""
@@ -393,6 +456,25 @@ class DashboardScreen(Screen):
         )
 
 
+def _gpu_text(g, compact: bool) -> Text:
+    """One GPU's reading in three lines: name; utilization, temperature, power; SM clock and
+    throttling. `compact` drops the words a narrow panel cannot hold (the panel is titled GPU)."""
+    util, temp = na(g.utilization_pct, '{:.0f}', '%'), na(g.temperature_c, '{:.0f}', '°C')
+    power, clock = na(g.power_w, '{:.0f}', ' W'), na(g.sm_clock_mhz, '{:.0f}', ' MHz')
+    t = Text()
+    t.append(f"{na(g.name)}\n", style="bold")
+    t.append(f"{util} · {temp} · {power}\n" if compact else f"util {util} · temp {temp} · power {power}\n")
+    t.append(f"{clock} · " if compact else f"SM clock {clock} · ")
+    thr = g.throttle_reasons
+    if isinstance(thr, Unavailable):
+        t.append(f"throttle {thr}")
+    elif thr:
+        t.append(("THROTTLED " if compact else "throttle ") + ", ".join(thr), style="bold yellow")
+    else:
+        t.append("no throttle" if compact else "no throttling")
+    return t
+
+
 def _no_gpu_data(r: StatusReport) -> Text:
     """The label of an empty GPU history: that there is no data, and why."""
     gpu = r.host.gpu
@@ -404,13 +486,6 @@ def _no_gpu_data(r: StatusReport) -> Text:
         reasons = {str(g.utilization_pct.reason) for g in gpu.gpus if isinstance(g.utilization_pct, Unavailable)}
         why = f"utilization {', '.join(sorted(reasons))}" if reasons else "no sample yet"
     return Text(f"no data ({why})", style="dim")
-
-
-def _contender(app, name: str) -> str:
-    """ "contender" for a model side-loaded from the Models screen (no lane yet), else "-"."""
-    from sparkctl.core.names import model_key
-
-    return "contender" if model_key(name) in getattr(app, "contenders", ()) else "-"
 
 
 def _window_label(seconds: int) -> str:

@@ -14,16 +14,17 @@ from __future__ import annotations
 
 import asyncio
 import gc
+from dataclasses import dataclass
 
 from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
 from textual.message import Message
+from textual.binding import Binding
 from textual.screen import Screen
-from textual.suggester import Suggester
 from textual.widget import Widget
-from textual.widgets import Button, DataTable, Footer, Header, Input, Label, Select, Switch
+from textual.widgets import Button, DataTable, Header, Input, Label, Select, Switch
 
 from sparkctl.services.bench import Notice, Phase
 from sparkctl.services.evals import (
@@ -43,10 +44,15 @@ from sparkctl.services.evals import (
     load_suite,
     set_location,
 )
+from sparkctl.tui.widgets.footer import KeysFooter
+from sparkctl.tui.widgets.fields import Field, ModelField, RowTable
 from sparkctl.tui.widgets.item_grid import LEGEND, PENDING, FLIGHT, ItemGrid, state_of
+from sparkctl.tui.widgets.notes import Note, NotesPanel, NotesScreen
 from sparkctl.tui.widgets.stream_tail import StreamTail
+from sparkctl.tui.wording import tui_words
 
 LOG_LINES = 2000  # per view: the followed item's text, bounded however long it runs
+WIDE = 110  # columns from which the results table shows every column
 
 
 class EvalEvent(Message):
@@ -65,28 +71,23 @@ class SuiteCopyRead(Message):
         self.state = state
 
 
-class LocalModelsListed(Message):
-    def __init__(self, names: list[str]) -> None:
+@dataclass(frozen=True)
+class Failed:
+    """The eval could not run or ended in an error: a short phase line and the whole text."""
+
+    phase: str
+    text: str
+
+
+class Scored(Message):
+    """`eval score` of a file ended: its summary, or why it could not be scored."""
+
+    def __init__(self, path, suite: str, result=None, error: str = "") -> None:
         super().__init__()
-        self.names = names
-
-
-class LastWordSuggester(Suggester):
-    """Completes the word being typed from the engine's local models (several models are
-    typed space-separated, so the whole value is not one name)."""
-
-    def __init__(self) -> None:
-        super().__init__(use_cache=False, case_sensitive=True)
-        self.names: list[str] = []
-
-    async def get_suggestion(self, value: str) -> str | None:
-        last = value.rsplit(" ", 1)[-1]
-        if not last:
-            return None
-        for name in self.names:
-            if name.startswith(last) and name != last:
-                return value[: len(value) - len(last)] + name
-        return None
+        self.path = path
+        self.suite = suite
+        self.result = result  # services.evals.rescore.Rescored
+        self.error = error
 
 
 def duration(s: float) -> str:
@@ -131,15 +132,20 @@ class EvalStats(Widget):
 
 class EvalScreen(Screen):
     BINDINGS = [
-        ("ctrl+r", "start", "Run eval"),
-        ("escape", "stop", "Stop eval"),
+        Binding("ctrl+r", "start", "Run"),
+        Binding("escape", "stop", "Stop"),
+        Binding("s", "score_file", "Score a file"),
+        Binding("n", "notes", "Notes"),
     ]
+    # nothing typed into by accident: ?, q and d are keys here until a field is chosen
+    AUTO_FOCUS = ""
     DEFAULT_CSS = """
-    #eval-form, #eval-opts { height: auto; padding: 0 1; }
+    #eval-form { height: auto; padding: 0 1; }
+    #eval-opts { height: 1; padding: 0 1; }
     #eval-form #models { width: 1fr; }
     #eval-form #suite { width: 16; }
-    #eval-opts Label { padding: 1 0 0 1; }
-    #eval-opts Input { padding: 0 1; }
+    #eval-opts Label { padding: 0 1 0 1; }
+    #eval-opts Switch { border: none; padding: 0; height: 1; width: 6; }
     #eval-opts #n { width: 8; }
     #eval-opts #seed { width: 10; }
     #eval-opts #timeout { width: 10; }
@@ -150,6 +156,7 @@ class EvalScreen(Screen):
     #eval-copy #suite-copy.differs { color: $warning; }
     #eval-copy #suite-copy.missing { color: $error; }
     #eval-streams { height: 1fr; min-height: 4; }
+    EvalScreen.-short #eval-streams { min-height: 0; }  /* results and notes first once there are some */
     #eval-streams > Vertical { border: round $panel-lighten-2; }
     #eval-thinking-box { width: 2fr; display: none; }
     #eval-streams.thinking #eval-thinking-box { display: block; }
@@ -157,11 +164,14 @@ class EvalScreen(Screen):
     #eval-thinking { color: $text-muted; text-style: italic; }
     #results { height: auto; max-height: 8; display: none; }
     #results.shown { display: block; }
+    EvalScreen.-short #results { max-height: 4; }
+    #results.-narrow { overflow-x: hidden; }
     """
 
     def __init__(self, **kwargs) -> None:
         super().__init__(**kwargs)
-        self._suggester = LastWordSuggester()
+        self._said: list[Note] = []  # refusals, failures, notices: on screen, not only in a toast
+        self._run_notes: list[Note] = []  # the runs' guard flags, from their record
         self._runs: dict[str, object] = {}  # model -> ModelEval, as the runner reported it
         self._models: list[str] = []
         self._tally: dict[str, object] = {}
@@ -175,20 +185,19 @@ class EvalScreen(Screen):
         e = self.app.config.eval
         yield Header()
         with Horizontal(id="eval-form"):
-            yield Input(placeholder="models to evaluate, e.g. qwen3:8b llama3.2:3b", id="models",
-                        suggester=self._suggester)
+            yield ModelField(placeholder="e.g. qwen3:8b llama3.2:3b", id="models")
             yield Select([(name, name) for name in SUITE_NAMES], value=SUITE_NAMES[0], allow_blank=False,
                          id="suite")
             yield Button("Run", id="run", variant="primary")
         with Horizontal(id="eval-opts"):
             yield Label("n")
-            yield Input(value="all" if e.n is None else str(e.n), id="n")
+            yield Field(value="all" if e.n is None else str(e.n), id="n", compact=True)
             yield Label("seed")
-            yield Input(value=str(e.seed), id="seed", type="integer")
+            yield Field(value=str(e.seed), id="seed", type="integer", compact=True)
             yield Label("timeout s")
-            yield Input(value=f"{e.timeout_s:g}", id="timeout", type="number")
+            yield Field(value=f"{e.timeout_s:g}", id="timeout", type="number", compact=True)
             yield Label("conc.")
-            yield Input(value=str(e.concurrency), id="concurrency", type="integer")
+            yield Field(value=str(e.concurrency), id="concurrency", type="integer", compact=True)
             yield Label("think")
             yield Switch(value=e.think, id="think")
         with Horizontal(id="eval-copy"):
@@ -204,12 +213,13 @@ class EvalScreen(Screen):
             with Vertical(id="eval-answer-box") as v:
                 v.border_title = "answer"
                 yield StreamTail(id="eval-answer", max_lines=LOG_LINES)
-        yield DataTable(id="results", zebra_stripes=True, cursor_type="row")
-        yield Footer()
+        yield RowTable(id="results", zebra_stripes=True, cursor_type="row")
+        yield NotesPanel(id="eval-notes")
+        yield KeysFooter()
 
     def on_mount(self) -> None:
-        self._phase("name models (→ completes a local one), pick a suite; Run or ctrl+r starts, escape stops")
-        self.list_local_models()
+        self._phase("tab to the models (→ completes a local one), pick a suite; Run or ctrl+r starts")
+        self.query_one("#eval-notes", NotesPanel).hint = "n: all notes"
         self._refresh_copy()
 
     # ---- which copy of the suite (shipped, pulled, a chosen directory) --------------------
@@ -269,29 +279,51 @@ class EvalScreen(Screen):
         self.app.call_from_thread(self.app.notify, said, timeout=6)
         self.app.call_from_thread(self._refresh_copy)
 
-    # ---- the engine's local models (completion for the models field) ----------------------
-
-    @work(group="eval-models", exclusive=True, exit_on_error=False)
-    async def list_local_models(self) -> None:
-        try:
-            models = await self.app.engine.tags()
-        except Exception:  # an engine away: typing names still works
-            return
-        self.post_message(LocalModelsListed(sorted(m.name for m in models)))
-
-    def on_local_models_listed(self, message: LocalModelsListed) -> None:
-        self._suggester.names = message.names
-        if message.names:
-            shown = " ".join(message.names[:4]) + (" …" if len(message.names) > 4 else "")
-            self.query_one("#models", Input).placeholder = f"models to evaluate (local: {shown})"
-
     # ---- starting and stopping -------------------------------------------------------------
 
     def _eval_running(self) -> bool:
         return any(w.group == "eval" and not w.is_finished for w in self.workers)
 
-    @on(Button.Pressed, "#run")
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        # the footer shows what applies now: Run or Stop, Notes while there are some
+        if action in ("start", "stop"):
+            return self._eval_running() == (action == "stop")
+        if action == "notes":
+            return bool(self.notes)
+        return True
+
+    def on_worker_state_changed(self, event) -> None:
+        if event.worker.group == "eval":
+            self.refresh_bindings()
+
     @on(Input.Submitted)
+    def _field_left(self) -> None:
+        """Enter leaves a field (widgets/fields.py); it never starts an eval."""
+        if not self._eval_running():
+            self._phase("ctrl+r or Run starts the eval")
+
+    @property
+    def notes(self) -> list[Note]:
+        return [*self._said, *self._run_notes]
+
+    def _note(self, text: str, level: str = "error", *, keep: bool = False) -> None:
+        """Say it on the screen (the notes panel, whole), not only in a toast."""
+        self._said = [*self._said, Note(text, level)] if keep else [Note(text, level)]
+        self._show_notes()
+
+    def _show_notes(self) -> None:
+        self.query_one("#eval-notes", NotesPanel).show(self.notes)
+        self.refresh_bindings()
+
+    def action_notes(self) -> None:
+        self.app.push_screen(NotesScreen("Notes", self.notes))
+
+    @on(DataTable.RowSelected, "#results")
+    def _row_selected(self) -> None:
+        if self.notes:
+            self.action_notes()
+
+    @on(Button.Pressed, "#run")
     def action_start(self) -> None:
         if self._eval_running():
             # an exclusive worker would cancel the running eval: never by a stray Enter
@@ -307,7 +339,8 @@ class EvalScreen(Screen):
         """The form's choices, checked; None (and the user told why) when one is wrong."""
         from sparkctl.core.names import InvalidModelName, validate_model_name
 
-        models = self.query_one("#models", Input).value.split()
+        field = self.query_one("#models", ModelField)
+        models = field.value.split()
         if not models:
             return self._refuse("name at least one model to evaluate")
         for m in models:
@@ -315,6 +348,9 @@ class EvalScreen(Screen):
                 validate_model_name(m)
             except InvalidModelName as exc:
                 return self._refuse(str(exc))
+        unknown = field.unknown(models)
+        if unknown:
+            return self._refuse(unknown)
         value = lambda wid: self.query_one(wid, Input).value.strip()  # noqa: E731
         n_text = value("#n").lower()
         n: int | str
@@ -348,7 +384,9 @@ class EvalScreen(Screen):
                                         concurrency=concurrency, think=self.query_one("#think", Switch).value)
 
     def _refuse(self, text: str) -> None:
-        self.notify(text, severity="error")
+        self._phase(f"not started: {text}")
+        self._note(text)
+        self.app.remember(text, "error")  # the notes hold it whole: no toast over them
         return None
 
     def _launch(self, models: list[str], settings: EvalSettings) -> None:
@@ -363,33 +401,44 @@ class EvalScreen(Screen):
         results = self.query_one("#results", DataTable)
         results.clear(columns=True)
         results.remove_class("shown")
+        self._said, self._run_notes = [], []
+        self._show_notes()
         self.query_one(EvalStats).set(summary=f"{settings.suite}: reading the suite…", current="")
         self.query_one("#run", Button).disabled = True
+        self.set_focus(None)  # the footer's keys (escape stops) work while it runs
         gc.freeze()  # as the bench screen: long-lived objects out of the collector's view
         self.run_eval(models, settings)
 
     def action_stop(self) -> None:
+        """Escape while it runs (a field that has the focus takes escape first: it leaves)."""
         if self.workers.cancel_group(self, "eval"):
             self.notify("eval stopped: putting lane models back and recording the runs KILLED "
                         "with the items that finished")
 
     @work(group="eval", exclusive=True, exit_on_error=False)
     async def run_eval(self, models: list[str], settings: EvalSettings) -> None:
+        from sparkctl.services.evals.engine import engine_for_eval
+
         post = lambda ev: self.post_message(EvalEvent(ev))  # noqa: E731
+
+        def failed(phase: str, text: str) -> None:
+            post(Failed(phase, text))
+            self.app.remember(text, "error")
+
+        # the dashboard's engine gives up on a silent stream sooner than a queued item may wait
+        engine = engine_for_eval(self.app.engine, settings.timeout_s, settings.concurrency)
         try:
             try:
                 suite = await asyncio.to_thread(load_suite, self.app.config, settings.suite)
             except SuiteError as exc:
-                post(Phase(f"no suite: {exc}"))
-                self.app.notify(str(exc), severity="error", timeout=15)
+                failed(f"no suite: {exc}", str(exc))
                 return
             try:
-                runner = EvalRunner(self.app.config, self.app.engine, self.app.probes, settings, suite,
+                runner = EvalRunner(self.app.config, engine, self.app.probes, settings, suite,
                                     sink=post, recorder=self.app.recorder,
                                     journal=getattr(self.app, "journal", None))
             except ValueError as exc:  # n larger than the suite
-                post(Phase(f"n: {exc}"))
-                self.app.notify(f"n: {exc}", severity="error", timeout=10)
+                failed(f"n: {exc}", f"n: {exc}")
                 return
             post(Phase(f"{suite.spec.title}: {len(runner.item_ids)} of {len(suite.items)} items "
                        f"(seed {settings.seed})"))
@@ -397,10 +446,11 @@ class EvalScreen(Screen):
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # refused, engine gone, busy: say so, keep the app alive
-            message = getattr(exc, "message", None) or str(exc)
-            post(Phase(f"eval failed: {message}"))
-            self.app.notify(f"eval failed: {message}", severity="error", timeout=10)
+            message = tui_words(getattr(exc, "message", None) or str(exc), "eval")
+            failed("eval failed (why: in the notes below)", f"eval failed: {message}")
         finally:
+            if engine is not self.app.engine:
+                self.close_engine(engine)  # its own worker: a stop's pending cancel must not end it early
             post(None)
             count = getattr(self.app, "count_pending", None)
             if callable(count):
@@ -408,6 +458,67 @@ class EvalScreen(Screen):
             recheck = getattr(self.app, "recheck_drift", None)
             if callable(recheck):
                 recheck()  # the dashboard's "re-bench" warnings, computed again
+
+    @work(group="eval-close", exit_on_error=False)
+    async def close_engine(self, engine) -> None:
+        try:
+            await engine.close()
+        except Exception:  # closing a dead connection must not turn the ending into a crash
+            pass
+
+    # ---- eval score: saved responses, no model ----------------------------------------------
+
+    def action_score_file(self) -> None:
+        """s: `sparkctl eval score` here: pick a JSONL of {prompt, response} lines and a suite."""
+        from sparkctl.tui.widgets.score_dialog import ScoreFileDialog
+
+        if self._eval_running():
+            self.notify("an eval is running; escape stops it", severity="warning")
+            return
+
+        def chosen(picked) -> None:
+            if picked:
+                path, suite = picked
+                self._phase(f"scoring {path.name} against {suite}…")
+                self.score_file(path, suite)
+
+        suite = str(self.query_one("#suite", Select).value)
+        self.app.push_screen(ScoreFileDialog(tuple(SUITE_NAMES), suite), chosen)
+
+    @work(thread=True, group="eval-score", exclusive=True, exit_on_error=False)
+    def score_file(self, path, suite_name: str) -> None:
+        """Read the suite and the file and score every line: disk and CPU, off the UI thread."""
+        from sparkctl.services.evals.rescore import rescore_file
+
+        try:
+            result = rescore_file(load_suite(self.app.config, suite_name), path)
+        except SuiteError as exc:
+            self.post_message(Scored(path, suite_name, error=str(exc)))
+            return
+        self.post_message(Scored(path, suite_name, result))
+
+    def on_scored(self, message: Scored) -> None:
+        if message.error:
+            self._phase(f"{message.path.name}: not scored (why: in the notes below)")
+            self._note(f"eval score: {message.error}")
+            return
+        from sparkctl.core.suites.tally import SUITE_METRICS
+
+        r = message.result
+        metrics = list(SUITE_METRICS[message.suite])
+        table = self.query_one("#results", DataTable)
+        table.clear(columns=True)
+        table.add_columns("File", "responses", *(f"{m.replace(f'{message.suite}_', '')} %" for m in metrics),
+                          "95% CI")
+        lo, hi = r.summary.get(f"{metrics[0]}_ci_low"), r.summary.get(f"{metrics[0]}_ci_high")
+        ci = "-" if lo is None or hi is None else f"{lo * 100:.1f}–{hi * 100:.1f}"
+        table.add_row(message.path.name, str(len(r.samples)), *(pct(r.summary.get(m)) for m in metrics), ci)
+        table.add_class("shown")
+        self._runs = {}  # the table holds the file's scores now (a resize must not swap it back)
+        self._said, self._run_notes = [], []
+        self._show_notes()
+        self._phase(f"{message.suite}: {len(r.samples)} saved responses from {message.path} scored "
+                    "(nothing recorded: as `sparkctl eval score`)")
 
     # ---- events from the runner ------------------------------------------------------------
 
@@ -421,11 +532,16 @@ class EvalScreen(Screen):
             elif not self._tally:  # ended before any model started: no "reading the suite…" left behind
                 self.query_one(EvalStats).set(summary=f"{self._suite}: not run", current="")
         elif isinstance(ev, Phase):
-            self._phase(ev.text)
+            self._phase(tui_words(ev.text, "eval"))
+        elif isinstance(ev, Failed):
+            self._phase(ev.phase)
+            self._note(ev.text, keep=True)
         elif isinstance(ev, Notice):
-            self._phase(ev.text)
+            text = tui_words(ev.text, "eval")
+            self._phase(text)
             error = ev.text.startswith("ERROR")
-            self.app.notify(ev.text, severity="error" if error else "warning", timeout=20 if error else 8)
+            self._note(text, "error" if error else "warning", keep=True)
+            self.app.remember(text, "error" if error else "warning")
         elif isinstance(ev, EvalStarted):
             grid.start(ev.model, len(ev.item_ids))
             self._tally[ev.model] = None
@@ -513,6 +629,10 @@ class EvalScreen(Screen):
             parts.append(f"ETA {duration(eta)}")
         self.query_one(EvalStats).set(summary=" · ".join(parts))
 
+    def on_resize(self) -> None:
+        if self._runs and self.query_one("#results", DataTable).has_class("shown"):
+            self._show_results()  # the columns that fit the new width
+
     def _show_results(self) -> None:
         from sparkctl.core.suites.tally import SUITE_METRICS
 
@@ -521,9 +641,15 @@ class EvalScreen(Screen):
         suite = self._suite
         metrics = list(SUITE_METRICS[suite])
         heads = [m.replace(f"{suite}_", "") for m in metrics]
-        # the headline first (80 columns show it without scrolling), then the rest
-        table.add_columns("Model", "items", "DNF", *(f"{h} %" for h in heads), "95% CI",
-                          *(f"{h} ans. %" for h in heads), "err", "status", "MLflow")
+        # by priority: the headline and its interval, then the status; under WIDE columns
+        # the rest (answered-only accuracy, errors, run id: in MLflow and `n`) is left out,
+        # so nothing needs scrolling sideways
+        wide = self.size.width >= WIDE
+        columns = ["Model", "items", "DNF", *(f"{h} %" for h in heads), "95% CI",
+                   *((f"{h} ans. %" for h in heads) if wide else ()), *(("err",) if wide else ()), "status",
+                   *(("MLflow",) if wide else ())]
+        table.add_columns(*columns)
+        table.set_class(not wide, "-narrow")
         for run in self._runs.values():
             s = run.summary
             lo, hi = s.get(f"{metrics[0]}_ci_low"), s.get(f"{metrics[0]}_ci_high")
@@ -537,14 +663,21 @@ class EvalScreen(Screen):
             dnf = int(s.get("dnf_count", 0))
             table.add_row(
                 run.model, str(int(s.get("items", 0))), Text(str(dnf), style="bold magenta" if dnf else ""),
-                *(pct(s.get(m)) for m in metrics), ci, *(pct(s.get(f"{m}_answered")) for m in metrics),
-                str(int(s.get("error_count", 0))), status,
-                run.run_id[:8] if run.run_id else "spooled" if run.sync_message else "-",
+                *(pct(s.get(m)) for m in metrics), ci,
+                *((pct(s.get(f"{m}_answered")) for m in metrics) if wide else ()),
+                *((str(int(s.get("error_count", 0))),) if wide else ()), status,
+                *((run.run_id[:8] if run.run_id else "spooled" if run.sync_message else "-",) if wide else ()),
             )
         table.add_class("shown")
-        notes = []
+        named = len(self._runs) > 1
+        self._run_notes = []
         for run in self._runs.values():
-            notes.extend(f"{run.model}: {m}" for m in run.guard.invalid + run.guard.flags)
+            about = run.model if named else ""
+            for m in dict.fromkeys(run.guard.invalid + run.guard.flags):
+                self._run_notes.append(Note(tui_words(m, "eval"), "error" if m in run.guard.invalid else "warning",
+                                            about))
             if run.sync_message and not run.run_id:
-                notes.append(f"{run.model}: {run.sync_message}")
-        self._phase("; ".join(notes) if notes else f"eval finished · {LEGEND}")
+                self._run_notes.append(Note(run.sync_message, "warning", about))
+        self._show_notes()
+        said = f" · {len(self.notes)} note(s) below (n reads them whole)" if self.notes else ""
+        self._phase(f"eval finished{said} · {LEGEND}")

@@ -21,11 +21,12 @@ from textual.binding import Binding
 from textual.containers import Vertical
 from textual.message import Message
 from textual.screen import Screen
-from textual.widgets import DataTable, Footer, Header, Label, Static
+from textual.widgets import DataTable, Header, Label, Static
 
 from sparkctl.core.fleet import age_label, lane_of
 from sparkctl.core.snapshots import GIB, MemInfo
 from sparkctl.tui.screens.dashboard import DashboardScreen, set_if_changed
+from sparkctl.tui.widgets.footer import KeysFooter
 
 # the long cells last: at 80-120 columns a row still says what state a host is in and why
 COLUMNS = (("Host", "host"), ("State", "state"), ("Seen", "seen"), ("Warnings", "warnings"), ("Memory", "memory"),
@@ -195,7 +196,7 @@ class FleetScreen(Screen):
             yield DataTable(id="fleet", cursor_type="row", zebra_stripes=True)
         yield Static("", id="fleet-detail")
         yield Label("reading the host list…", id="fleet-status")
-        yield Footer()
+        yield KeysFooter()
 
     def on_mount(self) -> None:
         table = self.query_one("#fleet", DataTable)
@@ -386,6 +387,9 @@ class HostDashboardScreen(DashboardScreen, inherit_bindings=False):
 
     def _engine_down_for(self) -> float | None:
         return None
+
+    def _contenders(self):
+        return ()  # this machine's marks say nothing about another host's models
 
     def _show_history(self, r) -> None:
         mem, gpu = list(self._mem), list(self._gpu)

@@ -77,9 +77,8 @@ class LanesScreen(ModalScreen[None]):
         table.clear()
         for r in self.rows:
             since = r.since.replace("T", " ")[:16] if r.since else "-"
-            how = f"{r.action}{' (forced)' if r.forced else ''} over {r.previous}" if r.action else "your config"
             resident = Text(r.residency, style="bold yellow" if r.resident is None else "")
-            table.add_row(r.lane, r.model, resident, since, f"{how}: {r.source}", key=r.lane)
+            table.add_row(r.lane, r.model, resident, since, Text(r.set_by), key=r.lane)  # as `sparkctl lanes`
         status = f"{len(self.rows)} lane(s) · R rolls the selected lane back · Esc closes"
         if not self.rows:
             status = f"no lanes: add them to [lanes] in {self.app.config.source}"

@@ -24,7 +24,7 @@ from textual.binding import Binding
 from textual.containers import Vertical, VerticalScroll
 from textual.message import Message
 from textual.screen import Screen
-from textual.widgets import DataTable, Footer, Header, Label, Static
+from textual.widgets import DataTable, Header, Label, Static
 from textual.worker import Worker, WorkerState
 
 from sparkctl.core.fit import FitKind
@@ -59,20 +59,25 @@ from sparkctl.services.models import (
     unload_model,
     with_resident,
 )
+from sparkctl.tui.widgets.fields import RowTable
+from sparkctl.tui.widgets.footer import KeysFooter
 from sparkctl.tui.widgets.model_dialogs import ConfirmDialog, LoadChoice, LoadDialog, PullDialog
 from sparkctl.tui.widgets.pull_view import PullProgressView
+from sparkctl.tui.wording import tui_words
 
+# By priority: what a decision needs first (its role, whether and where it is loaded, its
+# size), so 80 columns show them without scrolling sideways; metadata after.
 COLUMNS = (
     ("Model", "name"),
-    ("Size", "size"),
-    ("Family", "family"),
-    ("Params", "params"),
-    ("Quant", "quant"),
-    ("Context", "context"),
-    ("Can", "caps"),
-    ("Modified", "modified"),
     ("Lane", "lane"),
     ("Loaded", "loaded"),
+    ("Size", "size"),
+    ("Context", "context"),
+    ("Quant", "quant"),
+    ("Params", "params"),
+    ("Can", "caps"),
+    ("Family", "family"),
+    ("Modified", "modified"),
 )
 
 PULL_PAINT_S = 0.1  # at most ten progress paints a second; status changes always paint
@@ -152,8 +157,13 @@ _VERDICT_STYLE = {
 }
 
 
+def _lines(report) -> list[str]:
+    """A report's lines in this screen's words (its context dialog, L), not the CLI's flags."""
+    return [tui_words(line, "models") for line in report.lines()]
+
+
 def fit_text(report: FitReport) -> Text:
-    lines = report.lines()
+    lines = _lines(report)
     style = _VERDICT_STYLE.get(report.verdict.kind, "bold") if report.verdict else "bold red"
     t = Text(lines[0], style=style)
     for line in lines[1:]:
@@ -167,7 +177,7 @@ def fit_text(report: FitReport) -> Text:
 
 def remote_fit_text(report: RemoteFitReport) -> Text:
     """A remote verdict before a pull: the fit's lines under the registry's facts."""
-    lines = report.lines()
+    lines = _lines(report)
     v = report.fit.verdict if report.fit is not None else None
     t = Text(lines[0], style=_VERDICT_STYLE.get(v.kind, "bold") if v else "bold yellow")
     for line in lines[1:]:
@@ -183,18 +193,18 @@ def override_hint(report: FitReport) -> str:
 
 
 def load_text(report: LoadReport) -> Text:
-    lines = report.lines()
+    lines = _lines(report)
     ok = report.ok
     t = Text(("✔ " if ok else "✘ ") + lines[0], style="bold green" if ok else "bold red")
     v = report.verification
     if report.overridden:
         t.append(f"\nforced past: {report.overridden}", style="yellow")
     for p in v.problems:
-        t.append(f"\n!! {p}", style="bold red")
+        t.append(f"\n!! {tui_words(p, 'models')}", style="bold red")
     for w in v.warnings:
-        t.append(f"\n!  {w}", style="yellow")
+        t.append(f"\n!  {tui_words(w, 'models')}", style="yellow")
     for n in v.notes:
-        t.append(f"\n·  {n}")
+        t.append(f"\n·  {tui_words(n, 'models')}")
     return t
 
 
@@ -235,17 +245,17 @@ def _lane_cell(lane: str | None) -> Text:
 def _cells(row: ModelRow, now, lane: str | None = None) -> tuple:
     lane = row.lane if lane is None else lane
     lane_style = "bold" if lane and lane != CONTENDER else ""
-    return (
+    return (  # in COLUMNS' order
         Text(row.name, style=lane_style),
-        Text(size(row.size), justify="right"),
-        row.family or "-",
-        row.parameter_size or "-",
-        row.quantization or "-",
-        Text(context_label(row.context_length), justify="right"),
-        " ".join(CAPABILITY_SHORT.get(c, c) for c in row.notable_capabilities) or "-",
-        modified_label(row.modified_at, now),
         _lane_cell(lane),
         _loaded_cell(row),
+        Text(size(row.size), justify="right"),
+        Text(context_label(row.context_length), justify="right"),
+        row.quantization or "-",
+        row.parameter_size or "-",
+        " ".join(CAPABILITY_SHORT.get(c, c) for c in row.notable_capabilities) or "-",
+        row.family or "-",
+        modified_label(row.modified_at, now),
     )
 
 
@@ -289,7 +299,7 @@ class ModelsScreen(Screen):
         Binding("L", "force_load", "Force load", show=False),
         Binding("u", "unload", "Unload"),
         Binding("x,delete", "delete", "Delete"),
-        Binding("r", "refresh_list", "Refresh"),
+        Binding("r", "refresh_list", "Refresh", show=False),  # the list refreshes itself after each action
         # shown only while they apply, so the footer fits 80 columns
         Binding("escape", "close_panel", "Close"),
         Binding("c", "cancel_pull", "Cancel pull"),
@@ -318,14 +328,14 @@ class ModelsScreen(Screen):
         yield Header(show_clock=False)
         with Vertical(id="models-box") as box:
             box.border_title = "Local models"
-            yield DataTable(id="models", cursor_type="row", zebra_stripes=True)
+            yield RowTable(id="models", cursor_type="row", zebra_stripes=True)
             yield Label("reading the engine…", id="models-status")
         with VerticalScroll(id="model-info", can_focus=False) as info:
             info.border_title = "Result"
             info.border_subtitle = "esc: close"
             yield Static("", id="model-info-text")
         yield PullProgressView(id="pull-view")
-        yield Footer()
+        yield KeysFooter()
 
     def on_mount(self) -> None:
         table = self.query_one("#models", DataTable)
@@ -341,16 +351,13 @@ class ModelsScreen(Screen):
 
     @property
     def contenders(self) -> set[str]:
-        """Keys of the models side-loaded from sparkctl this session (kept by the app, so
-        the dashboard marks them too)."""
-        found = getattr(self.app, "contenders", None)
-        if found is None:
-            found = set()
-            try:
-                self.app.contenders = found
-            except AttributeError:
-                pass
-        return found
+        """Keys of the models side-loaded from sparkctl (kept by the app, so the dashboard
+        marks them too, and in sparkctl's own state file, so a restart keeps them)."""
+        return getattr(self.app, "contenders", set())
+
+    def _mark(self, name: str, on: bool) -> None:
+        if (model_key(name) in self.contenders) != on:
+            self.app.set_contender(name, on)
 
     def lane_of(self, row: ModelRow) -> str | None:
         """The config's lane (read now: a promotion changes it), else "contender" for a
@@ -358,7 +365,7 @@ class ModelsScreen(Screen):
         lane = self.cfg.lane_of(row.name)
         key = model_key(row.name)
         if lane:
-            self.contenders.discard(key)  # promoted: its lane says what it is now
+            self._mark(row.name, False)  # promoted: its lane says what it is now
             return lane
         if key in self.contenders and row.loaded:
             return CONTENDER
@@ -604,27 +611,27 @@ class ModelsScreen(Screen):
         self.last_refusal = None
         self.override_fit = None
         if report.verification.resident is not None and not self.cfg.lane_of(report.model):
-            self.contenders.add(model_key(report.model))  # "contender" until promoted or unloaded
+            self._mark(report.model, True)  # "contender" until promoted or unloaded
         self._show_info(f"Load {report.model}", load_text(report))
         self._after_change()
 
     def on_load_refused(self, message: LoadRefused) -> None:
         self.last_refusal = message.reason
         self.override_fit = message.fit
-        t = Text(f"refused: {message.reason}", style="bold yellow")
+        t = Text(f"refused: {tui_words(message.reason, 'models')}", style="bold yellow")
         if message.fit is None or override_offered(message.fit):
             t.append("\npress L to load anyway", style="yellow")
         else:
             t.append(f"\n{override_blocker(message.fit) or 'no override can load it'}", style="bold red")
         if message.fit is not None:
-            for line in message.fit.lines()[1:]:
+            for line in _lines(message.fit)[1:]:
                 t.append("\n" + line)
         self._show_info(f"Load {message.model}", t)
 
     def on_action_reported(self, message: ActionReported) -> None:
         self._show_info(message.title, message.text)
         if message.gone:
-            self.contenders.discard(model_key(message.gone))  # unloaded or deleted: no longer a contender
+            self._mark(message.gone, False)  # unloaded or deleted: no longer a contender
         if message.deleted and message.gone:
             pull = self.query_one(PullProgressView)
             if pull.subject and same_model(pull.subject, message.gone):

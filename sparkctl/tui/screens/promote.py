@@ -103,9 +103,18 @@ async def apply_switch(app, plan, force: bool) -> tuple[str, bool]:
         what = "promotion" if plan.action == "promote" else plan.action
         return f"{what} failed: {exc.message}; lane {plan.lane} unchanged", True
     if out.changed:
+        import asyncio
+        from pathlib import Path
+
+        from sparkctl.statefile import read_state
+
         cfg = app.config
+        # where the lane comes from now, as the next `sparkctl lanes` will read it: a rollback
+        # to the user's own value leaves nothing in sparkctl's own state file
+        owned = await asyncio.to_thread(read_state, Path(out.state_file)) if out.state_file else None
+        source = out.state_file if owned is not None and plan.lane in owned.lanes else cfg.source
         app.config = replace(cfg, lanes={**cfg.lanes, plan.lane: plan.model},
-                             sources={**cfg.sources, f"lanes.{plan.lane}": out.state_file})
+                             sources={**cfg.sources, f"lanes.{plan.lane}": source})
         recheck = getattr(app, "recheck_drift", None)
         if callable(recheck):
             recheck()  # the lane's new model may never have been benched here: the dashboard says so

@@ -73,6 +73,11 @@ class _ChartScreen(ModalScreen[None]):
             yield Label("loading…", id="chart-status")
 
     def on_mount(self) -> None:
+        self.start()
+
+    def start(self) -> None:
+        """Read the data (a subclass handed its data needs no read). One place decides:
+        Textual runs every class's on_mount, so a subclass's own could not replace this."""
         self.load()
 
     @work(thread=True, group="chart", exclusive=True, exit_on_error=False)

@@ -17,14 +17,16 @@ from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Vertical
+from textual.containers import Horizontal, Vertical
 from textual.message import Message
 from textual.screen import ModalScreen, Screen
-from textual.widgets import DataTable, Footer, Header, Input, Label, Static
+from textual.widgets import DataTable, Header, Input, Label, Static
 from textual.worker import get_current_worker
 
 from sparkctl.services.runs import RunRow, list_runs
 from sparkctl.tui.screens.run_extra import run_extra
+from sparkctl.tui.widgets.fields import RowTable
+from sparkctl.tui.widgets.footer import KeysFooter
 
 PAGE = 100  # the first page of runs; newest first
 
@@ -48,6 +50,12 @@ COLUMNS: tuple[tuple[str, str], ...] = (
     ("Run", "run_id"),
 )
 COLUMN_KEYS = tuple(key for _, key in COLUMNS)
+# Under WIDE terminal columns: what says whether a run counts first (its status and flags,
+# the flags cut to FLAGS_NARROW cells; Enter shows them whole), then whose and when.
+WIDE = 110
+NARROW_KEYS = ("status", "flags", "model", "date", "kind", "decode", "score", "engine", "cv", "ttft", "prefill",
+               "jpt", "roofline", "host", "run_id")
+FLAGS_NARROW = 18
 # per-repetition metrics the bench logs as steps (services/bench/runner.py to_record)
 REP_DECODE = "client_decode_tps"
 REP_TTFT = "ttft_s"
@@ -314,7 +322,9 @@ class RunsScreen(Screen):
     # dialog, a mode switch): keys do what the footer says; / moves to the filter
     AUTO_FOCUS = "#runs"
     DEFAULT_CSS = """
-    RunsScreen #runs-filter { height: 3; }
+    RunsScreen #runs-filter-row { height: 1; padding: 0 1; }
+    RunsScreen #runs-filter-row Label { padding: 0 1 0 0; color: $text-muted; }
+    RunsScreen #runs-filter { width: 1fr; }
     RunsScreen #runs-box {
         height: 1fr;
         min-height: 6;
@@ -327,9 +337,11 @@ class RunsScreen(Screen):
     """
 
     BINDINGS = [
-        Binding("r", "reload", "Reload"),
+        # r and s out of the footer: at 80 columns it keeps the keys to the other screens
+        # (the runs reload on their own when the screen comes back; `?` lists every key)
+        Binding("r", "reload", "Reload", show=False),
         Binding("slash", "focus_filter", "Filter"),
-        Binding("s", "next_sort", "Sort"),
+        Binding("s", "next_sort", "Sort", show=False),
         Binding("S", "flip_sort", "Reverse", show=False),
         Binding("space", "mark", "Mark"),
         Binding("v", "compare", "Compare"),
@@ -361,17 +373,19 @@ class RunsScreen(Screen):
 
     def compose(self) -> ComposeResult:
         yield Header(show_clock=False)
-        yield Input(placeholder="filter: model or engine version (/)", id="runs-filter")
+        # one line with its label: the runs keep the rows at 80x24
+        with Horizontal(id="runs-filter-row"):
+            yield Label("filter (/)")
+            yield Input(placeholder="model, engine version, host:NAME", id="runs-filter", compact=True)
         with Vertical(id="runs-box") as box:
             box.border_title = "Runs"
-            yield DataTable(id="runs", cursor_type="row", zebra_stripes=True)
+            yield RowTable(id="runs", cursor_type="row", zebra_stripes=True)
             yield Label("loading…", id="runs-status")
-        yield Footer()
+        yield KeysFooter()
 
     def on_mount(self) -> None:
         table = self.query_one("#runs", DataTable)
-        for label, key in COLUMNS:
-            table.add_column(label, key=key)
+        self._set_columns()
         table.focus()
         self._mounted_once = False
         self.action_reload()
@@ -426,13 +440,33 @@ class RunsScreen(Screen):
         self.query_one("#runs-status", Label).update(Text(f"✘ {message.error}", style="bold red"))
 
     # -- the table -------------------------------------------------------------------------
+    def _layout(self) -> tuple[str, ...]:
+        return COLUMN_KEYS if self.size.width >= WIDE else NARROW_KEYS
+
+    def _set_columns(self) -> None:
+        """The columns in the order the width calls for (see NARROW_KEYS)."""
+        table = self.query_one("#runs", DataTable)
+        self.layout_keys = self._layout()
+        labels = {key: label for label, key in COLUMNS}
+        table.clear(columns=True)
+        narrow = self.layout_keys != COLUMN_KEYS
+        for key in self.layout_keys:
+            table.add_column(labels[key], key=key, width=FLAGS_NARROW if narrow and key == "flags" else None)
+
+    def on_resize(self) -> None:
+        if getattr(self, "layout_keys", None) not in (None, self._layout()):
+            self._set_columns()
+            self._fill()
+
     def _fill(self) -> None:
         table = self.query_one("#runs", DataTable)
         needle = self.query_one("#runs-filter", Input).value
         self.shown = [r for r in self.rows if matches(r, needle)]
         table.clear()
+        where = [COLUMN_KEYS.index(k) for k in self.layout_keys]
         for r in self._grouped(self.shown) if self.by_host else self.shown:
-            table.add_row(*self._cells_of(r), key=r.run_id)
+            row = self._cells_of(r)
+            table.add_row(*(row[i] for i in where), key=r.run_id)
         if self.sort_column is not None and not self.by_host:
             table.sort(self.sort_column, key=_sort_key(self.sort_reverse), reverse=self.sort_reverse)
         self._status()
@@ -461,7 +495,9 @@ class RunsScreen(Screen):
             text += f" · sorted by {label} {'↓' if self.sort_reverse else '↑'}"
         if self.by_host:
             text += f" · grouped by host ({len({r.host for r in self.shown})})"
-        text += " · Enter details · space mark · c chart · M sweep · / filter · s sort"
+        # the footer names the other keys: a narrow line keeps the counts whole
+        text += " · Enter details · space mark · c chart · M sweep · / filter · s sort" if self.size.width >= WIDE \
+            else " · Enter details · M sweep"
         self.query_one("#runs-status", Label).update(text)
 
     @on(Input.Changed, "#runs-filter")
@@ -499,8 +535,9 @@ class RunsScreen(Screen):
         self.sort_by(str(event.column_key.value))
 
     def action_next_sort(self) -> None:
-        i = COLUMN_KEYS.index(self.sort_column) + 1 if self.sort_column in COLUMN_KEYS else 0
-        self.sort_by(COLUMN_KEYS[i % len(COLUMN_KEYS)])
+        keys = self.layout_keys  # in the order the columns are shown
+        i = keys.index(self.sort_column) + 1 if self.sort_column in keys else 0
+        self.sort_by(keys[i % len(keys)])
 
     def action_flip_sort(self) -> None:
         if self.sort_column is not None:

@@ -175,7 +175,7 @@ class SweepMatrixScreen(_ChartScreen):
         self.run_id = run_id
         self.view = view
 
-    def on_mount(self) -> None:
+    def start(self) -> None:
         if self.view is not None:
             from sparkctl.tui.screens.run_charts import ChartLoaded
 

@@ -8,45 +8,104 @@ from textual.widget import Widget
 
 from sparkctl.core.budget import Level, MemoryBudget, bar_cells, reserve_cell
 from sparkctl.core.fmt import gib
+from sparkctl.core.names import model_key
 from sparkctl.core.snapshots import GIB, Unavailable
 from sparkctl.tui.widgets.drift import DriftGate
 
 POOL_TITLE = {"unified": "Unified memory", "vram": "GPU memory (VRAM)", "host": "Host memory (no GPU)"}
 GLYPH = {"model": "█", "other": "▓", "cache": "▒", "free": "░"}
+SHORT_LABEL = {"reclaimable cache": "cache", "other use": "other use"}
 
 
-def _drawn(b: MemoryBudget | Unavailable | None) -> tuple[object, tuple[float, ...]]:
+def _drawn(b: MemoryBudget | Unavailable | None,
+           contenders: frozenset[str] = frozenset()) -> tuple[object, tuple[float, ...]]:
     """(what the bar says in kind, its figures in GiB as shown: to 0.1)."""
     if not isinstance(b, MemoryBudget):
         return b, ()
     tenth = lambda n: round(n / GIB, 1)  # noqa: E731
-    kind = (b.pool, b.level, b.notes, tuple((s.kind, s.label, s.lane) for s in b.segments))
+    kind = (b.pool, b.level, b.notes, contenders, tuple((s.kind, s.label, s.lane) for s in b.segments))
     return kind, (tenth(b.total), tenth(b.available), tenth(b.reserve), *(tenth(s.bytes) for s in b.segments))
+
+
+def _short_gib(n: int) -> str:
+    return f"{n / GIB:.0f}G" if n >= 10 * GIB else f"{n / GIB:.1f}G"
+
+
+def fit_entries(entries: list[list[Text]], width: int, wrap_form: int = -1) -> Text:
+    """The legend in the most detailed form that fits one line of `width`; when none does,
+    form `wrap_form` wrapped at entry boundaries (an entry is never cut in two).
+    `entries[i]` holds entry i's forms, most detailed first."""
+    sep = "  "
+    for form in range(len(entries[0]) if entries else 0):
+        line = Text(sep).join(e[form] for e in entries)
+        if line.cell_len <= width:
+            return line
+    out, line_len = Text(), 0
+    for e in entries:
+        piece = e[wrap_form]
+        if line_len and line_len + len(sep) + piece.cell_len > width:
+            out.append("\n")
+            line_len = 0
+        elif line_len:
+            out.append(sep)
+            line_len += len(sep)
+        out.append(piece)
+        line_len += piece.cell_len
+    return out
 
 
 class BudgetBar(Widget):
     DEFAULT_CSS = """
-    BudgetBar { height: 4; padding: 0 1; }
+    BudgetBar { height: auto; min-height: 3; padding: 0 1; }
     """
 
     def __init__(self, **kwargs) -> None:
         super().__init__(**kwargs)
         self.budget: MemoryBudget | Unavailable | None = None
+        self.contenders: frozenset[str] = frozenset()  # model keys the legend calls contender
         # a level, a model, a note: at once; a drift of the figures under 1 GiB: every few s
         self._gate = DriftGate(far=1.0)
 
-    def show(self, budget: MemoryBudget | Unavailable | None) -> None:
+    def show(self, budget: MemoryBudget | Unavailable | None, contenders=()) -> None:
         # Repaint when what is drawn changes (figures at 0.1 GiB), not at every byte of
         # page cache, and small drifts seldom: the idle dashboard's CPU is mostly repaints.
-        if self._gate.due(*_drawn(budget)):
+        contenders = frozenset(contenders)
+        if self._gate.due(*_drawn(budget, contenders)):
             self.budget = budget
-            self.refresh()
+            self.contenders = contenders
+            self.refresh(layout=True)
 
     def _colour(self, kind: str, lane: str | None) -> str:
         v = self.app.theme_variables
         if kind == "model":
             return v.get(f"lane-{lane or 'other'}", "#8A8F98")
         return v.get(f"budget-{kind}", "#555555")
+
+    def _lane(self, seg) -> str | None:
+        """The lane as the resident table names it: a side-loaded model is "contender"."""
+        if seg.kind == "model" and seg.lane in (None, "other") and model_key(seg.label) in self.contenders:
+            return "contender"
+        return seg.lane
+
+    def _figures(self, b: MemoryBudget, width: int) -> Text:
+        level_style = {Level.OK: "bold green", Level.WARN: "bold yellow", Level.CRITICAL: "bold white on red"}
+        level_text = {Level.OK: " OK ", Level.WARN: " LOW MEMORY ", Level.CRITICAL: " BELOW RESERVE "}
+        forms = [
+            (f"{POOL_TITLE[b.pool.value]}: ", f"total {gib(b.total)} · available {gib(b.available)} · "
+             f"models {gib(b.models_bytes)} · headroom above reserve {gib(b.headroom)}  "),
+            (f"{POOL_TITLE[b.pool.value]}: ", f"{gib(b.total)} · available {gib(b.available)} · "
+             f"models {gib(b.models_bytes)} · headroom {gib(b.headroom)}  "),
+            ("", f"{_short_gib(b.total)} · avail {_short_gib(b.available)} · models {_short_gib(b.models_bytes)} · "
+             f"headroom {_short_gib(b.headroom)} "),
+        ]
+        for i, (title, body) in enumerate(forms):
+            figures = Text()
+            figures.append(title, style="bold")
+            figures.append(body)
+            figures.append(level_text[b.level], style=level_style[b.level])
+            if figures.cell_len <= width or i == len(forms) - 1:
+                return figures
+        return figures
 
     def render(self) -> Text:
         b = self.budget
@@ -58,7 +117,7 @@ class BudgetBar(Widget):
         cells = bar_cells(b, width)
         bar = Text()
         for seg, n in cells:
-            bar.append(GLYPH[seg.kind] * n, style=self._colour(seg.kind, seg.lane))
+            bar.append(GLYPH[seg.kind] * n, style=self._colour(seg.kind, self._lane(seg)))
         rc = reserve_cell(b, width)
         if rc is not None and rc < len(bar):
             reserve_style = f"bold {self._colour('reserve', None)}"
@@ -66,30 +125,26 @@ class BudgetBar(Widget):
             plain = bar.plain
             bar = bar[:rc] + Text("┃", style=reserve_style) + bar[rc + 1 : len(plain)]
 
-        legend = Text()
+        # each entry in three forms: "name (lane) 68.0 GiB", "name (lane) 68G", "name 68G"
+        # (the colour still says the lane); the legend takes the first form that fits one
+        # line, else the second over two lines: a lane is never cut off its model
+        entries: list[list[Text]] = []
         for seg in b.segments:
             if seg.bytes <= 0 and seg.kind != "free":
                 continue
-            label = f"{seg.label} ({seg.lane})" if seg.kind == "model" else seg.label
-            legend.append(GLYPH[seg.kind] + " ", style=self._colour(seg.kind, seg.lane))
-            legend.append(f"{label} {gib(seg.bytes)}   ")
-        legend.append("┃ ", style=f"bold {self._colour('reserve', None)}")
-        legend.append(f"reserve {gib(b.reserve)}")
+            lane = self._lane(seg)
+            glyph = Text(GLYPH[seg.kind] + " ", style=self._colour(seg.kind, lane))
+            label = f"{seg.label} ({lane})" if seg.kind == "model" else seg.label
+            short = seg.label if seg.kind == "model" else SHORT_LABEL.get(seg.label, seg.label)
+            entries.append([glyph + Text(f"{label} {gib(seg.bytes)}"),
+                            glyph + Text(f"{SHORT_LABEL.get(label, label)} {_short_gib(seg.bytes)}"),
+                            glyph + Text(f"{short} {_short_gib(seg.bytes)}")])
+        reserve = Text("┃ ", style=f"bold {self._colour('reserve', None)}")
+        entries.append([reserve + Text(f"reserve {gib(b.reserve)}"), reserve + Text(f"reserve {_short_gib(b.reserve)}"),
+                        reserve + Text(f"reserve {_short_gib(b.reserve)}")])
+        legend = fit_entries(entries, width, wrap_form=1)
 
-        level_style = {Level.OK: "bold green", Level.WARN: "bold yellow", Level.CRITICAL: "bold white on red"}
-        level_text = {
-            Level.OK: " OK ",
-            Level.WARN: " LOW MEMORY ",
-            Level.CRITICAL: " BELOW RESERVE ",
-        }
-        figures = Text()
-        figures.append(f"{POOL_TITLE[b.pool.value]}: ", style="bold")
-        figures.append(
-            f"total {gib(b.total)} · available {gib(b.available)} · models {gib(b.models_bytes)} · "
-            f"headroom above reserve {gib(b.headroom)}  "
-        )
-        figures.append(level_text[b.level], style=level_style[b.level])
-        out = Text("\n").join([figures, bar, legend])
+        out = Text("\n").join([self._figures(b, width), bar, legend])
         if b.notes:
             out.append("\n" + "; ".join(b.notes), style="yellow")
         return out

@@ -9,8 +9,9 @@ from textual.widget import Widget
 FIELDS = (
     ("tokens", "tokens"),
     ("elapsed", "elapsed"),
-    ("ttft", "time to first token"),
-    ("tps", "decode tok/s (client)"),
+    # short enough for one line each at 80 columns: the figures under them must show
+    ("ttft", "TTFT"),
+    ("tps", "tok/s (client)"),
     ("rep", "repetition"),
 )
 
