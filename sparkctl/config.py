@@ -151,7 +151,7 @@ class EvalConfig:
 
 
 def _default_margins() -> dict[str, float]:
-    from sparkctl.core.noninferiority import DEFAULT_MARGINS_PP
+    from sparkctl.core.margins import DEFAULT_MARGINS_PP
 
     return dict(DEFAULT_MARGINS_PP)
 
@@ -252,7 +252,7 @@ def _boolean(v: Any) -> str | None:
 
 def _margins(v: Any) -> str | None:
     """A margin in percentage points for every suite, or a table suite -> margin."""
-    from sparkctl.core.noninferiority import DEFAULT_MARGINS_PP
+    from sparkctl.core.margins import DEFAULT_MARGINS_PP
 
     expected = ("a margin in percentage points from 0 to 50, or a table like { gsm8k = 2.0, ifeval = 3.0 } "
                 f"(suites: {', '.join(DEFAULT_MARGINS_PP)})")

@@ -24,6 +24,7 @@ a missing tag means ":latest", a missing namespace "library", a missing host
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 DEFAULT_HOST = "registry.ollama.ai"
 DEFAULT_NAMESPACE = "library"
@@ -203,9 +204,11 @@ def same_model(a: str, b: str) -> bool:
         return False
 
 
+@lru_cache(maxsize=1024)
 def model_key(name: str) -> str:
     """A comparison key for a model name that never raises: the canonical name when it
-    parses, else the name lower-cased (an engine may report names Ollama's rules reject)."""
+    parses, else the name lower-cased (an engine may report names Ollama's rules reject).
+    Cached: the dashboard matches every resident model against every lane each refresh."""
     try:
         return canonical_model_name(name)
     except InvalidModelName:

@@ -60,3 +60,16 @@ def test_the_tui_reaches_tracking_only_through_services():
             offenders += [f"{path.name}:{node.lineno} {n}" for n in names
                           if n == "sparkctl.tracking" or n.startswith("sparkctl.tracking.")]
     assert offenders == []
+
+
+def test_the_dashboards_start_leaves_the_statistics_of_compare_and_gates_unloaded():
+    """What `sparkctl` imports and runs before its first frame (the config loaded with its
+    defaults, the modules of the app and its dashboard) needs no run statistics: compare, the quality
+    gate and their maths load when a screen or command uses them, not at every start."""
+    mods = _modules_after("from pathlib import Path\n"
+                          "import sparkctl.cli\n"
+                          "from sparkctl.config import load_config\n"
+                          "from sparkctl.services.prefetch import StatusPrefetch\n"
+                          "from sparkctl.tui.app import make_app\n"
+                          "load_config(None, env={}, cwd=Path('/nonexistent'), state=None)\n")
+    assert not mods & {"sparkctl.core.compare", "sparkctl.core.noninferiority", "sparkctl.core.stats"}, mods

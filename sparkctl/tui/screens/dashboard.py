@@ -14,6 +14,7 @@ from sparkctl.core.fmt import gib, na, size
 from sparkctl.core.names import model_key
 from sparkctl.core.snapshots import GIB, GpuMemory, MemInfo, Pressure, Unavailable
 from sparkctl.services.status import StatusReport
+from sparkctl.tui.breakpoints import preset_breakpoints
 from sparkctl.tui.widgets.budget_bar import BudgetBar
 from sparkctl.tui.widgets.drift import DriftGate
 from sparkctl.tui.widgets.footer import KeysFooter
@@ -69,6 +70,7 @@ class DashboardScreen(Screen):
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self._gates = {"pressure": DriftGate(far=1.0), "spark-mem": DriftGate(far=1.0)}
+        preset_breakpoints(self)  # styled once for its size, not again at the first resize
 
     def compose(self) -> ComposeResult:
         yield Header(show_clock=False)

@@ -94,11 +94,22 @@ class _FixedScaleBars:
             columns.append((max(1, round(r * levels)), r))
         for row in reversed(range(height)):
             low = row * len(BARS)
+            # one segment per run of equal cells (same bar, same colour), not per cell:
+            # each segment costs the compositor as much as a whole run, and a history in
+            # 0.1 GiB steps is mostly runs
+            run, run_style = "", None
             for filled, r in columns:
                 if filled <= low:
-                    yield Segment(" ")
-                    continue
-                bar = BARS[min(filled - low, len(BARS)) - 1]
-                yield Segment(bar, _bar_style(self.min_color, self.max_color, r))
+                    cell, style = " ", None
+                else:
+                    cell = BARS[min(filled - low, len(BARS)) - 1]
+                    style = _bar_style(self.min_color, self.max_color, r)
+                if style is not run_style and run:
+                    yield Segment(run, run_style)
+                    run = ""
+                run += cell
+                run_style = style
+            if run:
+                yield Segment(run, run_style)
             if row:
                 yield Segment.line()
