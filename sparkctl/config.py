@@ -15,6 +15,7 @@ from typing import Any, Callable
 
 from sparkctl import paths
 from sparkctl.core.names import InvalidModelName, model_key, validate_model_name
+from sparkctl.core.textfile import UnreadableFile, read_text
 
 DEFAULT_HOST = "http://127.0.0.1:11434"
 
@@ -704,15 +705,9 @@ def _load_user_config(explicit: str | None, env: dict[str, str] | None, cwd: Pat
     if path is None:
         return parse_config("", "built-in defaults", env)
     try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ConfigError(f"{path}: config file not found") from None
-    except IsADirectoryError:
-        raise ConfigError(f"{path}: is a directory, expected a TOML file") from None
-    except UnicodeDecodeError:
-        raise ConfigError(f"{path}: not UTF-8 text") from None
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read ({exc.strerror})") from None
+        text = read_text(path, missing="config file not found", directory="is a directory, expected a TOML file")
+    except UnreadableFile as exc:
+        raise ConfigError(str(exc)) from None
     return parse_config(text, str(path), env)
 
 

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from sparkctl.core.suites.tally import Tally, item_counts
+from sparkctl.core.textfile import UnreadableFile, read_text
 from sparkctl.services.evals.scoring import score_item
 from sparkctl.services.evals.suites import Suite, SuiteError
 
@@ -65,13 +66,7 @@ def rescore(suite: Suite, lines: Iterable[str], origin: str) -> Rescored:
 def rescore_file(suite: Suite, path: Path) -> Rescored:
     """`rescore` of a JSONL file; a file that cannot be read is a SuiteError naming it."""
     try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except FileNotFoundError:
-        raise SuiteError(f"{path}: file not found") from None
-    except IsADirectoryError:
-        raise SuiteError(f"{path}: a directory, not a file") from None
-    except UnicodeDecodeError:
-        raise SuiteError(f"{path}: not UTF-8 text") from None
-    except OSError as exc:
-        raise SuiteError(f"{path}: cannot read ({exc.strerror})") from None
+        lines = read_text(path).splitlines()
+    except UnreadableFile as exc:
+        raise SuiteError(str(exc)) from None
     return rescore(suite, lines, str(path))
