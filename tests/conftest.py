@@ -23,6 +23,27 @@ def _isolated_dirs(tmp_path_factory, monkeypatch):
     monkeypatch.setenv("SPARKCTL_REGISTRY", "http://127.0.0.1:9")
 
 
+@pytest.fixture(autouse=True)
+def _tasks_run_as_under_app_run(monkeypatch):
+    """Pilot tests run their app the way `sparkctl` does. `App.run` on Python 3.12+ runs
+    tasks eagerly (`asyncio.eager_task_factory`: a screen composes inside its registration,
+    before it is pushed); `App.run_test` leaves the loop as it is, so on 3.12 a pilot test
+    passed where the real TUI died at its first frame. Nothing changes on 3.11."""
+    import asyncio
+
+    if not hasattr(asyncio, "eager_task_factory"):
+        return
+    from textual.app import App
+
+    real_run_test = App.run_test
+
+    def run_test(self, *args, **kwargs):
+        asyncio.get_running_loop().set_task_factory(asyncio.eager_task_factory)
+        return real_run_test(self, *args, **kwargs)
+
+    monkeypatch.setattr(App, "run_test", run_test)
+
+
 def _loopback(host) -> bool:
     import ipaddress
 

@@ -10,6 +10,14 @@ after a refresh), ~30 ms of CPU each on a 2-core box, for the same row of keys. 
 shows its keys from its first compose and rebuilds only when what it shows (the shown
 bindings, enabled or not, their tooltips, the palette key) differs from what it last built
 or is about to build. Same compose, same CSS, the same classes on every key.
+
+Only once its screen is on the app's stack: a binding such as Textual's `screen.copy_text`
+is checked against `app.screen`, so before the push the keys would be those of the screen
+below (or, with no screen yet, an error). Under `App.run` on Python 3.12+ Textual runs tasks
+eagerly (`asyncio.eager_task_factory`), and a screen composes inside its registration,
+before it is pushed; on 3.11 it composes after. A footer composed that early starts empty,
+as Textual's own does, and is built at the first "bindings changed", which the screen sends
+when it becomes active.
 """
 
 from __future__ import annotations
@@ -37,8 +45,10 @@ class BuiltOnceFooter(Footer):
             if binding.show or key == palette)
 
     def compose(self) -> ComposeResult:
-        # The screen's bindings are known once the footer is in its screen: no empty first
-        # build waiting for the first "bindings changed"
+        if self.screen not in self.app.screen_stack:
+            return  # composed eagerly, before its screen was pushed: built when it is active
+        # The screen's bindings are known once its screen is up: no empty first build
+        # waiting for the first "bindings changed"
         self._bindings_ready = True
         self._built_for = self._shown()
         for widget in super().compose():
