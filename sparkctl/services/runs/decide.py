@@ -114,6 +114,7 @@ class Comparison:
     quality: list[QualityDiff] = field(default_factory=list)  # accuracies, in percentage points
     evidence: list[SuiteEvidence] = field(default_factory=list)  # per contender and suite, compared or not
     margins: dict[str, float] = field(default_factory=dict)
+    limits: dict[str, float] = field(default_factory=dict)  # [promote] limits the recommendation applies
 
     def to_dict(self) -> dict[str, Any]:
         from sparkctl.services.runs.decision import decision_table
@@ -161,11 +162,12 @@ def _values(reps: RunReps) -> dict[str, list[float]]:
 
 def compare_models(store, models: list[str], *, any_engine: bool = False, lanes: dict[str, str] | None = None,
                    experiment: str | None = None, margins: dict[str, float] | None = None,
-                   any_hardware: bool = False) -> Comparison:
+                   any_hardware: bool = False, limits: dict[str, float] | None = None) -> Comparison:
     """Each model's newest usable plain bench that shares the baseline's workload identity,
     on the engine and the hardware class (GPU, memory, driver) of the baseline's newest
     usable run (unless `any_engine`, `any_hardware`), and each later model against the
-    baseline (the incumbent lane model when one is among `models`)."""
+    baseline (the incumbent lane model when one is among `models`). `limits`: the [promote]
+    limits the recommendation turns into blockers (PromoteConfig.limits())."""
     asked = list(models)
     models, lane_of = incumbent_first(asked, lanes)
     notes: list[str] = []
@@ -242,7 +244,7 @@ def compare_models(store, models: list[str], *, any_engine: bool = False, lanes:
     if any_engine and len({(s.run.engine_kind, s.run.engine_version) for s in sides}) > 1:
         kind = "mixed"
     return Comparison({"kind": kind, "version": first.engine_version} if any_engine else engine,
-                      sides, diffs, notes, quality, evidence, margins)
+                      sides, diffs, notes, quality, evidence, margins, dict(limits or {}))
 
 
 def _same_hardware(candidates: dict[str, list[RunRow]], models: list[str], notes: list[str]) -> None:

@@ -80,7 +80,8 @@ class QualityDiff:
         else:
             out.update(n_a=c.n_a, n_b=c.n_b)
         if self.gate is not None:
-            out.update(margin_pp=self.gate.margin_pp, non_inferior=self.gate.shown, items_needed=self.gate.needed)
+            out.update(margin_pp=self.gate.margin_pp, non_inferior=self.gate.shown, worse_beyond_margin=self.gate.worse,
+                       items_needed=self.gate.needed)
         return out
 
 
@@ -117,8 +118,10 @@ def quality_diff(store, a: RunRow, b: RunRow, margin_pp: float | None = None) ->
         (ca, na), (cb, nb) = _counts(a), _counts(b)
         ci = compare.proportion_diff(ca, na, cb, nb)
     gate = None if margin_pp is None else judge(a.suite, ci, margin_pp, SUITE_ITEMS.get(a.suite))
-    return QualityDiff(a.suite, primary_metric(a.suite), a.model, b.model, a.run_id, b.run_id, ci,
-                       compare.verdict(ci, higher_is_better=True), gate)
+    # with a margin the verdict is the gate's (better / not worse / worse / not resolved): an
+    # interval that excludes zero but reaches inside the margin is not "worse"
+    verdict = gate.outcome if gate is not None else compare.verdict(ci, higher_is_better=True)
+    return QualityDiff(a.suite, primary_metric(a.suite), a.model, b.model, a.run_id, b.run_id, ci, verdict, gate)
 
 
 def margin_for(suite: str, margins: dict[str, float] | None) -> float:
