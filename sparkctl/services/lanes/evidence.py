@@ -44,11 +44,11 @@ def quality_comparisons(store, incumbent: str, model: str, kind: str, version: s
         inc_id = ev.incumbent_run.run_id if ev.incumbent_run else ""
         con_id = ev.contender_run.run_id if ev.contender_run else None
         if ev.diff is None:
-            out.append(rules.SuiteComparison(suite, inc_id, con_id, problem=ev.problem))
+            out.append(rules.SuiteComparison(suite, inc_id, con_id, problem=ev.problem, notes=ev.notes))
             continue
         gate = ev.diff.gate
         text = f"{_pct(ev.incumbent_run)} -> {_pct(ev.contender_run)}, {gate.explain() if gate else ''}"
-        out.append(rules.SuiteComparison(suite, inc_id, con_id, bool(gate and gate.shown), text))
+        out.append(rules.SuiteComparison(suite, inc_id, con_id, bool(gate and gate.shown), text, notes=ev.notes))
     return out
 
 

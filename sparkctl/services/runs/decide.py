@@ -19,7 +19,7 @@ from sparkctl.core import compare
 from sparkctl.core.names import model_key
 from sparkctl.core.workload import BENCH
 from sparkctl.services.runs import engine_changes
-from sparkctl.services.runs.pairing import Mismatch, match, matching_command
+from sparkctl.services.runs.pairing import Mismatch, left_out, match, matching_command, why_not_compared
 from sparkctl.services.runs.quality import (
     SUITES,
     QualityDiff,
@@ -174,8 +174,11 @@ def compare_models(store, models: list[str], *, any_engine: bool = False, lanes:
     if models[0] != asked[0]:
         notes.append(f"baseline: {models[0]} (lane {lane_of[models[0]]}, the incumbent), whatever the order given")
     candidates: dict[str, list[RunRow]] = {}
+    benches: dict[str, list[RunRow]] = {}  # every plain bench, usable or not: to name the newer ones left out
     for m in models:
-        rows = [r for r in list_runs(store, model=m, limit=HISTORY, experiment=experiment) if usable(r)]
+        benches[m] = [r for r in list_runs(store, model=m, limit=HISTORY, experiment=experiment)
+                      if r.identity.kind == BENCH]
+        rows = [r for r in benches[m] if usable(r)]
         if not rows:
             raise NothingToCompare(f"no finished, valid bench run of {m} in the store (sweep cells, evals and "
                                    f"lane changes are not benches): run `sparkctl bench {m}`")
@@ -210,7 +213,13 @@ def compare_models(store, models: list[str], *, any_engine: bool = False, lanes:
         raise NothingToCompare(
             "no like-for-like benches: " + "; ".join(found.reasons())
             + f". Run `{cmd}`{prompt_note} for runs that match", command=cmd, models=models, num_ctx=ctx)
-    notes.extend(found.skipped)
+    engines = None if any_engine else [(first.engine_kind, first.engine_version)]
+    for m, pick in zip(models, found.runs):
+        note = left_out("bench", m, benches[m], pick,
+                        lambda r, pick=pick: why_not_compared(r, pick, usable=usable, engines=engines,
+                                                              same_hardware=not any_hardware))
+        if note:
+            notes.append(note)
     identity = found.identity
     if not identity.recorded:
         notes.append(f"the runs compared predate the workload identity: it is inferred from what they "

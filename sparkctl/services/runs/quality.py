@@ -22,7 +22,7 @@ from typing import Any
 from sparkctl.core import compare
 from sparkctl.core.noninferiority import DEFAULT_MARGINS_PP, GateResult, judge
 from sparkctl.core.suites.tally import primary_metric
-from sparkctl.services.runs.pairing import Mismatch, match, matching_command
+from sparkctl.services.runs.pairing import Mismatch, left_out, match, matching_command, why_not_compared
 from sparkctl.services.runs.query import list_runs, run_params
 from sparkctl.services.runs.rows import RunRow
 
@@ -180,5 +180,14 @@ def suite_evidence(store, suite: str, incumbent: str, contender: str, inc_rows: 
                              problem=f"{suite}: not like for like: " + "; ".join(found.reasons())
                              + f"; run `{cmd}` for a matching pair", command=cmd)
     a, b = found.runs
+    engines = None if not engine_kind else [(engine_kind, v) for v in (versions or [""])]
+    notes = []
+    for model, rows, pick in ((incumbent, inc_rows, a), (contender, con_rows, b)):
+        mine = [r for r in rows if r.kind == "eval" and r.suite == suite]
+        note = left_out(f"{suite} eval", model, mine, pick,
+                        lambda r, pick=pick: why_not_compared(r, pick, usable=lambda x: usable_eval(x, suite),
+                                                              engines=engines, same_hardware=False))
+        if note:
+            notes.append(note)
     return SuiteEvidence(suite, incumbent, contender, a, b, quality_diff(store, a, b, margin_pp),
-                         notes=found.skipped)
+                         notes=tuple(notes))
