@@ -259,7 +259,7 @@ def _decide(cmp, base, other, limits: dict[str, float]) -> Decision:
         also = [f"worse: {_and(others)}"] if others else []
         return Decision(base.model, other.model, rows, NOT_RESOLVED, t.missing + also, list(dict.fromkeys(t.steps)),
                         t.asks, worse_rows)
-    held = [f"{', '.join(t.held)} not worse beyond {'its margin' if len(t.held) == 1 else 'their margins'}"] \
+    held = [f"{_and(t.held)} shown not worse within {'its margin' if len(t.held) == 1 else 'their margins'}"] \
         if t.held else []
     if t.better:
         but = f", but {_and(others)}" if others else ""
