@@ -144,15 +144,16 @@ class GateResult:
         suite = f"; the suite has {self.suite_items:,}" if self.beyond_suite else ""
         return f"not resolved: too few items (about {self.needed:,} would resolve it{suite})"
 
-    def resolution(self) -> str:
+    def resolution(self, power_note: bool = True) -> str:
         """What would resolve an unresolved gate, in a clause ("" when resolved)."""
         if self.resolved:
             return ""
         if self.needed is None:
             return ("the observed difference sits on the margin, so no number of items can be named that "
                     "would resolve it")
-        text = (f"about {self.needed:,} {self.per} would resolve it at the observed spread "
-                "(80% power if the true difference is the one seen)")
+        text = f"about {self.needed:,} {self.per} would resolve it at the observed spread"
+        if power_note:
+            text += " (80% power if the true difference is the one seen)"
         if self.beyond_suite:
             text += f", more than the suite's {self.suite_items:,}"
         return text

@@ -1,7 +1,7 @@
 """Whether a contender may take a lane: the preconditions of a promotion, each with its
 evidence, as plain data. Pure: the caller reads MLflow, the engine and the budget.
 
-Three preconditions, in the order they are shown:
+Three preconditions, in the order they are shown, and a fourth when limits are set:
 
 - **bench**: a valid bench of the contender on the engine kind and version serving now:
   finished, not marked invalid, 100% on the GPU, not throttled, cold prefill.
@@ -13,6 +13,12 @@ Three preconditions, in the order they are shown:
   items that would. Only an incumbent never evaluated at all leaves it "n/a".
 - **fit**: the contender fits beside the incumbent, or, when the user asked to swap,
   fits once the incumbent alone is unloaded.
+- **limits** (only with `[promote] max_ttft_increase_pct` or `max_memory_increase_pct`):
+  the contender's like-for-like bench against the incumbent's, judged as `compare`'s
+  recommendation judges them (services.runs.decision): unmet when an interval lies beyond a
+  limit, or reaches it, or the figure is missing.
+
+Every piece of evidence names the newer runs of either model it left out, and why.
 
 An unmet precondition refuses the promotion unless forced; the override is recorded.
 """
@@ -33,7 +39,7 @@ DISQUALIFYING_FLAGS = ("invalid", "placement", "throttled", "prefill-cached")
 
 @dataclass(frozen=True)
 class Precondition:
-    name: str  # "bench" | "quality" | "fit"
+    name: str  # "bench" | "quality" | "fit" | "limits"
     state: str  # MET | UNMET | NOT_APPLICABLE
     summary: str  # one line: the evidence, or why it is unmet
     details: tuple[str, ...] = ()

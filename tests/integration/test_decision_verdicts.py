@@ -275,3 +275,26 @@ def test_compare_and_the_gate_name_the_newer_runs_they_left_out_and_why(serve, m
     detail = lines[start + 1].strip()
     assert detail.startswith(f"a newer bench of {CON} (run {bad.run_id[:8]}, 20")
     assert detail.endswith(" UTC) was left out: marked invalid by its guards; not 100% on the GPU")
+
+
+def test_promote_checks_the_same_limits(serve, mlflow_store, tmp_path, host, capsys):  # noqa: F811
+    """Point 3: the limits are `[promote]` keys; `sparkctl promote` refuses past them as
+    compare's recommendation does (a "limits" precondition, shown only when one is set)."""
+    trade_off(mlflow_store, tmp_path)
+    server = serve(bench_scenario(tokens_per_s=None))
+    config = user_config(tmp_path, server.url, mlflow_store, MARGIN)
+    code, out, _ = run_cli(config, capsys, "promote", CON, "--lane", "production", "--dry-run")
+    assert code == 0, out
+    assert "  limits" not in out  # none set: no such precondition
+    config = user_config(tmp_path, server.url, mlflow_store, MARGIN + "max_memory_increase_pct = 50\n")
+    code, out, _ = run_cli(config, capsys, "promote", CON, "--lane", "production", "--dry-run", "--json")
+    plan = json.loads(out)
+    assert code == 4 and plan["unmet"] == ["limits"]
+    (limits,) = [c for c in plan["preconditions"] if c["name"] == "limits"]
+    assert limits["summary"] == ("twice the memory (+100.0%, 16.00 vs 8.00 GiB) is beyond "
+                                 "[promote] max_memory_increase_pct = 50")
+    config = user_config(tmp_path, server.url, mlflow_store, MARGIN + "max_ttft_increase_pct = 250\n")
+    code, out, _ = run_cli(config, capsys, "promote", CON, "--lane", "production", "--dry-run")
+    line = next(x for x in out.splitlines() if x.startswith("  limits"))
+    assert code == 0 and line.startswith("  limits   met    TTFT +204.0% [")
+    assert line.endswith("] is within [promote] max_ttft_increase_pct = 250")

@@ -60,6 +60,8 @@ class Decision:
     next_steps: list[str] = field(default_factory=list)
     asks: list[str] = field(default_factory=list)  # not resolved: what to run, shortly ("run about 240 more gsm8k items")
     worse: list[str] = field(default_factory=list)  # the rows worse beyond their noise or margin
+    # each [promote] limit set: (True within it / False beyond it / None cannot tell, in words)
+    limit_checks: list[tuple[bool | None, str]] = field(default_factory=list)
 
     @property
     def recommendation(self) -> str:
@@ -184,6 +186,7 @@ class _Tally:
     better: list[str] = field(default_factory=list)
     held: list[str] = field(default_factory=list)  # suites shown not worse
     worse: dict[str, str] = field(default_factory=dict)  # row -> its phrase
+    limits: list[tuple[bool | None, str]] = field(default_factory=list)  # see Decision.limit_checks
 
     def unresolved(self, why: str, ask: str, step: str = "") -> None:
         self.missing.append(why)
@@ -254,19 +257,20 @@ def _decide(cmp, base, other, limits: dict[str, float]) -> Decision:
     others = [phrase for row, phrase in t.worse.items() if row not in t.blockers]
     if t.keep:
         also = [f"also worse: {_and(others)}"] if others else []
-        return Decision(base.model, other.model, rows, KEEP, t.keep + also, worse=worse_rows)
+        return Decision(base.model, other.model, rows, KEEP, t.keep + also, worse=worse_rows, limit_checks=t.limits)
     if t.missing:
         also = [f"worse: {_and(others)}"] if others else []
         return Decision(base.model, other.model, rows, NOT_RESOLVED, t.missing + also, list(dict.fromkeys(t.steps)),
-                        t.asks, worse_rows)
+                        t.asks, worse_rows, t.limits)
     held = [f"{_and(t.held)} shown not worse within {'its margin' if len(t.held) == 1 else 'their margins'}"] \
         if t.held else []
     if t.better:
         but = f", but {_and(others)}" if others else ""
-        return Decision(base.model, other.model, rows, PROMOTE, [_and(t.better) + but] + held, worse=worse_rows)
+        return Decision(base.model, other.model, rows, PROMOTE, [_and(t.better) + but] + held, worse=worse_rows,
+                        limit_checks=t.limits)
     also = [f"worse: {_and(others)}"] if others else []
     return Decision(base.model, other.model, rows, KEEP, ["nothing better beyond the noise or margins"] + also,
-                    worse=worse_rows)
+                    worse=worse_rows, limit_checks=t.limits)
 
 
 def _ttft(rows: list[DecisionRow], t: _Tally, base, other, d, limit: float | None, more_reps: str) -> None:
@@ -277,6 +281,7 @@ def _ttft(rows: list[DecisionRow], t: _Tally, base, other, d, limit: float | Non
         rows.append(DecisionRow("TTFT s", "-", "-", "-", "not measured"))
         if limit is not None:
             t.unresolved(f"TTFT not measured: {key} = {limit:g} cannot be checked", "bench both")
+            t.limits.append((None, t.missing[-1]))
         return
     rows.append(_speed_row("TTFT s", base.values.get("ttft_s", []), other.values.get("ttft_s", []), d, False, ".3f",
                            d.excluded_a, d.excluded_b))
@@ -291,12 +296,17 @@ def _ttft(rows: list[DecisionRow], t: _Tally, base, other, d, limit: float | Non
     if d.verdict == compare.NOT_ENOUGH or not ci.relative or ci.ci_low_pct is None:
         t.unresolved(f"TTFT {text}: not enough repetitions to check {key} = {limit:g}", "run more repetitions",
                      more_reps)
+        t.limits.append((None, t.missing[-1]))
     elif ci.ci_low_pct > limit:
         t.keep.append(f"TTFT {text} is beyond {key} = {limit:g}")
         t.blockers.append("TTFT")
+        t.limits.append((False, t.keep[-1]))
     elif ci.ci_high_pct > limit:
         t.unresolved(f"TTFT {text}: the interval reaches both sides of {key} = {limit:g}", "run more repetitions",
                      more_reps)
+        t.limits.append((None, t.missing[-1]))
+    else:
+        t.limits.append((True, f"TTFT {text} is within {key} = {limit:g}"))
 
 
 def _quality(rows: list[DecisionRow], t: _Tally, cmp, base, other, pair: str, matching_command) -> None:
@@ -336,7 +346,7 @@ def _quality(rows: list[DecisionRow], t: _Tally, cmp, base, other, pair: str, ma
             t.blockers.append(suite)
         else:
             why = (f"{suite} {diff_text} on {g.n} {'paired items' if g.paired else 'items per model'}: not resolved "
-                   f"at the {g.margin_pp:g} pp margin; {g.resolution()}")
+                   f"at the {g.margin_pp:g} pp margin; {g.resolution(power_note=False)}")
             ident = ev.incumbent_run.identity if ev.incumbent_run is not None else None
             if g.needed is None:
                 t.unresolved(why, "", "")
@@ -365,6 +375,7 @@ def _memory(rows: list[DecisionRow], t: _Tally, base, other, limit: float | None
         rows.append(DecisionRow("resident GiB", _num(a, ".2f"), _num(b, ".2f"), "-", "not measured"))
         if limit is not None:
             t.unresolved(f"resident memory not measured: {key} = {limit:g} cannot be checked", "bench both")
+            t.limits.append((None, t.missing[-1]))
         return
     pct = (b - a) / a * 100.0
     if abs(pct) < MEMORY_SAME_PCT:
@@ -381,5 +392,8 @@ def _memory(rows: list[DecisionRow], t: _Tally, base, other, limit: float | None
         if limit is not None and pct > limit:
             t.keep.append(f"{said} ({pct:+.1f}%, {b:.2f} vs {a:.2f} GiB) is beyond {key} = {limit:g}")
             t.blockers.append("memory")
+            t.limits.append((False, t.keep[-1]))
+    if limit is not None and not (pct > limit and verdict.startswith("worse")):
+        t.limits.append((True, f"resident memory {pct:+.1f}% ({b:.2f} vs {a:.2f} GiB) is within {key} = {limit:g}"))
     rows.append(DecisionRow("resident GiB", f"{a:.2f}", f"{b:.2f}", f"{pct:+.1f}%", verdict,
                             "one reading each, no interval"))

@@ -88,8 +88,9 @@ def left_out(what: str, model: str, rows: Sequence[RunRow], pick: RunRow, why: C
         return ""
     said = [f"run {r.run_id[:8]} ({when(r.start_ms)}): {why(r)}" for r in newer[:SHOWN_LEFT_OUT]]
     rest = f"; and {len(newer) - SHOWN_LEFT_OUT} more" if len(newer) > SHOWN_LEFT_OUT else ""
+    plural = what + ("es" if what.endswith("ch") else "s")
     head = (f"a newer {what} of {model} was left out" if len(newer) == 1
-            else f"{len(newer)} newer {what}s of {model} were left out")
+            else f"{len(newer)} newer {plural} of {model} were left out")
     return f"{head} (compared: run {pick.run_id[:8]} of {when(pick.start_ms)}): {'; '.join(said)}{rest}"
 
 
