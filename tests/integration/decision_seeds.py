@@ -30,7 +30,7 @@ HOST_TAGS = {"engine.kind": "ollama", "host.name": "spark-01"}
 
 def seed_bench(store, tmp_path: Path, model: str, start_ms: int, *, decode: list[float], ttft: list[float],
                joules: list[float], resident_gib: float, version: str = "0.12.6", num_ctx: int = 8192,
-               tags: dict | None = None) -> str:
+               tags: dict | None = None, acceptance: list[float] | None = None) -> str:
     identity = WorkloadIdentity.bench(prompt_sha256=PROMPT_SHA, num_ctx=num_ctx, num_predict=64, think=False,
                                       cache_policy="cold")
     n = len(decode)
@@ -43,7 +43,9 @@ def seed_bench(store, tmp_path: Path, model: str, start_ms: int, *, decode: list
               "guard.valid": "true", "guard.placement_before": "100% GPU", "guard.placement_after": "100% GPU",
               "gpu.throttle_reasons": "none", "guard.cache_policy": "cold", **identity.to_tags(), **(tags or {})},
         step_metrics={"engine_decode_tps": decode, "ttft_s": ttft, "joules_per_token": joules,
-                      "dnf": [0.0] * n, "error": [0.0] * n, "prefill_cached": [0.0] * n},
+                      "dnf": [0.0] * n, "error": [0.0] * n, "prefill_cached": [0.0] * n,
+                      # speculative decoding: accepted / drafted tokens per repetition (specdec.step_metrics)
+                      **({"spec_acceptance_pct": acceptance} if acceptance else {})},
         summary_metrics={"decode_tps_median": statistics.median(decode), "ttft_s_median": statistics.median(ttft),
                          "joules_per_token": statistics.fmean(joules), "resident_gib": resident_gib,
                          "dnf_count": 0.0})

@@ -195,6 +195,22 @@ def test_a_faster_contender_s_recommendation_names_ttft_memory_and_j_per_token(m
     assert decision["action"] == "promote" and decision["worse"] == ["TTFT", "memory", "J/token"]
 
 
+def test_a_lower_draft_acceptance_is_named_with_its_interval(mlflow_store, tmp_path, capsys):  # noqa: F811
+    """Point 3: acceptance (speculative decoding) worse beyond its noise is a row, and named."""
+    now = int(time.time() * 1000) - 60_000
+    same = {"ttft": [0.1, 0.101, 0.099], "joules": [0.4, 0.41, 0.39], "resident_gib": 8.0}
+    seed_bench(mlflow_store, tmp_path, INC, now, decode=[80.0, 80.5, 79.5], acceptance=[70.0, 71.0, 69.0], **same)
+    seed_bench(mlflow_store, tmp_path, CON, now + 1000, decode=[100.0, 100.5, 99.5], acceptance=[50.0, 51.0, 49.0],
+               **same)
+    config = user_config(tmp_path, "http://127.0.0.1:9", mlflow_store)
+    code, out, _ = run_cli(config, capsys, "compare", CON, INC, "--table")
+    rows, rec = table_rows(out)
+    assert "| 70.0 (n=3) | 50.0 (n=3) | -28.6% [" in rows["acceptance %"] and rows["acceptance %"].endswith("| worse |")
+    assert re.search(r"worse: draft acceptance -28\.6% \[-\d+\.\d, -\d+\.\d\]\)", rec), rec
+    code, out, _ = run_cli(config, capsys, "compare", CON, INC, "--json")
+    assert json.loads(out)["decision"]["decisions"][0]["worse"] == ["acceptance"]
+
+
 def test_the_optional_limits_turn_ttft_and_memory_into_blockers(mlflow_store, tmp_path, capsys):  # noqa: F811
     """Point 3: `[promote] max_ttft_increase_pct` and `max_memory_increase_pct` make the same
     contender a "keep", naming each limit crossed and what else is worse."""
