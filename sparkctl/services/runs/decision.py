@@ -1,6 +1,6 @@
-"""One decision on one screen: the incumbent against each contender, six figures each with
-its interval and verdict, and one recommendation line (promote / keep / not resolved, with
-the reasons and what to run next).
+"""One decision on one screen: the incumbent against each contender, six figures (seven with
+speculative decoding) each with its interval and verdict, and one recommendation line
+(promote / keep / not resolved, with the reasons and what to run next).
 
 Built from a Comparison (services.runs.decide), so it reads exactly the runs and
 repetitions compare chose; rendered as text (the CLI, the TUI's head to head), Markdown
@@ -28,6 +28,7 @@ from typing import Any
 
 from sparkctl.core import compare
 from sparkctl.core import noninferiority as gate_words
+from sparkctl.services.runs.pairing import matching_command
 
 PROMOTE = "promote"
 KEEP = "keep"
@@ -58,7 +59,7 @@ class Decision:
     action: str
     reasons: list[str]
     next_steps: list[str] = field(default_factory=list)
-    asks: list[str] = field(default_factory=list)  # not resolved: what to run, shortly ("run about 240 more gsm8k items")
+    asks: list[str] = field(default_factory=list)  # not resolved: what to run ("run about 240 more gsm8k items")
     worse: list[str] = field(default_factory=list)  # the rows worse beyond their noise or margin
     # each [promote] limit set: (True within it / False beyond it / None cannot tell, in words)
     limit_checks: list[tuple[bool | None, str]] = field(default_factory=list)
@@ -75,6 +76,7 @@ class Decision:
     def to_dict(self) -> dict[str, Any]:
         return {"baseline": self.baseline, "contender": self.contender, "rows": [r.to_dict() for r in self.rows],
                 "action": self.action, "reasons": self.reasons, "next": self.next_steps, "worse": self.worse,
+                "limits": [{"within": ok, "text": text} for ok, text in self.limit_checks],
                 "recommendation": self.recommendation}
 
 
@@ -201,8 +203,6 @@ def _and(items: list[str]) -> str:
 
 
 def _decide(cmp, base, other, limits: dict[str, float]) -> Decision:
-    from sparkctl.services.runs.pairing import matching_command
-
     rows: list[DecisionRow] = []
     t = _Tally()
     diffs = {d.metric: d for d in cmp.differences if d.b == other.model}
@@ -228,7 +228,7 @@ def _decide(cmp, base, other, limits: dict[str, float]) -> Decision:
             t.better.append(f"faster decode {text}")
 
     _ttft(rows, t, base, other, diffs.get("ttft_s"), limits.get(TTFT_LIMIT), more_reps)
-    _quality(rows, t, cmp, base, other, pair, matching_command)
+    _quality(rows, t, cmp, base, other, pair)
     _memory(rows, t, base, other, limits.get(MEMORY_LIMIT))
 
     jd = diffs.get("joules_per_token")
@@ -309,7 +309,7 @@ def _ttft(rows: list[DecisionRow], t: _Tally, base, other, d, limit: float | Non
         t.limits.append((True, f"TTFT {text} is within {key} = {limit:g}"))
 
 
-def _quality(rows: list[DecisionRow], t: _Tally, cmp, base, other, pair: str, matching_command) -> None:
+def _quality(rows: list[DecisionRow], t: _Tally, cmp, base, other, pair: str) -> None:
     evidence = {e.suite: e for e in cmp.evidence if e.contender == other.model}
     for suite in ("gsm8k", "ifeval"):
         title = SUITE_TITLE[suite]
