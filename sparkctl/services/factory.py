@@ -86,16 +86,24 @@ def make_recorder(cfg: Config):
     return lambda record: record_run(record, spool, store)
 
 
-def make_spool_and_store(cfg: Config):
+def ensure_data_dir():
+    """sparkctl's data dir, made if missing; SetupError (one line) where it cannot be."""
     from sparkctl import paths
-    from sparkctl.tracking.spool import Spool
-    from sparkctl.tracking.store import MlflowStore, default_tracking_uri
 
     data = paths.data_dir()
     try:
         data.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise SetupError(f"data dir {data}: cannot create it ({exc.strerror}); set $SPARKCTL_DATA_DIR") from None
+    return data
+
+
+def make_spool_and_store(cfg: Config):
+    from sparkctl import paths
+    from sparkctl.tracking.spool import Spool
+    from sparkctl.tracking.store import MlflowStore, default_tracking_uri
+
+    data = ensure_data_dir()
     uri = cfg.tracking.uri or default_tracking_uri(data)
     # MLflow's log lines go to <data dir>/mlflow.log (for a server URI too), never the terminal.
     store = MlflowStore(uri, None, cfg.tracking.experiment, log_dir=data)

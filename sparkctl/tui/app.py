@@ -88,6 +88,7 @@ class SparkApp(App):
         spool: Any = None,
         store: Any = None,
         first: Any = None,
+        tracking: Any = None,
     ) -> None:
         super().__init__()
         # the CLI's StatusPrefetch (first samples taken while Textual imported), or None
@@ -96,11 +97,13 @@ class SparkApp(App):
         self._wake = {"probe": threading.Event(), "engine": threading.Event()}
         self._shown_at_mount: set[str] = set()  # sampling groups whose first sample the first frame had
         self._event_loop: asyncio.AbstractEventLoop | None = None
-        self.store = store  # the MlflowStore the Runs screen reads (None: built when first needed)
+        # The spool (benches journal to it; dead runs are closed at start) and the MlflowStore
+        # the Runs screen and the engine-change note read. With `tracking` (the CLI's
+        # TrackingLater) they are opened when first used, after the first frame.
+        self._tracking = tracking
+        self._spool, self._store = spool, store
         self.named_engines = named_engines or {}  # [engines.NAME] -> engine object
         self.recorder = recorder
-        self.spool = spool  # the local spool: benches journal to it; dead runs are closed at start
-        self.journal = spool.journal if spool is not None else None
         self.config = config
         self.engine = engine
         self.probes = probes
@@ -138,6 +141,42 @@ class SparkApp(App):
         self.contenders: set[str] = {model_key(m) for m in getattr(config, "contenders", ())}
         # every message a toast showed, newest last: N shows them whole after the toast is gone
         self.messages: deque[tuple[str, str, str]] = deque(maxlen=MESSAGES_KEPT)
+
+    # ---- the run record, opened when first used ------------------------------------------
+
+    def _open_tracking(self) -> None:
+        if self._tracking is not None and (self._spool is None or self._store is None):
+            spool, store = self._tracking.get()
+            self._spool = self._spool if self._spool is not None else spool
+            self._store = self._store if self._store is not None else store
+
+    @property
+    def spool(self) -> Any:
+        if self._spool is None:
+            self._open_tracking()
+        return self._spool
+
+    @property
+    def store(self) -> Any:
+        if self._store is None:
+            self._open_tracking()
+        return self._store
+
+    @store.setter
+    def store(self, store: Any) -> None:
+        self._store = store
+
+    @property
+    def journal(self) -> Any:
+        spool = self.spool
+        return spool.journal if spool is not None else None
+
+    def _has_spool(self) -> bool:
+        """Whether there is a spool, without opening it."""
+        return self._spool is not None or self._tracking is not None
+
+    def _has_store(self) -> bool:
+        return self._store is not None or self._tracking is not None
 
     # ---- start-up ------------------------------------------------------------------------
 
@@ -182,8 +221,6 @@ class SparkApp(App):
         self.sample_engine()
         if self.config.engines:
             self.sample_named_engines()
-        if self.spool is not None:
-            self.recover_runs()
         self.recover_residency()
 
     def _take_first_samples(self) -> None:
@@ -300,6 +337,10 @@ class SparkApp(App):
         # the collector's view turns 100-140 ms full collections during a 2,000 tok/s
         # stream into a few ms (measured by benchmarks/stream.py).
         gc.freeze()
+        # after the first frame (Textual posts Ready once it is drawn): the spool's modules
+        # and its read are nothing that frame shows
+        if self._has_spool():
+            self.recover_runs()
 
     # ---- workers -------------------------------------------------------------------------
 
@@ -454,7 +495,7 @@ class SparkApp(App):
         self.call_from_thread(setattr, self, "pending_runs", n)
 
     def action_sync(self) -> None:
-        if self.spool is None or self.store is None:
+        if not (self._has_spool() and self._has_store()):
             self.notify("no spool or store to sync", severity="warning")
             return
         self.notify("syncing the spooled runs to MLflow…", timeout=4)
@@ -542,7 +583,7 @@ class SparkApp(App):
     def check_drift(self, kind: str, version: str) -> None:
         """Which lane models were last benched on another engine version (the dashboard
         says so; the Runs screen's B re-benches them). Never imports MLflow here."""
-        if not self.config.lanes or self.store is None:
+        if not self.config.lanes or not self._has_store():
             return
         from sparkctl.services.runs.drift import engine_change_notes
 
@@ -715,15 +756,16 @@ def make_app(
         from sparkctl.paths import user_theme_dir as default_dir
 
         user_theme_dir = default_dir()
+    tracking = None
     if recorder is None:
-        from sparkctl.services.tracking import open_tracking, recorder_for
+        from sparkctl.services.tracking import TrackingLater, recorder_later
 
-        spool, made = open_tracking(config)  # mlflow itself is imported on the first write only
-        store = made if store is None else store
-        recorder = recorder_for(spool, store)
+        # the spool and store are opened when first used (MLflow itself on the first write)
+        tracking = TrackingLater(config)
+        recorder = recorder_later(tracking, store)
     if named_engines is None and config.engines:
         from sparkctl.services.factory import make_named_engines
 
         named_engines = make_named_engines(config)  # plain httpx clients: nothing is contacted yet
     return SparkApp(config, engine, probes, clock=clock, user_theme_dir=user_theme_dir, recorder=recorder,
-                    named_engines=named_engines, spool=spool, store=store, first=first)
+                    named_engines=named_engines, spool=spool, store=store, first=first, tracking=tracking)

@@ -143,3 +143,98 @@ def test_engine_change_note_asks_a_child_process_where_the_reader_cannot(history
     notes = engine_change_notes(store, {"production": A, "fast": B}, "ollama", "0.13.0")
     assert notes == [("production", "engine 0.13.0 since last bench of production (0.12.6): re-bench"),
                      ("fast", "engine 0.13.0 since last bench of fast (0.12.6): re-bench")]
+
+
+# What `sparkctl` (the dashboard) may have imported when its first frame is drawn: the
+# config, the engine adapter, the host probes, the status report and the dashboard's own
+# widgets. Each module more is start-up CPU the first frame pays for (benchmarks/
+# first_frame.py measures it; its budget is 1.5x a bare Textual app): what the frame does
+# not draw (the run record and its readers, the other screens, the CLI's commands, the
+# fleet, the web server, statistics) is imported when first used. A module added to the
+# dashboard's path belongs here only if the first frame draws something with it.
+FIRST_FRAME_MODULES = {
+    "sparkctl", "sparkctl.cli", "sparkctl.cli.exitcodes", "sparkctl.config", "sparkctl.paths",
+    "sparkctl.statefile", "sparkctl.themes",
+    "sparkctl.core", "sparkctl.core.budget", "sparkctl.core.fmt", "sparkctl.core.gpu", "sparkctl.core.margins",
+    "sparkctl.core.names", "sparkctl.core.placement", "sparkctl.core.redact", "sparkctl.core.snapshots",
+    "sparkctl.core.textfile",
+    "sparkctl.engines", "sparkctl.engines.base", "sparkctl.engines.ollama",
+    "sparkctl.probes", "sparkctl.probes.host", "sparkctl.probes.meminfo", "sparkctl.probes.nvml",
+    "sparkctl.services", "sparkctl.services.factory", "sparkctl.services.prefetch", "sparkctl.services.status",
+    "sparkctl.services.tracking",
+    "sparkctl.tui", "sparkctl.tui.app", "sparkctl.tui.breakpoints", "sparkctl.tui.hangup", "sparkctl.tui.messages",
+    "sparkctl.tui.themes", "sparkctl.tui.screens", "sparkctl.tui.screens.dashboard",
+    "sparkctl.tui.widgets", "sparkctl.tui.widgets.budget_bar", "sparkctl.tui.widgets.drift",
+    "sparkctl.tui.widgets.footer", "sparkctl.tui.widgets.history",
+}
+# never before the first frame, whatever else changes: MLflow and the run record's readers
+# (SQLite), the HTTP and model clients sparkctl does not use for the dashboard
+NOT_BEFORE_FIRST_FRAME = {"mlflow", "sqlite3", "_sqlite3", "httpx", "ollama", "pydantic", "sqlalchemy"}
+
+FIRST_FRAME_CHILD = """
+import json, sys
+from sparkctl.tui import app as tui_app
+
+def on_ready(self):  # Textual posts Ready once the first frame is drawn
+    modules = sorted(sys.modules)
+    table = self.screen.query_one("#resident")
+
+    def rows_shown():  # then the engine's models, as they reach the table
+        rows = [str(table.get_cell_at((i, 0))) for i in range(table.row_count)]
+        if rows:
+            with open(sys.argv[1], "w") as fh:
+                json.dump({"modules": modules, "rows": rows}, fh)
+            self.exit()
+
+    rows_shown()
+    self.set_interval(0.05, rows_shown)
+
+tui_app.SparkApp.on_ready = on_ready
+from sparkctl.cli import main
+sys.exit(main([]))
+"""
+
+
+def test_the_dashboards_first_frame_imports_only_what_it_draws(tmp_path):
+    """The `sparkctl` command, as a user starts it (a real terminal: a pseudo-terminal of
+    140x45), beside a FAKE Ollama with two models: when the first frame is drawn, with the
+    engine's models in it, the process has imported the modules of FIRST_FRAME_MODULES and
+    no other of sparkctl's, and none of NOT_BEFORE_FIRST_FRAME."""
+    import fcntl
+    import pty
+    import select
+    import struct
+    import termios
+
+    server = FakeOllama(two_models_resident()).start()
+    out = tmp_path / "first_frame.json"
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 45, 140, 0, 0))
+    env = {**os.environ, "TERM": "xterm-256color", "OLLAMA_HOST": server.url,
+           "SPARKCTL_DATA_DIR": str(tmp_path / "data"), "XDG_CONFIG_HOME": str(tmp_path / "config")}
+    env.pop("SPARKCTL_CONFIG", None)
+    try:
+        child = subprocess.Popen([sys.executable, "-c", FIRST_FRAME_CHILD, str(out)], stdin=slave, stdout=slave,
+                                 stderr=slave, env=env, cwd=tmp_path, close_fds=True)
+        os.close(slave)
+        screen = b""
+        try:
+            while child.poll() is None:  # the terminal is read, as a terminal would, until the app exits
+                if select.select([master], [], [], 0.1)[0]:
+                    try:
+                        screen += os.read(master, 65536)
+                    except OSError:
+                        break
+            child.wait(timeout=60)
+        finally:
+            if child.poll() is None:
+                child.kill()
+            os.close(master)
+    finally:
+        server.stop()
+    assert out.exists(), screen[-2000:].decode(errors="replace")
+    seen = json.loads(out.read_text())
+    assert seen["rows"] == ["gpt-oss:120b", "qwen3:30b-a3b"]  # the dashboard it started shows the engine
+    modules = set(seen["modules"])
+    assert {m for m in modules if m.startswith("sparkctl")} - FIRST_FRAME_MODULES == set()
+    assert modules & NOT_BEFORE_FIRST_FRAME == set()
