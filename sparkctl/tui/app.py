@@ -187,6 +187,10 @@ class SparkApp(App):
         what the watcher does to an app that has no styles yet is done here (the theme's
         classes, and the ANSI colours matched to a dark or light theme; textual is pinned)."""
         self.set_reactive(App.theme, name)
+        # The stylesheet was made (in App.__init__) with Textual's default theme's variables:
+        # given this theme's now, before anything is parsed, the first parse is the last
+        # (the dashboard's screen is then taken as styled: tui/breakpoints.py).
+        self.stylesheet.set_variables(self.get_css_variables())
         dark = self.current_theme.dark
         self.set_class(dark, "-dark-mode", update=False)
         self.set_class(not dark, "-light-mode", update=False)
@@ -335,8 +339,10 @@ class SparkApp(App):
     def on_ready(self) -> None:
         # Everything imported and built so far lives as long as the app. Moving it out of
         # the collector's view turns 100-140 ms full collections during a 2,000 tok/s
-        # stream into a few ms (measured by benchmarks/stream.py).
+        # stream into a few ms (measured by benchmarks/stream.py). The CLI paused the
+        # collector until this first frame (cli/__init__.py pause_gc_until_first_frame).
         gc.freeze()
+        gc.enable()
         # after the first frame (Textual posts Ready once it is drawn): the spool's modules
         # and its read are nothing that frame shows
         if self._has_spool():
