@@ -18,6 +18,7 @@ from sparkctl.core.snapshots import GIB, EngineStatus, ResidentModel
 from sparkctl.services.status import build_report, report_to_dict
 from tests.fakes.host import spark_snapshot
 from tests.fakes.ssh_client import env_with_fake_ssh, install_fake_ssh, read_log
+from tests.integration.sshd import lab  # noqa: F401
 
 NOW = datetime.now(timezone.utc)
 
@@ -91,3 +92,60 @@ def test_a_host_name_with_a_path_in_it_never_writes_outside_the_fleet_cache(tmp_
     done, _ = run_fleet(tmp_path, f'[fleet]\nsparkctl = "{gone}"\n', "--json", "../../victim")
     (host,) = json.loads(done.stdout)["hosts"]
     assert done.returncode == 3 and host["state"] == "unreachable" and host["status"] is not None
+
+
+SECRET_URL = "http://alice:s3cr3t-pass@127.0.0.1:11434/?api_key=KEY-42-SECRET"
+
+
+def env_recording_sparkctl(tmp_path: Path) -> tuple[Path, Path]:
+    """A host's `sparkctl` that notes the OLLAMA_HOST it was started with, then answers."""
+    seen = tmp_path / "seen-ollama-host"
+    body = tmp_path / "status.json"
+    body.write_text(status_text())
+    script = tmp_path / "remote-sparkctl-env"
+    script.write_text(f'#!/bin/sh\nprintf "%s" "$OLLAMA_HOST" > {seen}\ncat {body}\n')
+    script.chmod(0o755)
+    return script, seen
+
+
+def test_an_engine_url_with_a_credential_never_stands_in_ssh_argv_and_still_reaches_the_host(tmp_path):
+    script, seen = env_recording_sparkctl(tmp_path)
+    done, calls = run_fleet(tmp_path, f'[fleet]\nsparkctl = "{script}"\n[hosts.spark-01]\nengine = "{SECRET_URL}"\n',
+                            "--json")
+    assert done.returncode == 0, done.stderr
+    (call,) = calls
+    argv = " ".join(call["argv"])
+    assert "s3cr3t-pass" not in argv and "KEY-42-SECRET" not in argv  # `ps` shows argv to every user
+    assert seen.read_text() == SECRET_URL  # the host's sparkctl got it all the same (ssh's stdin)
+    assert "s3cr3t-pass" not in done.stdout.decode() and "KEY-42-SECRET" not in done.stdout.decode()
+
+    # a URL without a credential still goes on the command line, as before
+    plain = "http://127.0.0.1:11434"
+    done, calls = run_fleet(tmp_path, f'[fleet]\nsparkctl = "{script}"\n[hosts.spark-01]\nengine = "{plain}"\n')
+    assert done.returncode == 0 and f"OLLAMA_HOST={plain}" in calls[0]["argv"][-1] and calls[0]["stdin"] == ""
+    assert seen.read_text() == plain
+
+
+def test_sparkctl_config_redacts_a_credential_in_a_hosts_engine_url(tmp_path):
+    config = tmp_path / "sparkctl.toml"
+    config.write_text(f'[hosts.spark-01]\nengine = "{SECRET_URL}"\n[lanes]\non_change = "curl -s '
+                      'https://hooks.example/x?token=HOOK-TOKEN-9"\n')
+    done = subprocess.run([sys.executable, "-m", "sparkctl", "--config", str(config), "config"],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert "s3cr3t-pass" not in done.stdout and "KEY-42-SECRET" not in done.stdout and "alice" not in done.stdout
+    assert "HOOK-TOKEN-9" not in done.stdout
+    assert 'engine = "http://***@127.0.0.1:11434/?api_key=***"' in done.stdout  # still says where it points
+
+
+def test_over_real_ssh_the_remote_shell_reads_the_secret_url_from_stdin(lab, tmp_path):  # noqa: F811
+    lab.alias("spark-a", lab.server("a"))
+    script, seen = env_recording_sparkctl(tmp_path)
+    config = tmp_path / "fleet.toml"
+    config.write_text(f'[fleet]\nssh_config = "{lab.ssh_config}"\nsparkctl = "{script}"\ntimeout_s = 20\n'
+                      f'[hosts.a]\nssh = "spark-a"\nengine = "{SECRET_URL}"\n')
+    done = subprocess.run([sys.executable, "-m", "sparkctl", "--config", str(config), "fleet", "--no-runs", "--json"],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["hosts"][0]["state"] == "live"
+    assert seen.read_text() == SECRET_URL

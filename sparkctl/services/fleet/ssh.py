@@ -26,7 +26,7 @@ from typing import Any
 
 from sparkctl.config import Config, HostConfig
 from sparkctl.core.fleet import HostStatus, StatusFormatError, parse_status
-from sparkctl.core.redact import redact_text
+from sparkctl.core.redact import redact_text, redact_uri
 
 # why a host gave no status
 SSH_ERROR = "ssh"
@@ -64,13 +64,30 @@ def _command_word(cmd: str) -> str:
     return shlex.quote(cmd)
 
 
+def _engine_is_secret(host: HostConfig) -> bool:
+    """Whether [hosts.NAME] engine carries a credential (user:token@, ?api_key=...): what
+    sparkctl redacts everywhere else must not stand in ssh's argv, which `ps` shows to
+    every user of the machine."""
+    return bool(host.engine) and redact_uri(host.engine) != host.engine
+
+
 def remote_command(host: HostConfig, cfg: Config) -> str:
     """What the remote user's shell runs. The engine URL, when the fleet config names one,
-    goes as OLLAMA_HOST, which sparkctl there takes over its own config."""
+    goes as OLLAMA_HOST, which sparkctl there takes over its own config. A URL with a
+    credential in it is not written into the command: the remote shell reads it from the
+    session's stdin (``remote_stdin``) into its environment."""
     words = [_command_word(host.sparkctl or cfg.fleet.sparkctl), "status", "--json"]
+    if _engine_is_secret(host):
+        return "IFS= read -r OLLAMA_HOST && export OLLAMA_HOST && " + " ".join(words)
     if host.engine:
         words.insert(0, "OLLAMA_HOST=" + shlex.quote(host.engine))
     return " ".join(words)
+
+
+def remote_stdin(host: HostConfig) -> bytes:
+    """What ssh sends on the session's stdin: the secret engine URL for ``remote_command``'s
+    `read`, or nothing."""
+    return (host.engine + "\n").encode("utf-8") if _engine_is_secret(host) else b""
 
 
 def ssh_argv(host: HostConfig, cfg: Config, ssh: str = "ssh") -> list[str]:
@@ -149,12 +166,20 @@ async def ask_status(host: HostConfig, cfg: Config, ssh: str = "ssh") -> Answer:
     """Run ssh once, at most [fleet] timeout_s; never raises for anything the host does."""
     started = time.monotonic()
     timeout = cfg.fleet.timeout_s
+    feed = remote_stdin(host)
     try:
         proc = await asyncio.create_subprocess_exec(
-            *ssh_argv(host, cfg, ssh), stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE, start_new_session=True)
+            *ssh_argv(host, cfg, ssh), stdin=asyncio.subprocess.PIPE if feed else asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, start_new_session=True)
     except OSError as exc:
         return Answer(None, SSH_ERROR, f"cannot run {ssh}: {exc.strerror or exc}")
+    if feed and proc.stdin is not None:
+        # one short line: it fits the pipe's buffer, so this never waits on the host
+        try:
+            proc.stdin.write(feed)
+            proc.stdin.close()
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # ssh already exited: its exit code says why
     readers = [asyncio.ensure_future(_read(proc.stdout)), asyncio.ensure_future(_read(proc.stderr))]
     try:
         try:
