@@ -98,6 +98,15 @@ def lanes_failed(runner_box: list) -> bool:
     return restore is not None and not restore.ok
 
 
+def not_saved(runs) -> bool:
+    """Whether a run was lost (neither the spool nor MLflow took it): said once more as the
+    last line, so a script or a user scrolling past the table cannot take it as recorded."""
+    lost = [r for r in runs if getattr(r, "not_saved", False)]
+    for r in lost:
+        emit(f"sparkctl: {r.model}: {r.sync_message}", sys.stderr)
+    return bool(lost)
+
+
 def run_tracked(work: Callable[[], Awaitable[Any]], progress: ProgressLine, *, what: str, stopped: str,
                 lanes_bad: Callable[[], bool]) -> tuple[Any, int | None]:
     """run_stoppable for a tracked run (bench, eval, sweep): the refusals they share become
