@@ -36,7 +36,10 @@ class ProgressLine:
             return
         try:
             if self.enabled:
-                sys.stderr.write("\r\033[K" + text[:160] + end)
+                from sparkctl.cli.terminal import REDRAW, write_control
+
+                write_control(sys.stderr, REDRAW)
+                sys.stderr.write(text[:160] + end)
             else:
                 sys.stderr.write(f"sparkctl: {text}{end}")
             sys.stderr.flush()

@@ -149,3 +149,33 @@ def test_over_real_ssh_the_remote_shell_reads_the_secret_url_from_stdin(lab, tmp
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["hosts"][0]["state"] == "live"
     assert seen.read_text() == SECRET_URL
+
+
+HOSTILE = "\x1b]0;PWNED-TITLE\x07\x1b]52;c;cHduZWQ=\x07\x1b[2J\x9b31m"
+
+
+def test_a_hostile_hosts_status_reaches_the_terminal_without_escape_sequences(tmp_path):
+    status = json.loads(status_text(resident=(f"qwen3:8b{HOSTILE}",)))
+    status["host"]["hostname"] = f"spark{HOSTILE}"
+    status["warnings"] = [f"all fine{HOSTILE}"]
+    script = remote_sparkctl(tmp_path, json.dumps(status))
+    config = f'[fleet]\nsparkctl = "{script}"\n[hosts.spark-01]\n'
+    for argv in ((), ("--json",)):
+        done, _ = run_fleet(tmp_path, config, *argv)
+        out = done.stdout + done.stderr
+        assert done.returncode == 0, out
+        for payload in (b"\x1b", b"\x07", "\x9b".encode(), b"PWNED-TITLE", b"cHduZWQ=", b"\\u001b", b"\\u009b"):
+            assert payload not in out, (argv, payload, out[-800:])
+        assert b"qwen3:8b" in out  # shown, as plain text
+
+    # an engine error and ssh's own stderr from that host, too
+    down = json.loads(status_text(error=f"connection refused{HOSTILE}"))
+    script = remote_sparkctl(tmp_path, json.dumps(down), exit_code=3)
+    done, _ = run_fleet(tmp_path, f'[fleet]\nsparkctl = "{script}"\n[hosts.spark-01]\n')
+    assert b"connection refused" in done.stdout and b"PWNED" not in done.stdout + done.stderr
+    noisy = tmp_path / "noisy-sparkctl"
+    noisy.write_text(f"#!/bin/sh\nprintf 'sparkctl: broken{HOSTILE}\\n' >&2\nexit 2\n")
+    noisy.chmod(0o755)
+    done, _ = run_fleet(tmp_path, f'[fleet]\nsparkctl = "{noisy}"\n[hosts.spark-01]\n', "--json")
+    (host,) = json.loads(done.stdout)["hosts"]
+    assert host["reason"] == "sparkctl there failed: sparkctl: broken"

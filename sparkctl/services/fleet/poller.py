@@ -34,6 +34,7 @@ from sparkctl.core.fleet import (
     parse_status,
     schema_note,
 )
+from sparkctl.core.termtext import safe_tree
 from sparkctl.services.fleet.ssh import Answer, ask_status
 
 # the state of a host in the fleet view
@@ -175,7 +176,7 @@ class FleetPoller:
             fd = os.open(self._cache_path(name), os.O_RDONLY | os.O_NOFOLLOW)
             with os.fdopen(fd, encoding="utf-8") as fh:
                 data = json.load(fh)
-            return parse_status(data["status"]), datetime.fromisoformat(data["seen_at"])
+            return parse_status(safe_tree(data["status"])), datetime.fromisoformat(data["seen_at"])
         except (OSError, ValueError, KeyError, TypeError, StatusFormatError):
             return None
 

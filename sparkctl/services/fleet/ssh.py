@@ -27,6 +27,7 @@ from typing import Any
 from sparkctl.config import Config, HostConfig
 from sparkctl.core.fleet import HostStatus, StatusFormatError, parse_status
 from sparkctl.core.redact import redact_text, redact_uri
+from sparkctl.core.termtext import safe_line, safe_tree
 
 # why a host gave no status
 SSH_ERROR = "ssh"
@@ -108,7 +109,7 @@ def _last_line(stderr: str) -> str:
 def classify(code: int | None, stdout: bytes, stderr: bytes, host: HostConfig, cfg: Config) -> Answer:
     """What a finished ssh's exit code and output mean (see the module's doc)."""
     err = stderr.decode("utf-8", errors="replace")
-    line = redact_text(_last_line(err))
+    line = safe_line(redact_text(_last_line(err)))
     command = host.sparkctl or cfg.fleet.sparkctl
     if code == 255:
         return Answer(None, SSH_ERROR, line or "ssh failed (exit 255)", code)
@@ -124,6 +125,7 @@ def classify(code: int | None, stdout: bytes, stderr: bytes, host: HostConfig, c
         except ValueError:
             obj = None
         if obj is not None:
+            obj = safe_tree(obj)  # the host's text is shown here: no escape sequences reach a terminal
             try:
                 return Answer(parse_status(obj), exit_code=code)
             except StatusFormatError as exc:
