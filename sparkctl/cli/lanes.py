@@ -5,7 +5,8 @@ Exit codes: 0 done; 2 bad input (unknown lane, a model that already serves it, a
 name); 3 engine unreachable; 4 refused (an unmet precondition without --force, nothing to
 roll back, a switch that failed verification or lost a race: the lane is unchanged);
 5 engine error (the load failed; the lane is unchanged); 6 the lane changed but the
-[lanes] on_change hook failed. Heavy imports live in the handlers.
+[lanes] on_change hook failed; 7 the lane changed, but its MLflow record was NOT saved
+(neither the spool nor MLflow took it). Heavy imports live in the handlers.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from sparkctl.cli.exitcodes import (
     EXIT_BAD_INPUT,
     EXIT_ENGINE_ERROR,
     EXIT_HOOK_FAILED,
+    EXIT_NOT_SAVED,
     EXIT_OK,
     EXIT_REFUSED,
     EXIT_UNREACHABLE,
@@ -152,6 +154,9 @@ def _switch(args, cfg, plan_fn, action: str, lane: str, model: str = "") -> int:
     if outcome.hook is not None and not outcome.hook.ok:
         _err(f"lane {plan.lane} now serves {plan.model}, but the on_change hook failed: {outcome.hook.line()}")
         return EXIT_HOOK_FAILED
+    if outcome.record is not None and outcome.record.lost:
+        _err(f"{plan.action} of lane {plan.lane}: {outcome.record.message}")
+        return EXIT_NOT_SAVED
     return EXIT_OK
 
 

@@ -69,3 +69,16 @@ def test_a_bench_whose_every_repetition_is_dnf_is_failed_and_exits_5(serve, tmp_
     assert "nothing measured: all 2 repetition(s) were DNF" in done.stdout
     (record,) = Spool(data / "spool.jsonl").pending()
     assert record.status == "FAILED"
+
+
+def test_a_promotion_whose_record_neither_store_took_exits_7(serve, read_only_data_dir, tmp_path):
+    state = bench_scenario(tokens_per_s=None)
+    state.add_resident("qwen3:8b", expires_in_s=None, context_length=8192)
+    server = serve(state)
+    config = tmp_path / "sparkctl.toml"
+    config.write_text(f'[engine]\nhost = "{server.url}"\n[lanes]\nproduction = "qwen3:8b"\n')
+    done = sparkctl(config, "promote", "llama3.2:3b", "--lane", "production", "--force", data=read_only_data_dir)
+    assert done.returncode == 7, (done.stdout, done.stderr)
+    assert "lane production: qwen3:8b -> llama3.2:3b" in done.stdout  # the lane did change
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith("sparkctl: promote of lane production: run NOT saved: spool: ")
