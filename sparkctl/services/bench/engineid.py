@@ -100,7 +100,7 @@ async def _runner_build(port: int) -> str | None:
     import httpx
 
     try:
-        async with httpx.AsyncClient(timeout=2.0) as client:
+        async with httpx.AsyncClient(timeout=2.0, trust_env=False) as client:  # loopback: never a proxy
             response = await client.get(f"http://127.0.0.1:{port}/props")
         body = response.json() if response.status_code < 400 else None
     except (httpx.HTTPError, ValueError):
