@@ -22,7 +22,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from sparkctl.core.engine_identity import version_at_least
+from sparkctl.core.engine_identity import FLASH_ATTN, KV_CACHE_TYPE, UNKNOWN, version_at_least
 
 # setting -> the server's environment variable
 ENV_VARS: dict[str, str] = {
@@ -228,6 +228,8 @@ def resolve(layers: Sequence[Layer], version: str | None, where: str,
             notes: Sequence[str] = ()) -> EngineSettings:
     """Each setting from the first layer that knows it; a complete layer that lacks it means
     unset on the server (Ollama's default, read); past every layer, the default (assumed)."""
+    if version is not None and not version_at_least(version, (0,)):
+        version = None  # "unknown", "": no version to take defaults for (the current ones apply)
     out: dict[str, Setting] = {}
     said = list(notes)
     for name in SETTINGS:
@@ -285,3 +287,19 @@ def runner_layer(cmdline: Sequence[str], pid: int) -> Layer | None:
     if not env:
         return None
     return Layer(f"the runner's command line (PID {pid})", env, complete=False)
+
+
+def identity_tags(settings: EngineSettings) -> dict[str, str]:
+    """Flash attention and KV cache type for a run's engine identity, from an Ollama server's
+    settings when it passes no runner command line to read them from. Only what was read from
+    the server itself counts: a statement or a default is not evidence of what ran."""
+    out: dict[str, str] = {}
+    for key, name in ((FLASH_ATTN, "flash_attention"), (KV_CACHE_TYPE, "kv_cache_type")):
+        s = settings.get(name)
+        if s.read:
+            out[key], out[key + "_source"] = str(s.value), s.source
+        else:
+            out[key] = UNKNOWN
+            out[key + "_source"] = (settings.where if settings.where.startswith("not read")
+                                    else "not read from the Ollama server")
+    return out

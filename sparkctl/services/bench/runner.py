@@ -422,7 +422,7 @@ class BenchRunner:
         """The runner serving `model` (once it is loaded), its build, flash attention, KV cache."""
         try:
             self._identity[model] = await engineid.read_identity(self.engine, model, self._shows.get(model),
-                                                                 self.engine_version)
+                                                                 self.engine_version, self.cfg)
         except EngineError as exc:
             self._identity[model] = {"engine.identity_error": redact_text(exc.message)}
 
