@@ -52,13 +52,13 @@ def test_a_fit_counts_the_slots_the_servers_own_environment_sets(tmp_path, clean
         assert cli.main(["--config", str(config), "fit", "qwen3:8b"]) == 0
         text = capsys.readouterr().out
 
+    # the KV cache holds four slots of the same context: four times one slot's
+    assert with_four["estimate"]["num_ctx"] == with_one["estimate"]["num_ctx"]
+    assert with_four["estimate"]["kv_cache"] == 4 * with_one["estimate"]["kv_cache"]
     slots = with_four["engine_settings"]["num_parallel"]
     assert slots == {"value": 4, "read": True,
                      "source": f"OLLAMA_NUM_PARALLEL=4 in the server's environment (PID {four.pid})"}
     assert with_one["engine_settings"]["num_parallel"]["value"] == 1  # unset there: Ollama's 1
-    # the KV cache holds four slots of the same context: four times one slot's
-    assert with_four["estimate"]["num_ctx"] == with_one["estimate"]["num_ctx"]
-    assert with_four["estimate"]["kv_cache"] == 4 * with_one["estimate"]["kv_cache"]
     assert f"x4 parallel slots (OLLAMA_NUM_PARALLEL=4 in the server's environment (PID {four.pid}))" in text
     assert f"server     settings read from the server's environment (PID {four.pid})" in text
     assert "assumed" not in text  # everything came from the server
@@ -107,6 +107,7 @@ def test_a_service_whose_process_cannot_be_read_is_read_from_its_unit(tmp_path):
                                       "--json")
 
     assert done.returncode in (0, 4), done.stderr  # 4: this box's real memory may not fit it
+    assert "x4 parallel slots" in text.stdout and "KV cache q8_0" in text.stdout
     settings = json.loads(done.stdout)["engine_settings"]
     unit = "ollama.service's Environment= (systemctl show)"
     assert settings["where"] == f"read from {unit}"
