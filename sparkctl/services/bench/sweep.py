@@ -42,6 +42,7 @@ from sparkctl.services.bench.lanes import LaneRestore
 from sparkctl.services.bench.residency import ResidencyGuard
 from sparkctl.services.bench.wrapup import finish_shielded
 from sparkctl.services.bench.lock import BenchLock
+from sparkctl.services.bench.recovery import repair_before
 from sparkctl.services.bench.profiles import Profile
 from sparkctl.services.bench.runner import (
     BenchRefused, BenchRunner, BenchSettings, ModelRun, Notice, Phase, RepResult, end_residency,
@@ -292,6 +293,7 @@ class SweepRunner:
         lock = BenchLock(self.engine.host, models)
         await lock.acquire(self.s.wait, lambda text: self.sink(Notice(text)))
         try:
+            await repair_before(self.cfg, self.engine, lambda text: self.sink(Notice(text)), lock_held=True)
             await self._run_locked(models)
         finally:
             lock.release()
