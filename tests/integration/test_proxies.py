@@ -17,6 +17,7 @@ import subprocess
 import sys
 import threading
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 
 import pytest
 
@@ -150,3 +151,32 @@ def test_the_loopback_rule(monkeypatch):
         assert is_loopback_url(url), url
     for url in ("http://spark-01:11434", "https://registry.ollama.ai", "http://10.0.0.5:11434", "http://[fe80::1]"):
         assert not is_loopback_url(url), url
+
+
+def test_mlflows_own_client_reaches_a_loopback_tracking_server_past_a_dead_proxy(monkeypatch):
+    """MLflow's client is `requests`, which sends even 127.0.0.1 to http_proxy unless
+    no_proxy names it: a tracking server on this machine gets its host added to no_proxy;
+    one elsewhere leaves the user's proxy settings alone."""
+    import requests
+
+    from sparkctl.tracking.store import _direct_to_loopback
+
+    proxied(monkeypatch, DEAD)
+    for var in ("no_proxy", "NO_PROXY"):
+        monkeypatch.setenv(var, "")  # empty, as the shell had it; put back after the test
+    handler = functools.partial(SimpleHTTPRequestHandler, directory=str(Path(__file__).parent))
+    handler.log_message = lambda *a, **k: None
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_address[1]}"
+    try:
+        with pytest.raises(requests.exceptions.ProxyError):
+            requests.get(url + "/", timeout=5)  # what MLflow's client did before
+        _direct_to_loopback("http://team-mlflow.example.test:5000")
+        assert os.environ["no_proxy"] == os.environ["NO_PROXY"] == ""
+        _direct_to_loopback(url)
+        assert requests.get(url + "/", timeout=5).status_code == 200
+        assert os.environ["no_proxy"] == os.environ["NO_PROXY"] == "127.0.0.1"
+    finally:
+        server.shutdown()
+        server.server_close()
