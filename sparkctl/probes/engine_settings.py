@@ -194,6 +194,11 @@ def read_server(url: str, *, systemctl: str | None = None) -> ServerReading:
             shown = None
     elif unit is not None:
         shown = systemctl_show(unit, systemctl)
+        if shown is not None and shown.get("MainPID") != str(pid):
+            # not the system manager's unit of that process (a user unit of the same name, a
+            # helper in the unit's cgroup): its Environment= is not the server's
+            notes.append(f"{unit} as the system's systemd shows it is not the process on the engine's port")
+            shown = None
     if unit is not None and shown is not None:
         layer, more = unit_layer(unit, shown)
         notes.extend(more)
