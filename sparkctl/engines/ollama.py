@@ -22,6 +22,7 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from datetime import datetime, timezone
 from typing import Any
 
+from sparkctl.core.loopback import proxies_apply
 from sparkctl.core.names import model_key
 from sparkctl.core.snapshots import EngineStatus, LocalModel, ModelDetails, ResidentModel
 from sparkctl.engines.base import (
@@ -124,8 +125,11 @@ class OllamaEngine:
         quick = httpx.Timeout(self.timeout, connect=self.connect_timeout)
         slow = httpx.Timeout(self.load_timeout, connect=self.connect_timeout)
         tls = _tls_context(self.host)
-        self._quick = ollama.AsyncClient(host=self.host, timeout=quick, verify=tls)
-        self._slow = ollama.AsyncClient(host=self.host, timeout=slow, verify=tls)
+        # a loopback server is never reached through a proxy (core/loopback.py): Go's client
+        # does the same, and `ollama ps` must not answer while sparkctl says unreachable
+        direct = {"trust_env": proxies_apply(self.host)}
+        self._quick = ollama.AsyncClient(host=self.host, timeout=quick, verify=tls, **direct)
+        self._slow = ollama.AsyncClient(host=self.host, timeout=slow, verify=tls, **direct)
         self._built = True
 
     def __repr__(self) -> str:
@@ -465,7 +469,8 @@ class _JsonGetter:
         self.timeout, self.connect_timeout = timeout, connect_timeout
         url = urlsplit(host)
         self._netloc, self._prefix = url.netloc, url.path.rstrip("/")
-        proxied = any(os.environ.get(v) or os.environ.get(v.upper()) for v in _PROXY_VARS)
+        self._trust_env = proxies_apply(host)
+        proxied = self._trust_env and any(os.environ.get(v) or os.environ.get(v.upper()) for v in _PROXY_VARS)
         self._plain = url.scheme == "http" and not proxied
         self._idle: list[Any] = []  # kept-alive http.client connections (list.pop/append are atomic)
         self._httpx: Any = None
@@ -525,7 +530,8 @@ class _JsonGetter:
             import httpx
 
             self._httpx = httpx.Client(base_url=self.host, timeout=httpx.Timeout(
-                self.timeout, connect=self.connect_timeout), verify=_tls_context(self.host))
+                self.timeout, connect=self.connect_timeout), verify=_tls_context(self.host),
+                trust_env=self._trust_env)
         response = self._httpx.get(path)
         if response.status_code >= 400:
             raise _status_error(response.status_code, response.text)

@@ -184,7 +184,9 @@ class SparkApp(App):
             self.sample_named_engines()
         if self.spool is not None:
             self.recover_runs()
-        self.recover_residency()
+        # views only read: what a dead bench left changed is shown on the dashboard, put back
+        # when the user asks (P), or by a bench of this TUI before it starts
+        self.check_residency()
 
     def _take_first_samples(self) -> None:
         """The prefetched samples that are in already go into the first frame itself (one
@@ -260,18 +262,27 @@ class SparkApp(App):
                 self.notify, f"recovered {len(records)} interrupted run(s) of {models} as KILLED "
                 "(their process died); `sparkctl sync` writes them to MLflow", severity="warning", timeout=15)
 
+    def action_put_back(self) -> None:
+        """P: put back what a dead bench (or a restore that failed) left changed, as
+        `sparkctl lanes --restore` does."""
+        self.put_back_residency()
+
     @work(group="recover-residency", exclusive=True, exit_on_error=False)
-    async def recover_residency(self) -> None:
+    async def put_back_residency(self) -> None:
         """Put back what a bench that died changed (services/bench/recovery.py), once it
-        holds the engine's bench lock; say what it did; warn on the dashboard if it could not.
-        Nothing is imported before a journal is seen: the first frames do not pay for it."""
+        holds the engine's bench lock, retrying restores that failed; say what it did; warn
+        on the dashboard if it could not. Started by the user, never by a view."""
         from sparkctl import paths
 
         if not await asyncio.to_thread(paths.residency_journals):
+            self.notify("nothing to put back: no bench left models changed", timeout=5)
             return
         from sparkctl.services.bench.recovery import recover_residency
 
-        report = await recover_residency(self.config, engines=[self.engine, *self.named_engines.values()])
+        report = await recover_residency(self.config, engines=[self.engine, *self.named_engines.values()],
+                                         retry_failed=True)
+        if not report.lines:
+            self.notify("nothing to put back: the bench that changed them is still running", timeout=8)
         for line in report.done + report.notes:
             self.notify(line, severity="warning", timeout=20)
         for line in report.warnings:

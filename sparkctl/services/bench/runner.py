@@ -40,6 +40,7 @@ from sparkctl.services.bench import coldness, engineid
 from sparkctl.services.bench.lanes import LaneRestore
 from sparkctl.services.bench.residency import ResidencyGuard
 from sparkctl.services.bench.lock import BenchLock
+from sparkctl.services.bench.recovery import repair_before
 from sparkctl.services.bench.sampler import GpuSampler
 from sparkctl.services.bench.specwatch import SpecWatch
 from sparkctl.services.bench.wrapup import finish_shielded
@@ -422,7 +423,7 @@ class BenchRunner:
         """The runner serving `model` (once it is loaded), its build, flash attention, KV cache."""
         try:
             self._identity[model] = await engineid.read_identity(self.engine, model, self._shows.get(model),
-                                                                 self.engine_version)
+                                                                 self.engine_version, self.cfg)
         except EngineError as exc:
             self._identity[model] = {"engine.identity_error": redact_text(exc.message)}
 
@@ -596,6 +597,8 @@ class BenchRunner:
         lock = BenchLock(self.engine.host, models)
         await lock.acquire(self.s.wait, lambda text: self.sink(Notice(text)))
         try:
+            # what a dead bench left changed is put back before this one looks at what is resident
+            await repair_before(self.cfg, self.engine, lambda text: self.sink(Notice(text)), lock_held=True)
             return await self._run_locked(models)
         finally:
             lock.release()

@@ -42,6 +42,7 @@ from sparkctl.services.bench.lanes import LaneRestore
 from sparkctl.services.bench.residency import ResidencyGuard
 from sparkctl.services.bench.wrapup import finish_shielded
 from sparkctl.services.bench.lock import BenchLock
+from sparkctl.services.bench.recovery import repair_before
 from sparkctl.services.bench.profiles import Profile
 from sparkctl.services.bench.runner import (
     BenchRefused, BenchRunner, BenchSettings, ModelRun, Notice, Phase, RepResult, end_residency,
@@ -292,6 +293,7 @@ class SweepRunner:
         lock = BenchLock(self.engine.host, models)
         await lock.acquire(self.s.wait, lambda text: self.sink(Notice(text)))
         try:
+            await repair_before(self.cfg, self.engine, lambda text: self.sink(Notice(text)), lock_held=True)
             await self._run_locked(models)
         finally:
             lock.release()
@@ -321,7 +323,7 @@ class SweepRunner:
                                    f"num_ctx {ctx}" + (" (the server's context per slot: restart it with a larger -c)"
                                                        if getattr(self.engine, "fixed_context", False) else
                                                        " (pass --ctx to reload it larger)"))
-        self.result.num_parallel = await asyncio.to_thread(_num_parallel, self.engine)
+        self.result.num_parallel = await asyncio.to_thread(_num_parallel, self.engine, self.cfg, base.engine_version)
         base.residency = ResidencyGuard(self.cfg, self.engine, models, kind="sweep", mode=s.mode,
                                         keep_loaded=s.keep_loaded)
         await base.residency.begin(base.num_ctx, lambda text: self.sink(Notice(text)))
@@ -490,9 +492,11 @@ def _trained_ctx(info: dict) -> int | None:
     return v if isinstance(v, int) and v > 0 else None
 
 
-def _num_parallel(engine: Any) -> str:
-    """OLLAMA_NUM_PARALLEL where this machine can see it (the local server's environment),
-    llama-server's slot count from its /props identity; '' when not visible."""
+def _num_parallel(engine: Any, cfg: Any = None, version: str | None = None) -> str:
+    """The engine's parallel slots and where that came from: llama-server's slot count from
+    its /props identity; Ollama's OLLAMA_NUM_PARALLEL from its server's settings (the one
+    reader, services/engine_settings.py: its process, its unit, else stated or assumed,
+    said so); '' for other engines. Blocking: call from a thread."""
     identity = getattr(engine, "identity", None)
     if callable(identity):
         try:
@@ -503,15 +507,7 @@ def _num_parallel(engine: Any) -> str:
             return f"{slots} slot(s)"
     if getattr(engine, "kind", "") != "ollama":
         return ""
-    try:
-        from sparkctl.probes.listeners import listener_pid
+    from sparkctl.services.engine_settings import read_engine_settings
 
-        pid = listener_pid(engine.host)
-        if pid is None:
-            return ""
-        with open(f"/proc/{pid}/environ", "rb") as f:
-            env = dict(kv.split(b"=", 1) for kv in f.read().split(b"\0") if b"=" in kv)
-        v = env.get(b"OLLAMA_NUM_PARALLEL")
-        return f"OLLAMA_NUM_PARALLEL={v.decode()}" if v else "OLLAMA_NUM_PARALLEL unset (default 1)"
-    except (OSError, ValueError):
-        return ""
+    s = read_engine_settings(cfg, engine.host, version).num_parallel
+    return f"{s.value} ({s.source})"

@@ -40,6 +40,7 @@ from sparkctl.services.bench import (
     Notice,
     Phase,
 )
+from sparkctl.services.bench.recovery import repair_before
 from sparkctl.services.bench.residency import ResidencyGuard
 from sparkctl.services.bench.runner import end_residency
 from sparkctl.services.bench.wrapup import finish_shielded
@@ -225,6 +226,7 @@ class EvalRunner:
         lock = BenchLock(self.engine.host, models)
         await lock.acquire(self.s.wait, lambda text: self.sink(Notice(text)))
         try:
+            await repair_before(self.cfg, self.engine, lambda text: self.sink(Notice(text)), lock_held=True)
             return await self._run_locked(models)
         finally:
             lock.release()

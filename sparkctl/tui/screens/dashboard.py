@@ -5,6 +5,7 @@ from __future__ import annotations
 from rich.cells import cell_len
 from rich.text import Text
 from textual.app import ComposeResult
+from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
 from textual.widgets import DataTable, Header, Label, Static
@@ -65,7 +66,8 @@ def _shape(text: Text | str) -> tuple[int, ...]:
 
 
 class DashboardScreen(Screen):
-    BINDINGS = [("r", "app.refresh_now", "Refresh now"), ("l", "lanes", "Lanes")]
+    BINDINGS = [("r", "app.refresh_now", "Refresh now"), ("l", "lanes", "Lanes"),
+                Binding("P", "app.put_back", "Put back", show=False)]
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
@@ -172,6 +174,9 @@ class DashboardScreen(Screen):
             text = Text()
             for line in loud:
                 text.append(f"⚠ {line}\n", style="bold red" if line in r.residency_warnings else "bold yellow")
+            if r.residency_warnings:
+                # a view only shows it; the repair is the user's to start
+                text.append("  P puts them back (what `sparkctl lanes --restore` does)\n", style="dim")
             for i, (lane, model) in enumerate(cold):
                 text.append(" · " if i else "", style="dim")
                 text.append(f"○ lane {lane}: {model} NOT RESIDENT", style="bold yellow")
