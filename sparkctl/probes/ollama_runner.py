@@ -37,7 +37,7 @@ class RunnerScan:
     launches: tuple[RunnerLaunch, ...] = ()
     others: tuple[str, ...] = ()  # other runner kinds seen ("mlx", "ollama runner")
     note: str = ""  # why no runner could be looked at ("" when the scan could look)
-    local: bool = False  # the engine is on this machine (a note about it is worth saying)
+    local: bool = False  # an Ollama process was seen on this machine (a note about it is worth saying)
 
 
 def _is_ollama(cmdline: list[str] | tuple[str, ...]) -> bool:
@@ -52,7 +52,7 @@ def scan(url: str) -> RunnerScan:
     try:
         import psutil
     except ImportError:  # a dependency; only a broken install lacks it
-        return RunnerScan(note="psutil is not importable: runners not looked for", local=True)
+        return RunnerScan(note="psutil is not importable: runners not looked for")
     pid = listener_pid(url)
     kids: list[tuple[int, list[str]]] = []
     if pid is not None:
@@ -62,7 +62,7 @@ def scan(url: str) -> RunnerScan:
             if not _is_ollama(cmd):
                 name = (cmd[0].rsplit("/", 1)[-1] if cmd else server.name()) or "?"
                 return RunnerScan(note=f"the process listening on port {parts.port} is not Ollama ({name}): "
-                                       "its runners are not visible", local=True)
+                                       "its runners are not visible")
             for child in server.children(recursive=True):
                 try:
                     kids.append((child.pid, child.cmdline()))
@@ -71,9 +71,12 @@ def scan(url: str) -> RunnerScan:
         except (psutil.NoSuchProcess, psutil.AccessDenied) as exc:
             return RunnerScan(note=f"the Ollama process is not readable ({type(exc).__name__})", local=True)
     else:
-        kids = _children_of_any_ollama(psutil)
-        if kids is None:
-            return RunnerScan(note="the process table is not readable: runners not visible", local=True)
+        seen = _children_of_any_ollama(psutil)
+        if seen is None:
+            return RunnerScan(note="the process table is not readable: runners not visible")
+        if not seen[0]:
+            return RunnerScan(note=f"no Ollama process visible on this machine (port {parts.port})")
+        kids = seen[1]
     launches, others = [], []
     for child_pid, cmd in kids:
         launch = parse_launch(cmd, child_pid)
@@ -91,19 +94,21 @@ def scan(url: str) -> RunnerScan:
     return RunnerScan(tuple(launches), tuple(others), note, local=True)
 
 
-def _children_of_any_ollama(psutil: Any) -> list[tuple[int, list[str]]] | None:
-    """Every process whose parent is an Ollama server, with its command line."""
+def _children_of_any_ollama(psutil: Any) -> tuple[bool, list[tuple[int, list[str]]]] | None:
+    """(an Ollama server is visible, every process whose parent is one, with its command line);
+    None when the process table cannot be listed."""
     try:
         procs = list(psutil.process_iter(["pid", "ppid", "cmdline"]))
     except Exception:
         return None
     by_pid = {p.info["pid"]: p.info for p in procs}
+    seen = any(_is_ollama(info.get("cmdline") or []) for info in by_pid.values())
     out = []
     for info in by_pid.values():
         parent = by_pid.get(info.get("ppid"))
         if parent is not None and _is_ollama(parent.get("cmdline") or []) and info.get("cmdline"):
             out.append((info["pid"], list(info["cmdline"])))
-    return out
+    return seen, out
 
 
 class RunnerReadError(Exception):
