@@ -22,7 +22,8 @@ bench, an eval and the dashboard use, and does what Ollama 0.30+ does for a GGUF
   cache_n + prompt_n from 0.30.1 (prompt_n alone in 0.30.0), eval_count = predicted_n, the
   durations from prompt_ms / predicted_ms;
 - /api/ps names the model with its manifest digest (not the weights blob's), size_vram 0
-  (this runner computes on the CPU), context_length = num_ctx; /api/show's Modelfile names
+  (this runner computes on the CPU; `claim_gpu` says size_vram = size instead, for tests
+  whose runs must count as valid and which test something else), context_length = num_ctx; /api/show's Modelfile names
   the weights blob on its FROM line.
 
 Every runner answer's `timings` is appended to a JSONL log (the truth the tests compare
@@ -140,7 +141,8 @@ class StandIn:
         return {"models": [{"name": c["model"], "model": c["model"], "size": c["size"], "digest": c["digest"],
                             "details": self.details(),
                             "expires_at": go_time(time.time_ns() + 3600 * 10**9),
-                            "size_vram": 0, "context_length": c["num_ctx"]}]}
+                            "size_vram": c["size"] if c.get("claim_gpu") else 0,
+                            "context_length": c["num_ctx"]}]}
 
     def tags(self) -> dict[str, Any]:
         c = self.cfg

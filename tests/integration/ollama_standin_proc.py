@@ -56,7 +56,8 @@ class StandIn:
 @contextlib.contextmanager
 def running_standin(tmp: Path, *, version: str = "0.32.10", parallel: int = 1, num_ctx: int = 512,
                     draft: bool = False, metrics: bool = False, kv_type: str | None = None,
-                    flash_attn: str = "auto", model_params: dict | None = None) -> Iterator[StandIn]:
+                    flash_attn: str = "auto", model_params: dict | None = None,
+                    claim_gpu: bool = False) -> Iterator[StandIn]:
     binary, gguf = binary_and_model()
     tmp.mkdir(parents=True, exist_ok=True)
     blobs = tmp / "models" / "blobs"
@@ -70,7 +71,7 @@ def running_standin(tmp: Path, *, version: str = "0.32.10", parallel: int = 1, n
            "digest": hashlib.sha256(manifest.encode()).hexdigest(), "size": 2 * gguf.stat().st_size,
            "file_size": gguf.stat().st_size, "llama_server": str(binary), "num_ctx": num_ctx,
            "parallel": parallel, "draft": draft, "kv_type": kv_type, "flash_attn": flash_attn, "num_thread": 1,
-           "model_params": model_params or {}, "log": str(tmp / "runner-requests.jsonl"),
+           "model_params": model_params or {}, "claim_gpu": claim_gpu, "log": str(tmp / "runner-requests.jsonl"),
            "runner_log": str(tmp / "runner.log"), "ready": str(tmp / "ready")}
     folder = install(tmp / "bin")
     env = {k: v for k, v in os.environ.items() if not k.startswith("LLAMA_ARG_")}

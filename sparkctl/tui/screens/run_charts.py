@@ -282,5 +282,6 @@ class RegressionsScreen(_ChartScreen):
                 out.append(bar, style="bold red" if r.result.flagged else "green")
                 out.append(f" {value}\n")
             out.append("\n")
-        out.append(render_regressions(rows, self.data.notes if self.data is not None else ()))
+        out.append(render_regressions(rows, self.data.notes if self.data is not None else (),
+                                      self.data.quality if self.data is not None else ()))
         return out
