@@ -16,7 +16,7 @@ import json
 
 import pytest
 
-from sparkctl.core import sampling
+
 from tests.fakes.ollama_server import bench_scenario
 from tests.integration.test_eval import A, T, config, gold_of, run_eval, run_in_store, write_gsm8k
 from tests.integration.tracking_fixtures import mlflow_store, mlflow_template_db  # noqa: F401
@@ -77,9 +77,9 @@ async def test_without_a_runner_the_effective_sampling_is_inferred_from_ollamas_
     cfg = config(write_gsm8k(tmp_path / "suites"))
     _r, (run,), _ = await run_eval(server.url, cfg, mlflow_store, tmp_path / "spool.jsonl", [A], n=2)
     tags = run_in_store(mlflow_store, run.run_id)["tags"]
-    sent = sampling.parse(tags["sampling.sent"])
+    sent = json.loads(tags["sampling.sent"])
     assert sent["temperature"] == 0 and "repeat_penalty" not in sent  # sparkctl never sends one
-    effective = sampling.parse(tags["sampling.effective"])
+    effective = json.loads(tags["sampling.effective"])
     assert effective["repeat_penalty"] == penalty and effective["temperature"] == 0
     assert tags["sampling.effective_source"].startswith(f"inferred: Ollama {version}'s defaults")
     assert "runner not read" in tags["sampling.effective_source"]
@@ -107,7 +107,7 @@ async def test_a_quality_change_across_an_engine_upgrade_names_the_sampling_that
     assert sent_penalties == {"0.32.9": {1.1}, "0.32.10": {1.0}}
     for version, penalty in (("0.32.9", 1.1), ("0.32.10", 1.0)):
         tags = run_in_store(mlflow_store, runs[version].run_id)["tags"]
-        effective = sampling.parse(tags["sampling.effective"])
+        effective = json.loads(tags["sampling.effective"])
         assert effective["repeat_penalty"] == penalty and effective["temperature"] == 0
         assert tags["sampling.effective_source"].startswith("Ollama's llama-server runner /slots")
         assert tags["runner.n_ctx"] == "512"
