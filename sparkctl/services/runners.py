@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -36,6 +37,7 @@ METRICS_OFF = ("Ollama starts its llama-server runners without --metrics: set LL
                "the Ollama server's environment (its runners inherit it) to have acceptance read")
 CACHE_FROM_METRICS = "runner /metrics llamacpp:prompt_tokens_cached_total, differenced around the request"
 CACHE_FROM_SLOTS = "runner /slots n_prompt_tokens_cache of the processing slot, read at the first token"
+RETRY_S = 10.0  # a runner still loading (its /props not answering yet) is read again this much later
 
 
 def match(launches: Sequence[rf.RunnerLaunch], model_path: str) -> rf.RunnerLaunch | None:
@@ -185,8 +187,9 @@ def evaluated_tokens(prompt_eval_count: int, cache_n: int, engine_version: str) 
 
 class ResidentRunners:
     """The runners of the resident models, for the dashboard: read in the engine's sampling
-    thread, again only when the set of resident models (name, digest, context) changes.
-    The weights path of each model is asked once per digest (/api/show)."""
+    thread, again only when the set of resident models (name, digest, context) changes, or a
+    little later when a runner was still loading. The weights path of each model is asked
+    once per digest (/api/show)."""
 
     def __init__(self, engine: Any) -> None:
         self.engine = engine
@@ -195,15 +198,18 @@ class ResidentRunners:
         self.facts: dict[str, rf.RunnerFacts] = {}
         self.note = ""  # why none is shown, when the engine is on this machine
         self.local = False
+        self._retry_at: float | None = None
 
     def refresh(self, resident: Sequence[Any]) -> bool:
         """Read the runners again if the resident set changed; True when what is shown changed."""
         key = tuple(sorted((m.name, m.digest, m.context_length) for m in resident))
-        if key == self._key:
+        if key == self._key and (self._retry_at is None or time.monotonic() < self._retry_at):
             return False
         self._key = key
         before = (dict(self.facts), self.note)
         self.facts, self.note = self._read(resident)
+        loading = any(f.build is None and f.note for f in self.facts.values())
+        self._retry_at = time.monotonic() + RETRY_S if loading else None
         return (self.facts, self.note) != before
 
     def _read(self, resident: Sequence[Any]) -> tuple[dict[str, rf.RunnerFacts], str]:

@@ -185,6 +185,7 @@ class RepResult:
     spec: specdec.SpecCounts | None = None  # speculative decoding: drafted/accepted, as the engine said
     spec_per_pos: tuple[int, ...] = ()  # accepted draft tokens per draft position (Ollama's runner /metrics)
     cached_counted_apart: bool = False  # prompt_eval_count leaves the cached tokens out (Ollama 0.30.0)
+    runner_cached: int | None = None  # prompt tokens Ollama's runner says it reused for this request
     joules_per_token: float | None = None  # GPU energy over the decode window / tokens (NVML power)
 
 
@@ -532,6 +533,8 @@ class BenchRunner:
             r.error = redact_text(exc.message)
             r.done_reason = "error"
             if isinstance(exc, EngineUnreachable):
+                if peek is not None:
+                    peek.cancel()
                 raise
         finally:
             aclose = getattr(stream, "aclose", None)
@@ -622,7 +625,7 @@ class BenchRunner:
             return
         from sparkctl.services.runners import evaluated_tokens
 
-        r.prompt_cached_tokens = cache_n
+        r.prompt_cached_tokens = r.runner_cached = cache_n
         r.cached_counted_apart = not version_at_least(self.engine_version, (0, 30, 1))
         r.prompt_evaluated = evaluated_tokens(done.prompt_eval_count, cache_n, self.engine_version)
         if done.prompt_eval_duration_ns > 0 and r.prompt_evaluated > 0:
@@ -1035,7 +1038,7 @@ class BenchRunner:
             summ[f"spec_accepted_pos{k}_total"] = float(sum(p[k] for p in positions if k < len(p)))
         opening = self._openings.get(run.model)
         if opening is not None and opening.method.startswith(coldness.METHOD_RUNNER):
-            counted = sorted(r.prompt_cached_tokens for r in run.reps if r.prompt_cached_tokens is not None)
+            counted = sorted(r.runner_cached for r in run.reps if r.runner_cached is not None)
             if counted:  # what every cold request reused: the template's opening, as the runner counted it
                 opening = replace(opening, tokens=counted[len(counted) // 2])
                 self._openings[run.model] = opening
