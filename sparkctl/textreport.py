@@ -195,6 +195,8 @@ def render_regressions(rows, notes=(), quality=()) -> str:
             lines.append(f"{q.model:<28} {q.diff.metric:<20} {before:>14} {after:>14} {c.diff_pp:>+8.1f} "
                          f"{f'{c.ci_low_pp:+.1f} .. {c.ci_high_pp:+.1f}':>16}  "
                          f"{'QUALITY DROP' if q.flagged else q.diff.verdict}")
+            if q.diff.gate is not None and not q.diff.gate.resolved:
+                lines.append(f"  {q.diff.gate.explain()}")
             if q.sampling_changes:
                 lines.append(f"  sampling changes: {'; '.join(q.sampling_changes)}")
             if q.identity_changes:

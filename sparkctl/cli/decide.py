@@ -106,7 +106,7 @@ def cmd_regressions(args, cfg) -> int:
     from sparkctl.tracking.store import TrackingError
 
     try:
-        report = regression_report(_store(cfg))
+        report = regression_report(_store(cfg), margins=cfg.promote.quality_margin_pp)
     except TrackingError as exc:
         raise _tracking_error(exc) from None
     rows = report.rows

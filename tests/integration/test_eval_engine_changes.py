@@ -118,3 +118,4 @@ async def test_a_quality_change_across_an_engine_upgrade_names_the_sampling_that
     text = render_regressions(report.rows, report.notes, report.quality)
     assert "sampling changes: repeat_penalty 1.1 -> 1.0 (runner /slots)" in text
     assert "engine changes: version 0.32.9 -> 0.32.10" in text
+    assert change.diff.verdict == "not resolved" and not change.flagged  # 2 items say nothing either way

@@ -381,7 +381,8 @@ class RegressionReport:
     quality: list[QualityChange] = field(default_factory=list)  # evals across an engine change
 
 
-def regression_report(store, *, limit: int = 2000, experiment: str | None = None) -> RegressionReport:
+def regression_report(store, *, limit: int = 2000, experiment: str | None = None,
+                      margins: dict[str, float] | None = None) -> RegressionReport:
     """For each model and workload identity (a plain bench, or one sweep cell): its newest
     usable run against its newest usable run of the same identity on the previous engine
     version of the same kind; decode tok/s per repetition the runs used. A newer run that is
@@ -417,12 +418,15 @@ def regression_report(store, *, limit: int = 2000, experiment: str | None = None
         rows.append(engine_changes.annotate(RegressionRow(label, "decode_tps", before, after, result),
                                             a.values.get("acceptance", []), b.values.get("acceptance", [])))
     notes.extend(_workload_changed(unmatched, groups))
-    return RegressionReport(rows, notes, _quality_changes(store, everything, notes))
+    return RegressionReport(rows, notes, _quality_changes(store, everything, notes, margins))
 
 
-def _quality_changes(store, everything: list[RunRow], notes: list[str]) -> list[QualityChange]:
+def _quality_changes(store, everything: list[RunRow], notes: list[str],
+                     margins: dict[str, float] | None) -> list[QualityChange]:
     """Per model and eval workload (suite file, template, rules, context, ceiling, thinking):
-    its newest usable eval against the newest usable one on the previous engine version."""
+    its newest usable eval against the newest usable one on the previous engine version,
+    judged against the suite's quality margin as the promotion gate judges (worse: the
+    interval wholly below -margin)."""
     from sparkctl.core import sampling
     from sparkctl.services.runs.quality import quality_diff, usable_eval
 
@@ -440,7 +444,7 @@ def _quality_changes(store, everything: list[RunRow], notes: list[str]) -> list[
         if before is None:
             continue
         try:
-            diff = quality_diff(store, before, after)
+            diff = quality_diff(store, before, after, margin_for(after.suite, margins))
         except ValueError as exc:  # a run without item counts
             notes.append(f"{after.model} {after.suite}: not compared across {before.engine_version} -> "
                          f"{after.engine_version}: {exc}")

@@ -265,7 +265,7 @@ class RegressionsScreen(_ChartScreen):
     def read(self) -> Any:
         from sparkctl.services.runs.decide import regression_report
 
-        report = regression_report(self.store)
+        report = regression_report(self.store, margins=self.app.config.promote.quality_margin_pp)
         report.rows.sort(key=lambda r: (not r.result.flagged, r.model))
         return report
 
