@@ -127,8 +127,10 @@ class CellRunner(BenchRunner):
         super().__init__(parent.cfg, parent.engine, parent.probes, settings, sink=parent._sink,
                          recorder=None, journal=parent.journal)
         for name in ("engine_version", "_shows", "_digests", "_sizes", "_ctx", "_ctx_note",
-                     "_ctx_requested", "_sampler", "_windows", "_start_ms", "residency", "_openings", "_identity"):
+                     "_ctx_requested", "_sampler", "_windows", "_start_ms", "residency", "_openings", "_identity",
+                     "_runner", "_runner_said"):
             setattr(self, name, getattr(parent, name))
+        self._spec.runner = parent._spec.runner  # the runners the sweep located, read around each cell
         self.host_facts = dict(parent.host_facts)
         self.cell = cell
         self.profile = profile
@@ -389,8 +391,8 @@ class SweepRunner:
             if m not in warmed:
                 self.sink(Phase(f"loading {m}"))
                 await base.check_placement(setup, m, before=True)
-                await base.measure_opening(m)
-                await base.read_identity(m)
+                await base.read_identity(m)  # first: a runner that counts cached tokens makes probes needless
+                await base.measure_opening(m, counted_per_request=False)  # cells of several requests at once
                 if base.s.warmup:
                     wr = CellRunner(base, replace(base.s, prompt=prof.prompt, num_predict=prof.num_predict),
                                     cell, prof, self.sweep_id, None, 0, None)
