@@ -80,6 +80,9 @@ class HostView:
         if self.status is None:
             return []
         out = fleet_warnings(self.status, self.host.lanes or None, self.benches) if self.current else []
+        # the host's own hint names a command to run there, not here
+        out = [w.replace("(`sparkctl lanes --restore`)", f"(run `sparkctl lanes --restore` on {self.name})")
+               for w in out]
         note = self.schema_note
         return out + ([note] if note else [])
 

@@ -42,8 +42,10 @@ READ_GRACE_S = 1.0  # after ssh exits: a ControlPersist master may hold a pipe o
 
 # ssh's chatter on stderr that is not the reason for anything
 _NOISE = re.compile(r"^(Warning: Permanently added|\*\*|Pseudo-terminal|Connection to .* closed\.)")
-# argparse on a sparkctl without `status --json` (or without `status` at all)
-_TOO_OLD = re.compile(r"unrecognized arguments: --json|invalid choice: 'status'")
+# argparse on a sparkctl without `status --json` (or without `status` at all), or without
+# `status --no-repair` (which would put back a dead bench's models while being looked at)
+_TOO_OLD = re.compile(r"unrecognized arguments: (--json|--no-repair)|invalid choice: 'status'")
+_NO_READ_ONLY = re.compile(r"unrecognized arguments: --no-repair")
 
 
 @dataclass(frozen=True)
@@ -76,8 +78,10 @@ def remote_command(host: HostConfig, cfg: Config) -> str:
     """What the remote user's shell runs. The engine URL, when the fleet config names one,
     goes as OLLAMA_HOST, which sparkctl there takes over its own config. A URL with a
     credential in it is not written into the command: the remote shell reads it from the
-    session's stdin (``remote_stdin``) into its environment."""
-    words = [_command_word(host.sparkctl or cfg.fleet.sparkctl), "status", "--json"]
+    session's stdin (``remote_stdin``) into its environment. `--no-repair`: the fleet only
+    reads; a dead bench's models are left as they are and come back as a warning (a sparkctl
+    there too old for it is refused, never asked without it)."""
+    words = [_command_word(host.sparkctl or cfg.fleet.sparkctl), "status", "--json", "--no-repair"]
     if _engine_is_secret(host):
         return "IFS= read -r OLLAMA_HOST && export OLLAMA_HOST && " + " ".join(words)
     if host.engine:
@@ -116,6 +120,9 @@ def classify(code: int | None, stdout: bytes, stderr: bytes, host: HostConfig, c
     if code in (126, 127):
         return Answer(None, MISSING, f"sparkctl not found there ({command!r}: {line or f'exit {code}'}); "
                       f"install it or set [hosts.{host.name}] sparkctl", code)
+    if _NO_READ_ONLY.search(err):
+        return Answer(None, TOO_OLD, f"sparkctl there is too old to be read without repairing what a dead bench "
+                      f"changed (no `status --no-repair`; {line}): upgrade it", code)
     if _TOO_OLD.search(err):
         return Answer(None, TOO_OLD, f"sparkctl there is too old for `status --json` ({line}): upgrade it", code)
     text = stdout.decode("utf-8", errors="replace").strip()

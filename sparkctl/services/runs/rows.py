@@ -98,6 +98,10 @@ class RunRow:
     mem_total_gib: float | None = None
     spec_acceptance_pct: float | None = None  # speculative decoding: accepted / drafted tokens, whole run
     engine_identity: str = ""  # "runner=llama-server; runner_build=b6500; flash_attn=on; kv_cache_type=f16"
+    # evals: the sampling that ran (the runner's /slots, or inferred) else what was sent, as
+    # core.sampling.canonical JSON, and where it was read
+    sampling: str = ""
+    sampling_source: str = ""
     # what the run measured (core.workload): what compare, regressions, promotion and the
     # re-bench key match on; inferred (identity.recorded False) for runs older than it
     identity: WorkloadIdentity = WorkloadIdentity(KIND_BENCH, recorded=False)
@@ -262,6 +266,9 @@ def row_from_run(run: dict[str, Any]) -> RunRow:
         mem_total_gib=_float_tag(tags, "host.mem_total_gib"),
         spec_acceptance_pct=_metric(metrics, "spec_acceptance_pct_total"),
         engine_identity=engine_identity.compact(tags),
+        sampling=tags.get("sampling.effective") or tags.get("sampling.sent", ""),
+        sampling_source=(tags.get("sampling.effective_source", "") if tags.get("sampling.effective")
+                         else "sent" if tags.get("sampling.sent") else ""),
         identity=identity,
     )
 
