@@ -37,6 +37,9 @@ class RegistryError(Exception):
     """`kind`: unreachable, not_found, unauthorized, bad_reply."""
 
     def __init__(self, kind: str, message: str) -> None:
+        from sparkctl.core.termtext import safe_text
+
+        message = safe_text(message)  # may quote the registry's own reply
         super().__init__(message)
         self.kind = kind
         self.message = message

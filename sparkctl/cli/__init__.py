@@ -115,6 +115,16 @@ def main(argv: list[str] | None = None) -> int:
         args = argparse.Namespace(command=None, config=None)
     else:
         args = build_parser().parse_args(_join_two_word(argv))  # --help ends here, before any import below
+    if getattr(args, "handler", None) is None:
+        return _dispatch(args)  # the TUI: Textual owns the terminal
+    from sparkctl.cli.terminal import guarded_output
+
+    # what other processes and hosts say reaches the terminal without escape sequences
+    with guarded_output():
+        return _dispatch(args)
+
+
+def _dispatch(args) -> int:
     from sparkctl.core.redact import redact_text
     from sparkctl.engines.base import EngineError, EngineUnreachable
     from sparkctl.services.factory import SetupError

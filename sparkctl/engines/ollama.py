@@ -25,6 +25,7 @@ from typing import Any
 from sparkctl.core.loopback import proxies_apply
 from sparkctl.core.names import model_key
 from sparkctl.core.snapshots import EngineStatus, LocalModel, ModelDetails, ResidentModel
+from sparkctl.core.termtext import safe_line
 from sparkctl.engines.base import (
     DoneEvent,
     EngineError,
@@ -155,7 +156,7 @@ class OllamaEngine:
     def version_blocking(self) -> str:
         """/api/version in the calling thread (the dashboard's poll, which runs in one)."""
         try:
-            return str(self._poll.get("/api/version", "version")["version"])
+            return safe_line(self._poll.get("/api/version", "version")["version"])
         except EngineError:
             raise
         except Exception as exc:

@@ -75,6 +75,7 @@ import httpx
 
 from sparkctl.core.loopback import proxies_apply
 from sparkctl.core.snapshots import EngineStatus, LocalModel, ModelDetails, ResidentModel
+from sparkctl.core.termtext import safe_line
 from sparkctl.engines.base import (
     DoneEvent,
     EngineError,
@@ -224,6 +225,9 @@ class OpenAICompatEngine:
             ident.build = ident.version if ident.version != "unknown" else ""
         else:
             ident.version = ident.server_header or "unknown"
+        # recorded with every run and shown: the server's words without escape sequences
+        ident.version, ident.build = safe_line(ident.version), safe_line(ident.build)
+        ident.server_header = safe_line(ident.server_header)
         self.kind = ident.kind
         self._ident = ident
         return ident

@@ -209,6 +209,7 @@ class ModelRun:
     summary: dict[str, float] = field(default_factory=dict)
     stable: bool = False
     sync_message: str = ""
+    not_saved: bool = False  # neither the spool nor MLflow took the run (tracking.sync.SyncResult.lost)
     run_id: str | None = None
     num_ctx: int = 0
     ctx_note: str = ""
@@ -743,6 +744,7 @@ class BenchRunner:
                     if result is not None:
                         run.sync_message = result.message
                         run.run_id = result.run_id
+                        run.not_saved = bool(getattr(result, "lost", False))
 
     async def _journal(self, run: ModelRun) -> None:
         """The run so far (status KILLED until it ends) into the spool, fsynced."""
@@ -983,8 +985,12 @@ class BenchRunner:
 
     def _finish(self, run: ModelRun, sampler: GpuSampler | None) -> None:
         reps = run.reps
-        if run.status == "FINISHED" and (not reps or all(r.error for r in reps)):
-            run.status = "FAILED"  # nothing was measured: not a result to compare
+        if run.status == "FINISHED" and (not reps or all(r.error or r.dnf for r in reps)):
+            # nothing was measured (every repetition an error, or past the ceiling with no
+            # engine figures): not a result to compare
+            run.status = "FAILED"
+            if reps and all(r.dnf for r in reps):
+                run.flags.append(f"nothing measured: all {len(reps)} repetition(s) were DNF; the run is FAILED")
         self._judge_prefill(run)
         if any(r.reload for r in reps):
             run.flags.append("reload detected after warm-up")

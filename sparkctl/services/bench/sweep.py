@@ -466,6 +466,7 @@ class SweepRunner:
                 res = await asyncio.to_thread(self.recorder, record)
                 if res is not None:
                     run.sync_message, run.run_id = res.message, res.run_id
+                    run.not_saved = bool(getattr(res, "lost", False))
                     run_id = res.run_id
             c.result = CellResult(c.cell, st, run_id=run_id, depth_tokens=cr.measured_depth(run),
                                   roofline_pct=run.summary.get("roofline_pct"), flags=tuple(run.invalid + run.flags),

@@ -177,6 +177,7 @@ class ModelEval:
     record_id: str = field(default_factory=lambda: secrets.token_hex(16))
     run_id: str | None = None
     sync_message: str = ""
+    not_saved: bool = False  # neither the spool nor MLflow took the run (tracking.sync.SyncResult.lost)
     completed: bool = False
     started: bool = False  # its model was loaded for the eval
     sampling_effective: dict[str, Any] = field(default_factory=dict)  # what the runner ran with
@@ -512,6 +513,7 @@ class EvalRunner:
                     if result is not None:
                         run.sync_message = result.message
                         run.run_id = result.run_id
+                        run.not_saved = bool(getattr(result, "lost", False))
 
     def _finish(self, run: ModelEval) -> None:
         g = run.guard
