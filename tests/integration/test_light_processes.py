@@ -157,7 +157,7 @@ FIRST_FRAME_MODULES = {
     "sparkctl.statefile", "sparkctl.themes",
     "sparkctl.core", "sparkctl.core.budget", "sparkctl.core.fmt", "sparkctl.core.gpu", "sparkctl.core.margins",
     "sparkctl.core.names", "sparkctl.core.placement", "sparkctl.core.redact", "sparkctl.core.snapshots",
-    "sparkctl.core.textfile",
+    "sparkctl.core.textfile", "sparkctl.core.loopback", "sparkctl.core.termtext",
     "sparkctl.engines", "sparkctl.engines.base", "sparkctl.engines.ollama",
     "sparkctl.probes", "sparkctl.probes.host", "sparkctl.probes.meminfo", "sparkctl.probes.nvml",
     "sparkctl.services", "sparkctl.services.factory", "sparkctl.services.prefetch", "sparkctl.services.status",
