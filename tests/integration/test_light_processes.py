@@ -163,7 +163,7 @@ FIRST_FRAME_MODULES = {
     "sparkctl.services", "sparkctl.services.factory", "sparkctl.services.prefetch", "sparkctl.services.status",
     "sparkctl.services.tracking",
     "sparkctl.tui", "sparkctl.tui.app", "sparkctl.tui.breakpoints", "sparkctl.tui.hangup", "sparkctl.tui.messages",
-    "sparkctl.tui.themes", "sparkctl.tui.screens", "sparkctl.tui.screens.dashboard",
+    "sparkctl.tui.themes", "sparkctl.tui.shown", "sparkctl.tui.screens", "sparkctl.tui.screens.dashboard",
     "sparkctl.tui.widgets", "sparkctl.tui.widgets.budget_bar", "sparkctl.tui.widgets.drift",
     "sparkctl.tui.widgets.footer", "sparkctl.tui.widgets.history",
 }

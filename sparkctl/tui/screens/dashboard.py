@@ -16,6 +16,7 @@ from sparkctl.core.names import model_key
 from sparkctl.core.snapshots import GIB, GpuMemory, MemInfo, Pressure, Unavailable
 from sparkctl.services.status import StatusReport
 from sparkctl.tui.breakpoints import preset_breakpoints
+from sparkctl.tui.shown import catch_up, watch_while_shown
 from sparkctl.tui.widgets.budget_bar import BudgetBar
 from sparkctl.tui.widgets.drift import DriftGate
 from sparkctl.tui.widgets.footer import KeysFooter
@@ -150,12 +151,15 @@ class DashboardScreen(Screen):
     def _watch_sources(self) -> None:
         """This machine's state, as the app samples it (the fleet's read-only view of
         another host feeds the same widgets from that host's status instead)."""
-        self.watch(self.app, "report", self._show_report, init=True)
-        self.watch(self.app, "stale_lanes", self._show_drift, init=True)
-        self.watch(self.app, "runners", self._show_runners, init=False)
+        watch_while_shown(self, "report", self._show_report)
+        watch_while_shown(self, "stale_lanes", self._show_drift)
+        watch_while_shown(self, "runners", self._show_runners, init=False)
         if self.app.config.engines:
             self.query_one("#engines", Panel).border_title = "Bench engines"
-            self.watch(self.app, "engines_status", self._show_engines, init=True)
+            watch_while_shown(self, "engines_status", self._show_engines)
+
+    def on_screen_resume(self) -> None:
+        catch_up(self)  # what changed while another mode was on screen
 
     def _contenders(self):
         """Model keys this machine's sparkctl marked contender (the legend says so too)."""

@@ -1,0 +1,28 @@
+"""A screen out of sight does nothing with the app's samples: the dashboard behind the
+Models screen is not restyled and laid out every refresh for nobody to see, and shows the
+engine as it is now the moment it comes back. FAKE Ollama (real HTTP, Ollama's wire
+format) and FAKE host probes (a GB10 Spark, which this box is not)."""
+
+from __future__ import annotations
+
+from sparkctl.tui.screens.dashboard import DashboardScreen
+from tests.tui.test_dashboard import app_for, fake, table_rows, wait_for  # noqa: F401  (fake: a fixture)
+
+
+async def test_the_dashboard_behind_another_screen_waits_and_then_shows_what_changed(fake):  # noqa: F811
+    app = app_for(fake)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_for(pilot, lambda: len(table_rows(app)) == 2)
+        dashboard = app.screen
+        await pilot.press("m")
+        await wait_for(pilot, lambda: not isinstance(app.screen, DashboardScreen))
+        with fake.state.lock:
+            fake.state.resident.pop("qwen3:30b-a3b")  # unloaded while the user looks at Models
+        await wait_for(pilot, lambda: app.report is not None and len(app.report.rows) == 1)
+        await pilot.pause(0.5)  # a few more refreshes
+        shown = [str(c) for c in dashboard.query_one("#resident").get_column_at(0)]
+        assert shown == ["gpt-oss:120b", "qwen3:30b-a3b"]  # not redrawn while out of sight
+        await pilot.press("d")
+        await pilot.pause(0.05)
+        assert app.screen is dashboard
+        assert [r[0] for r in table_rows(app)] == ["gpt-oss:120b"]  # drawn as the engine is now
