@@ -80,10 +80,10 @@ def make_probes():
 
 def make_recorder(cfg: Config):
     """A blocking RunRecord -> SyncResult callable: spool first, then MLflow (call from a thread)."""
-    from sparkctl.tracking.sync import record_run
+    from sparkctl.services.tracking import recorder_for
 
     spool, store = make_spool_and_store(cfg)
-    return lambda record: record_run(record, spool, store)
+    return recorder_for(spool, store)  # which also notes the benches the engine-change note reads
 
 
 def ensure_data_dir():

@@ -53,9 +53,13 @@ def recorder_for(spool: Any, store: Any) -> Callable[[Any], Any]:
     """A RunRecord -> SyncResult callable: spool first, then MLflow (call from a thread)."""
 
     def record(record: Any) -> Any:
+        from sparkctl.services.benched import remember
         from sparkctl.tracking.sync import record_run
 
-        return record_run(record, spool, store)
+        result = record_run(record, spool, store)
+        if result.spooled or result.synced:
+            remember(record, store)  # what the engine-change note reads first
+        return result
 
     return record
 

@@ -637,13 +637,21 @@ class SparkApp(App):
         says so; the Runs screen's B re-benches them). Never imports MLflow here."""
         if not self.config.lanes or not self._has_store():
             return
-        from sparkctl.services.runs.drift import engine_change_notes
+        from sparkctl.services.benched import notes_from_file
 
-        try:
-            notes = engine_change_notes(self.store, self.config.lanes, kind, version)
-        except Exception:  # no store yet, a server away: the note is a nicety, not a failure
-            return
-        self.call_from_thread(setattr, self, "stale_lanes", tuple(notes))
+        lanes = self.config.lanes
+        # what this machine's sparkctl last benched (a small file) answers first; only the
+        # lanes it has nothing on are searched for in the store
+        notes, rest = notes_from_file(self.store, lanes, kind, version)
+        if rest:
+            from sparkctl.services.runs.drift import engine_change_notes
+
+            try:
+                notes += engine_change_notes(self.store, rest, kind, version)
+            except Exception:  # no store yet, a server away: the note is a nicety, not a failure
+                return
+        order = list(lanes)
+        self.call_from_thread(setattr, self, "stale_lanes", tuple(sorted(notes, key=lambda n: order.index(n[0]))))
 
     def _rebuild(self) -> None:
         if self._host is None:

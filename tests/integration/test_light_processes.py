@@ -12,10 +12,14 @@ import json
 import os
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
+from sparkctl.config import Config, TrackingConfig
+from sparkctl.engines.ollama import OllamaEngine
+from sparkctl.tracking.store import MlflowStore
 from tests.fakes.ollama_server import FakeOllama, bench_scenario, two_models_resident
 from tests.integration.tracking_fixtures import (  # noqa: F401  (pytest fixtures)
     TEST_EXPERIMENT,
@@ -29,14 +33,16 @@ A, B = "llama3.2:3b", "qwen3:8b"
 NEVER = {"mlflow", "ollama", "pydantic"}
 
 
-def _child(code: str, env: dict, cwd: Path, timeout: float = 120) -> tuple[subprocess.CompletedProcess, set[str]]:
-    """Run ``code`` in a fresh interpreter; also the top-level names of every module it loaded."""
+def _child(code: str, env: dict, cwd: Path, timeout: float = 120,
+           full: bool = False) -> tuple[subprocess.CompletedProcess, set[str]]:
+    """Run ``code`` in a fresh interpreter; also the top-level names of every module it
+    loaded (``full``: the modules' whole names)."""
     out = cwd / "modules.json"
     wrapper = ("import atexit, json, sys\n"
                f"atexit.register(lambda: open({str(out)!r}, 'w').write(json.dumps(sorted(sys.modules))))\n" + code)
     done = subprocess.run([sys.executable, "-c", wrapper], env={**os.environ, **env}, cwd=cwd, capture_output=True,
                           text=True, timeout=timeout)
-    return done, {m.split(".")[0] for m in json.loads(out.read_text())}
+    return done, {m if full else m.split(".")[0] for m in json.loads(out.read_text())}
 
 
 def _cli(args: list[str], env: dict, cwd: Path):
@@ -268,3 +274,58 @@ def test_the_dashboards_start_neither_collects_garbage_nor_parses_its_css_twice(
     assert seen["collections"] == 0
     assert seen["gc_enabled_after"] is True
     assert seen["stylesheet_parses"] == 1
+
+
+def test_the_engine_change_note_comes_from_what_sparkctl_benched_without_searching_the_store(
+        mlflow_template_db, tmp_path):  # noqa: F811
+    """A benched with sparkctl's own recorder (as the TUI and `sparkctl bench` build it) on
+    the FAKE Ollama 0.12.6; the engine is now 0.13.0: the dashboard says so from what this
+    machine's sparkctl noted when it recorded the run, without searching the store (the
+    history query modules are never loaded); a lane it never benched is still asked of the
+    store, and a store emptied since (here: another experiment) has nothing noted."""
+    from sparkctl.services.bench import BenchRunner, BenchSettings
+    from sparkctl.services.benched import notes_from_file
+    from sparkctl.services.tracking import recorder_for
+    from sparkctl.tracking.spool import Spool
+    from tests.fakes.host import FakeProbes, spark_snapshot
+
+    store = copy_template_store(mlflow_template_db, tmp_path / "mlflow")
+    server = FakeOllama(bench_scenario(tokens_per_s=None)).start()
+    try:
+        cfg = Config(tracking=TrackingConfig(experiment=TEST_EXPERIMENT))
+        settings = replace(BenchSettings.from_config(cfg.bench), think=False, timeout_s=30.0, warmup=0, reps=2,
+                           num_predict=12)
+
+        async def bench():
+            engine = OllamaEngine(server.url, timeout=5.0)
+            try:
+                runner = BenchRunner(cfg, engine, FakeProbes(spark_snapshot()), settings,
+                                     recorder=recorder_for(Spool(tmp_path / "spool.jsonl"), store))
+                return await runner.run([A])
+            finally:
+                await engine.close()
+
+        asyncio.run(bench())
+    finally:
+        server.stop()
+    stale = "engine 0.13.0 since last bench of production (0.12.6): re-bench"
+    assert notes_from_file(store, {"production": A, "fast": B}, "ollama", "0.13.0") == (
+        [("production", stale)], {"fast": B})
+    assert notes_from_file(store, {"production": A}, "ollama", "0.12.6") == ([], {})  # benched on this one
+    other = MlflowStore(store.uri, None, "another-experiment")
+    assert notes_from_file(other, {"production": A}, "ollama", "0.13.0") == ([], {"production": A})
+
+    config = tmp_path / "sparkctl.toml"
+    config.write_text(f'[tracking]\nuri = "{store.uri}"\nexperiment = "{TEST_EXPERIMENT}"\n\n'
+                      f'[lanes]\nproduction = "{A}"\n')
+    state = two_models_resident()
+    state.version = "0.13.0"
+    server = FakeOllama(state).start()
+    try:
+        done, mods = _child(DASHBOARD, {"SPARKCTL_CONFIG": str(config), "OLLAMA_HOST": server.url}, tmp_path,
+                            full=True)
+    finally:
+        server.stop()
+    assert done.returncode == 0, done.stderr
+    assert stale in json.loads(done.stdout.strip().splitlines()[-1])["note"]
+    assert "sparkctl.services.runs.query" not in mods and "mlflow" not in mods
