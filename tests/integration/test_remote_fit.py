@@ -254,3 +254,20 @@ async def test_a_storage_host_that_ignores_range_is_cut_off(registry, smol):
     sent, ranges = model_blob_sent(registry, smol)
     assert remote.header_bytes_read < 8 * 1024 * 1024
     assert ranges > 1 and sent < smol.stat().st_size
+
+
+# ---------------------------------------------------------------------------- the name's own scheme
+
+
+def test_a_name_with_http_and_a_host_is_read_over_plain_http(run, registry, smol):
+    # docs/models.md: the host, and http:// when the name starts with it, come from the name
+    # (as Ollama's pull takes them); the fake registry speaks plain HTTP only
+    registry.state.add_model("team/smol:135m", gguf=smol)
+    host = registry.url.removeprefix("http://")
+    code, out, err = run("fit", f"http://{host}/team/smol:135m", "--json")
+    assert code == 0, err
+    data = json.loads(out)
+    assert data["registry"]["source"] == f"http://{host}/v2/team/smol/manifests/135m"
+    assert data["verdict"]["kind"] == "fits"
+    code, out, err = run("fit", f"http://{host}/team/smol:135m")
+    assert code == 0 and f"from http://{host}/v2/team/smol/manifests/135m" in out

@@ -215,9 +215,12 @@ async def read_header(client: RegistryClient, ref: Any, digest: str, blob_size: 
 
 async def read_remote_model(name: str, *, registry: str = "", client: RegistryClient | None = None,
                             cap: int = MAX_HEADER_BYTES, initial: int = INITIAL_HEADER_READ) -> RemoteModel:
-    """Manifest, config and GGUF header of `name` on its registry; failures become `problem`."""
-    name = validate_model_name(name)
+    """Manifest, config and GGUF header of `name` on its registry; failures become `problem`.
+
+    `name` as the user typed it: a leading `http://` chooses plain HTTP for its host, as
+    Ollama's pull does (the validated name has no scheme any more)."""
     ref = registry_ref(name, registry)
+    name = validate_model_name(name)
     own = client is None
     client = client or RegistryClient()
     remote = RemoteModel(name=name, source=ref.shown)
@@ -275,8 +278,8 @@ async def remote_fit_check(cfg: Config, engine: Any, probes: Any, name: str, num
                            cap: int = MAX_HEADER_BYTES) -> RemoteFitReport:
     """The fit verdict for `name` as the registry has it, beside what the engine holds now."""
     env = os.environ if env is None else env
-    name = validate_model_name(name)
-    remote = await read_remote_model(name, registry=registry_override(cfg.models.registry, env),
+    typed, name = name, validate_model_name(name)  # `typed` keeps an http:// scheme for the registry
+    remote = await read_remote_model(typed, registry=registry_override(cfg.models.registry, env),
                                      client=client, cap=cap)
     if remote.header is None or remote.manifest is None or remote.manifest.weights is None:
         return RemoteFitReport(remote, None)
