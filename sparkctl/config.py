@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from sparkctl import paths
+from sparkctl.core.limits import MAX_CONCURRENCY, MAX_REPS, MAX_WARMUP
 from sparkctl.core.names import InvalidModelName, model_key, validate_model_name
 from sparkctl.core.textfile import UnreadableFile, read_text
 
@@ -211,12 +212,16 @@ class Config:
 Check = Callable[[Any], str | None]  # returns what was expected, or None when fine
 
 
-def _number(minimum: float | None = None, exclusive: bool = False, integer: bool = False) -> Check:
+def _number(minimum: float | None = None, exclusive: bool = False, integer: bool = False,
+            maximum: float | None = None) -> Check:
     def check(v: Any) -> str | None:
         kind = "an integer" if integer else "a number"
         ok_type = isinstance(v, int) if integer else isinstance(v, (int, float))
         if isinstance(v, bool) or not ok_type:
             return kind
+        if maximum is not None and v > maximum:
+            low = "" if minimum is None else f"from {minimum:g} "
+            return f"{kind} {low}up to {maximum:g}"
         if minimum is not None and (v <= minimum if exclusive else v < minimum):
             return f"{kind} {'>' if exclusive else '>='} {minimum:g}"
         return None
@@ -308,8 +313,8 @@ SECTIONS: dict[str, tuple[type, dict[str, Check]]] = {
             "temperature": _number(0),
             "seed": _number(integer=True),
             "num_ctx": _number(256, integer=True),
-            "warmup": _number(0, integer=True),
-            "reps": _number(1, integer=True),
+            "warmup": _number(0, integer=True, maximum=MAX_WARMUP),
+            "reps": _number(1, integer=True, maximum=MAX_REPS),
             "timeout_s": _number(0, exclusive=True),
             "mode": _string(("beside", "solo")),
             "keep_alive": _keep_alive,
@@ -325,7 +330,7 @@ SECTIONS: dict[str, tuple[type, dict[str, Check]]] = {
             "n": _number(1, integer=True),
             "seed": _number(integer=True),
             "timeout_s": _number(0, exclusive=True),
-            "concurrency": _number(1, integer=True),
+            "concurrency": _number(1, integer=True, maximum=MAX_CONCURRENCY),
             "num_predict": _number(1, integer=True),
             "think": _boolean,
             "suites_dir": _string(),
