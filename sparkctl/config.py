@@ -107,6 +107,9 @@ class ModelsConfig:
     keep_alive: str | int | float = "-1"  # see core.keepalive: a number is seconds, -1 forever
     num_ctx: int = 0  # 0: let the engine choose (Ollama: by memory size)
     registry: str = ""  # base URL for names without a host ("": https://registry.ollama.ai)
+    # the most a fit check may spend reading the registry (manifest, config blob and GGUF
+    # header together): a registry that drips its answer is given up on, never waited out
+    registry_timeout_s: float = 60.0
 
 
 @dataclass(frozen=True)
@@ -303,6 +306,7 @@ SECTIONS: dict[str, tuple[type, dict[str, Check]]] = {
             "keep_alive": _keep_alive,
             "num_ctx": _number(0, integer=True),
             "registry": _string(pattern=_URL + "|", what="a URL like https://registry.ollama.ai"),
+            "registry_timeout_s": _number(0, exclusive=True),
         },
     ),
     "bench": (

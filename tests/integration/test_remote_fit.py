@@ -271,3 +271,40 @@ def test_a_name_with_http_and_a_host_is_read_over_plain_http(run, registry, smol
     assert data["verdict"]["kind"] == "fits"
     code, out, err = run("fit", f"http://{host}/team/smol:135m")
     assert code == 0 and f"from http://{host}/v2/team/smol/manifests/135m" in out
+
+
+# ---------------------------------------------------------------------------- a registry that drips
+
+
+@pytest.fixture
+def dripping_registry(monkeypatch):
+    """A FAKE registry that answers every request and then sends one byte every 0.25 s
+    (tests/fakes/slow_drip.py): per-read timeouts never fire."""
+    from tests.fakes.slow_drip import SlowDrip
+
+    with SlowDrip(interval_s=0.25, max_s=30) as drip:
+        monkeypatch.setenv("SPARKCTL_REGISTRY", drip.url)
+        yield drip
+
+
+def test_a_registry_that_drips_is_given_up_on_at_the_deadline(run, dripping_registry, spark_fake, tmp_path):
+    import time
+
+    config = tmp_path / "sparkctl.toml"
+    config.write_text(config.read_text().replace("[lanes]", "[models]\nregistry_timeout_s = 2\n\n[lanes]", 1))
+    started = time.monotonic()
+    code, out, err = run("fit", "someone/model:tag")
+    took = time.monotonic() - started
+    assert code == 3, err
+    assert took < 10, f"the check took {took:.0f} s"
+    assert err.splitlines()[0] == (f"sparkctl: someone/model:tag: fit unknown until downloaded: the registry at "
+                                   f"{dripping_registry.url} did not finish sending the manifest within 2 s "
+                                   f"([models] registry_timeout_s)")
+    assert dripping_registry.paths == ["/v2/someone/model/manifests/tag"]
+    # a pull goes ahead past the same deadline, with the fit unknown
+    spark_fake.state = pull_scenario()
+    code, out, err = run("pull", "qwen3:8b", "--json")
+    data = json.loads(out)
+    assert code == 0 and data["outcome"] == "success" and data["fit"]["known"] is False
+    assert data["fit"]["unavailable"].endswith("did not finish sending the manifest within 2 s "
+                                               "([models] registry_timeout_s)")
