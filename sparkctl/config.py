@@ -100,6 +100,8 @@ class UiConfig:
 class TrackingConfig:
     uri: str = ""
     experiment: str = "sparkctl-bench"
+    # a tracking server: the most one write or read may take, all its requests together
+    timeout_s: float = 60.0
 
 
 @dataclass(frozen=True)
@@ -298,7 +300,8 @@ SECTIONS: dict[str, tuple[type, dict[str, Check]]] = {
     ),
     "tracking": (
         TrackingConfig,
-        {"uri": _string(), "experiment": _string(pattern=r".+", what="a non-empty name")},
+        {"uri": _string(), "experiment": _string(pattern=r".+", what="a non-empty name"),
+         "timeout_s": _number(0, exclusive=True)},
     ),
     "models": (
         ModelsConfig,
