@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
 
+from sparkctl.core.oserrors import disk_problem
 from sparkctl.core.redact import redact_text, redact_uri
 from sparkctl.tracking.deadline import DeadlinePassed, call_within
 from sparkctl.tracking.record import FILE_ARTIFACT_KEY, RunRecord
@@ -136,7 +137,7 @@ def route_mlflow_logging(log_file: Path) -> None:
             try:
                 log_file.parent.mkdir(parents=True, exist_ok=True)
                 _rotate_if_large(log_file)
-                handler = logging.FileHandler(log_file, encoding="utf-8", delay=True)
+                handler = _LogFileHandler(log_file, encoding="utf-8", delay=True)
                 handler.setFormatter(
                     _RedactingFormatter("%(asctime)s %(process)d %(levelname)s %(name)s: %(message)s")
                 )
@@ -155,6 +156,36 @@ def route_mlflow_logging(log_file: Path) -> None:
             logger.setLevel("WARNING" if name == "sqlalchemy" else level)
         # Ten lines on every import of alembic, saying nothing about the database.
         logging.getLogger("alembic.runtime.plugins").setLevel("WARNING")
+
+
+class _LogFileHandler(logging.FileHandler):
+    """MLflow's log file. When a line cannot be written (a full disk, a read-only data
+    dir), logging's own handler prints a traceback for every line, dozens of lines each;
+    this one says so in one line, once, and drops the lines after it."""
+
+    failed = False
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if not self.failed:
+            super().emit(record)
+
+    def handleError(self, record: logging.LogRecord) -> None:  # noqa: N802 - logging's name
+        import sys
+
+        if self.failed:
+            return
+        self.failed = True
+        exc = sys.exc_info()[1]
+        try:
+            sys.stderr.write(f"sparkctl: cannot write MLflow's log {self.baseFilename}: {disk_problem(exc)}; "
+                             "its lines are dropped\n")
+            sys.stderr.flush()
+        except (OSError, ValueError):
+            pass  # the terminal is gone as well
+        try:
+            self.close()
+        except (OSError, ValueError):
+            pass
 
 
 class _RedactingFormatter(logging.Formatter):
@@ -339,6 +370,10 @@ class MlflowStore:
                 f"the MLflow database schema is out of date: run `mlflow db upgrade {self.display_uri}` "
                 "(back up the database first)"
             )
+        if "database or disk is full" in low or "no space left on device" in low:
+            db = sqlite_path(self.uri)
+            where = f" holding {db.parent}" if db is not None else ""
+            return TrackingError(f"MLflow {action} failed: the disk{where} is full; free space there")
         unreachable_markers = (
             "connection refused",
             "max retries exceeded",
