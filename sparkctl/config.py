@@ -6,6 +6,7 @@ when we can find it) and what was expected, so the CLI can print it and exit 2.
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import tomllib
@@ -217,13 +218,28 @@ class Config:
 Check = Callable[[Any], str | None]  # returns what was expected, or None when fine
 
 
+# A config is a few KiB; a file far larger is refused before it is parsed.
+CONFIG_MAX_BYTES = 1 << 20
+
+# TOML integers are unbounded in Python's reader; everything a number here sizes or is sent
+# as (an engine's option, a count) is 64-bit at most.
+_INT64 = 2**63
+
+
 def _number(minimum: float | None = None, exclusive: bool = False, integer: bool = False,
             maximum: float | None = None) -> Check:
+    """A number check. nan and inf are refused for every key: TOML allows them, and
+    nan compares false with every bound, so a nan timeout waited forever."""
     def check(v: Any) -> str | None:
         kind = "an integer" if integer else "a number"
         ok_type = isinstance(v, int) if integer else isinstance(v, (int, float))
         if isinstance(v, bool) or not ok_type:
             return kind
+        bound = "" if minimum is None else f" {'>' if exclusive else '>='} {minimum:g}"
+        if isinstance(v, float) and not math.isfinite(v):
+            return f"a finite number{bound}"
+        if isinstance(v, int) and not -_INT64 <= v < _INT64:
+            return f"{kind}{bound} that fits in 64 bits"
         if maximum is not None and v > maximum:
             low = "" if minimum is None else f"from {minimum:g} "
             return f"{kind} {low}up to {maximum:g}"
@@ -463,6 +479,8 @@ def _describe(v: Any) -> str:
         return "a table"
     if isinstance(v, list):
         return "an array"
+    if isinstance(v, int) and len(str(v)) > 20:
+        return f"a {len(str(v).lstrip('-'))}-digit number"
     return repr(v)
 
 
@@ -517,9 +535,13 @@ def _bench_profiles(table: Any, origin: str, text: str) -> tuple[BenchProfile, .
 
 def parse_config(text: str, origin: str = "<config>", env: dict[str, str] | None = None) -> Config:
     """Validate TOML text into a Config; raise ConfigError with a one-line message."""
+    from sparkctl.core.safeload import Unparsable, load_toml
+
     env = os.environ if env is None else env
     try:
-        raw = tomllib.loads(text)
+        raw = load_toml(text, max_bytes=CONFIG_MAX_BYTES)
+    except Unparsable as exc:
+        raise ConfigError(f"{origin}: cannot be read as a config: {exc}") from None
     except tomllib.TOMLDecodeError as exc:
         # tomllib's message ends with "(at line N, column M)"
         m = re.search(r"\(at line (\d+), column (\d+)\)", str(exc))
