@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sparkctl.config import Config
-from sparkctl.core.fit import FitKind, sliding_window
+from sparkctl.core.fit import FitKind, implausible_shape, sliding_window
 from sparkctl.core.fmt import size as size_label
 from sparkctl.core.gguf_header import GGUFHeader, HeaderIncomplete, NotGGUF, file_type_label, model_info, parse_gguf_header
 from sparkctl.core.names import unique_by_name, validate_model_name
@@ -296,6 +296,10 @@ async def _read_remote(name: str, ref: Any, client: RegistryClient, cap: int, in
                                 f"({size_label(read)} read)", header_bytes_read=read)
     except RegistryError as exc:
         return failed(exc.kind, exc.message, header_bytes_read=client.bytes_read.get(layer.digest, 0))
+    odd = implausible_shape(model_info(header))
+    if odd is not None:
+        return failed("header", f"the GGUF header says {odd}, out of any model's range",
+                      header_bytes_read=client.bytes_read.get(layer.digest, 0))
     return RemoteModel(name=name, source=ref.shown, manifest=manifest, config=config, header=header,
                        header_bytes_read=client.bytes_read.get(layer.digest, 0))
 
