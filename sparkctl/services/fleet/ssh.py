@@ -14,7 +14,6 @@ failed (exit 255: host down, key refused, name unknown), sparkctl is not install
 from __future__ import annotations
 
 import asyncio
-import json
 import math
 import os
 import re
@@ -27,6 +26,7 @@ from typing import Any
 from sparkctl.config import Config, HostConfig
 from sparkctl.core.fleet import HostStatus, StatusFormatError, parse_status
 from sparkctl.core.redact import redact_text
+from sparkctl.core.safeload import Unparsable, load_json
 
 # why a host gave no status
 SSH_ERROR = "ssh"
@@ -100,10 +100,14 @@ def classify(code: int | None, stdout: bytes, stderr: bytes, host: HostConfig, c
                       f"install it or set [hosts.{host.name}] sparkctl", code)
     if _TOO_OLD.search(err):
         return Answer(None, TOO_OLD, f"sparkctl there is too old for `status --json` ({line}): upgrade it", code)
+    if len(stdout) > MAX_OUTPUT:
+        return Answer(None, BAD_ANSWER, f"it answered more than {MAX_OUTPUT // (1024 * 1024)} MiB: not a status", code)
     text = stdout.decode("utf-8", errors="replace").strip()
     if text:
         try:
-            obj = json.loads(text)
+            obj = load_json(text)
+        except Unparsable as exc:
+            return Answer(None, BAD_ANSWER, f"its status cannot be read: {exc}", code)
         except ValueError:
             obj = None
         if obj is not None:
@@ -118,14 +122,18 @@ def classify(code: int | None, stdout: bytes, stderr: bytes, host: HostConfig, c
 
 
 async def _read(stream: asyncio.StreamReader | None) -> bytes:
+    """Everything up to the end, keeping at most MAX_OUTPUT + 1 bytes: the rest is read and
+    dropped, so a host that says too much still finishes (a reader that stopped would leave
+    it blocked on a full pipe until the timeout, "no answer" from a host that did answer)."""
     if stream is None:
         return b""
     out = bytearray()
-    while len(out) <= MAX_OUTPUT:
+    while True:
         chunk = await stream.read(65536)
         if not chunk:
             break
-        out += chunk
+        if len(out) <= MAX_OUTPUT:
+            out += chunk[:MAX_OUTPUT + 1 - len(out)]
     return bytes(out)
 
 
