@@ -84,3 +84,18 @@ def test_a_timeout_that_would_wait_forever_is_refused(tmp_path, flag):
     p = subprocess.run([sys.executable, "-m", "sparkctl", "--config", str(config), "fleet", "--timeout", flag],
                        capture_output=True, text=True, timeout=60)
     assert p.returncode == 2 and p.stderr == f"sparkctl: --timeout must be a number of seconds > 0, got {flag}\n"
+
+
+def test_a_host_that_never_stops_talking_is_said_so_at_the_timeout(tmp_path):
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "ssh").write_text("#!/bin/sh\nexec yes '{\"padding\": \"xxxxxxxxxxxxxxxx\"}'\n")
+    (bin_dir / "ssh").chmod(0o755)
+    config = tmp_path / "sparkctl.toml"
+    config.write_text('[fleet]\ntimeout_s = 3\n[hosts.spark-01]\nssh = "spark-01"\n')
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
+    p = subprocess.run([sys.executable, "-m", "sparkctl", "--config", str(config), "fleet", "--json", "--no-runs"],
+                       capture_output=True, text=True, env=env, timeout=60)
+    assert "Traceback" not in p.stderr and "Event loop is closed" not in p.stderr, p.stderr[-2000:]
+    h = host(json.loads(p.stdout))
+    assert h["failure"] == "bad-answer" and h["reason"] == "it sent more than 4 MiB without finishing: not a status"

@@ -121,13 +121,13 @@ def classify(code: int | None, stdout: bytes, stderr: bytes, host: HostConfig, c
     return Answer(None, REMOTE_ERROR, f"sparkctl there failed: {line}", code)
 
 
-async def _read(stream: asyncio.StreamReader | None) -> bytes:
-    """Everything up to the end, keeping at most MAX_OUTPUT + 1 bytes: the rest is read and
-    dropped, so a host that says too much still finishes (a reader that stopped would leave
-    it blocked on a full pipe until the timeout, "no answer" from a host that did answer)."""
+async def _read(stream: asyncio.StreamReader | None, out: bytearray) -> bytes:
+    """Everything up to the end into `out`, keeping at most MAX_OUTPUT + 1 bytes: the rest is
+    read and dropped, so a host that says too much still finishes (a reader that stopped
+    would leave it blocked on a full pipe until the timeout, "no answer" from a host that
+    did answer)."""
     if stream is None:
         return b""
-    out = bytearray()
     while True:
         chunk = await stream.read(65536)
         if not chunk:
@@ -163,7 +163,8 @@ async def ask_status(host: HostConfig, cfg: Config, ssh: str = "ssh") -> Answer:
             stderr=asyncio.subprocess.PIPE, start_new_session=True)
     except OSError as exc:
         return Answer(None, SSH_ERROR, f"cannot run {ssh}: {exc.strerror or exc}")
-    readers = [asyncio.ensure_future(_read(proc.stdout)), asyncio.ensure_future(_read(proc.stderr))]
+    got = [bytearray(), bytearray()]
+    readers = [asyncio.ensure_future(_read(proc.stdout, got[0])), asyncio.ensure_future(_read(proc.stderr, got[1]))]
     try:
         try:
             code = await asyncio.wait_for(proc.wait(), timeout)
@@ -171,6 +172,9 @@ async def ask_status(host: HostConfig, cfg: Config, ssh: str = "ssh") -> Answer:
             await _stop(proc)
             for r in readers:
                 r.cancel()
+            if len(got[0]) > MAX_OUTPUT:  # it was answering: more than any status, without end
+                return Answer(None, BAD_ANSWER, f"it sent more than {MAX_OUTPUT // (1024 * 1024)} MiB without "
+                              f"finishing: not a status", None, time.monotonic() - started)
             return Answer(None, TIMEOUT, f"no answer within {timeout:g} s", None, time.monotonic() - started)
         # ssh has exited; its pipes close with it unless a background master holds one
         done, pending = await asyncio.wait(readers, timeout=READ_GRACE_S)
