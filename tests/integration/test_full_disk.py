@@ -57,15 +57,18 @@ def test_a_bench_on_a_full_disk_says_so_without_tracebacks(full_data_dir, serve,
     done = sparkctl(data, "bench", "llama3.2:3b", config=config)
     full = "the disk is full (no space left on the device)"
     assert "Traceback" not in done.stderr and "Logging error" not in done.stderr
-    # one line per file that could not be written, each naming it and saying why
+    # one line per file that could not be written, each naming it and saying why, and the
+    # run's own line: nothing took it (exit 7, docs/troubleshooting.md)
+    assert done.returncode == 7
+    not_saved = (f"llama3.2:3b: run NOT saved: spool: {full}; MLflow: MLflow write failed: the disk holding {data} "
+                 "is full; free space there")
     assert sorted(done.stderr.splitlines()) == sorted([
         f"sparkctl: residency journal not written ({full}): if this process dies, what the bench changed "
         "cannot be put back at the next start",
         f"could not spool run {_record_id(done.stderr)} to {data / 'spool.jsonl'}: {full}",
         f"sparkctl: cannot write MLflow's log {data / 'mlflow.log'}: {full}; its lines are dropped",
+        f"sparkctl: {not_saved}",
     ])
-    assert (f"llama3.2:3b: run NOT saved: spool: {full}; MLflow: MLflow write failed: the disk holding {data} "
-            "is full; free space there") in done.stdout
 
 
 def _record_id(stderr: str) -> str:
