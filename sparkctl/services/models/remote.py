@@ -7,6 +7,12 @@ or the cap (64 MiB) is reached. The fetch therefore stays under twice the header
 (or the first window), never the weights. The metadata goes through the same judge as a
 stored model's /api/show `model_info` (`fit.judge_model`).
 
+Each parse runs in a worker thread, not on the event loop: a big vocabulary's header
+(Gemma 3: 262k tokens and 250k merges, ~10 MiB) takes seconds of pure-Python work on a
+small CPU, and the TUI's loop would freeze meanwhile. The thread still takes turns at the
+GIL with the loop (every few ms), which keeps keys and repaints flowing; the result is
+small (string arrays are counted, not kept), so a process would only add its start-up.
+
 Failure is an answer: an unreachable registry, an unknown or private name, a model that
 is not GGUF (safetensors on the MLX runner), or a header that does not parse within the
 cap each give what is known (the download size, once the manifest came) and
@@ -15,6 +21,7 @@ cap each give what is known (the download size, once the manifest came) and
 
 from __future__ import annotations
 
+import asyncio
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -206,7 +213,8 @@ async def read_header(client: RegistryClient, ref: Any, digest: str, blob_size: 
         if want > len(have):
             have += await client.read_range(ref, digest, len(have), want - 1)
         try:
-            return parse_gguf_header(have)
+            # a snapshot: the thread runs on if this worker is cancelled, while `have` may not live on
+            return await asyncio.to_thread(parse_gguf_header, bytes(have))
         except HeaderIncomplete as exc:
             if len(have) >= min(cap, blob_size) or len(have) < want:
                 raise HeaderIncomplete(exc.needed, len(have)) from None
