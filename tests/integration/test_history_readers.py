@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 import shutil
 import socket
 import sqlite3
@@ -21,66 +20,13 @@ import pytest
 from sparkctl.tracking.record import RunRecord
 from sparkctl.tracking.sqlite_reader import KNOWN_REVISIONS
 from sparkctl.tracking.store import MlflowStore, NeedsMlflow, TrackingError, sqlite_path
+from tests.integration.history_cases import SEARCHES, plain, records
 from tests.integration.test_team_server import MlflowServer
 from tests.integration.tracking_fixtures import (  # noqa: F401  (pytest fixtures)
     TEST_EXPERIMENT,
     copy_template_store,
     mlflow_template_db,
 )
-
-MODELS = ["qwen3:8b", "qwen3", "Qwen3:Latest", "library/qwen3:latest", "myqwen3", "llama3.2:3b", "it's"]
-
-# (filter, order_by): what services/runs writes, and more of MLflow's language
-SEARCHES = [
-    ("", None),
-    ("", ["start_time DESC"]),
-    ("", ["metrics.decode_tps_median DESC"]),
-    ("", ["metrics.`decode_tps_median` ASC", "start_time"]),
-    ("", ["params.num_ctx DESC"]),
-    ("", ["tags.`engine.version`"]),
-    ("tags.`model.name` ILIKE '%qwen3'", ["start_time DESC"]),
-    ("tags.`model.name` ILIKE '%qwen3:latest' AND tags.`engine.version` = '0.13.0'", None),
-    ("tags.`model.name` LIKE 'qwen%'", None),
-    ('tags.`model.name` = "it\'s"', None),
-    ("tags.`engine.version` != '0.13.0'", None),
-    ("tags.`sparkctl.kind` = 'eval'", None),
-    ("params.num_ctx = '8192' and attributes.status = 'FINISHED'", None),
-    ("metrics.decode_tps_median > 40", ["metrics.decode_tps_median DESC"]),
-    ("metrics.decode_tps_median != 41.5", None),
-    ("metrics.decode_tps_median <= 41.5", None),
-    ("attributes.start_time >= 1700000300000", None),
-    ("attribute.run_id = '{run_id}'", None),
-]
-
-
-def _records() -> list[RunRecord]:
-    out = []
-    for i in range(24):
-        model = MODELS[i % len(MODELS)]
-        decode = float("nan") if i == 5 else 30.0 + (i * 7) % 23 + 0.5
-        tags = {"model.name": model, "engine.kind": "ollama", "engine.version": "0.13.0" if i >= 12 else "0.12.6",
-                "guard.valid": "true" if i % 5 else "false"}
-        if i % 6 == 0:
-            tags["sparkctl.kind"] = "eval"
-        summary = {"decode_tps_median": decode} if i != 7 else {}  # one run without the metric
-        out.append(RunRecord(
-            experiment=TEST_EXPERIMENT, run_name=f"{model} run {i}", status="KILLED" if i == 3 else "FINISHED",
-            start_ms=1_700_000_000_000 + (i // 2) * 60_000,  # pairs share a start time: run id decides
-            end_ms=1_700_000_000_000 + (i // 2) * 60_000 + 5_000,
-            params={"model": model, "num_ctx": "8192" if i % 3 else "4096"}, tags=tags,
-            # spec_acceptance_pct: a per-repetition figure some repetitions do not have
-            step_metrics={"engine_decode_tps": [decode, decode + 1.0, decode - 0.5],
-                          "spec_acceptance_pct": [None, 60.0 + i, None, 58.5] if i % 2 else [71.0, None, 70.5]},
-            summary_metrics=summary,
-            artifacts={"items.jsonl": f'{{"item_id": "{i}", "passed": true}}\n'},
-        ))
-    return out
-
-
-def _plain(runs: list[dict]) -> list[dict]:
-    """NaN != NaN: compare it as a marker."""
-    return [{**r, "metrics": {k: ("NaN" if isinstance(v, float) and math.isnan(v) else v)
-                              for k, v in r["metrics"].items()}} for r in runs]
 
 
 @pytest.fixture(scope="module")
@@ -89,7 +35,7 @@ def stores(mlflow_template_db, tmp_path_factory):  # noqa: F811
     in the test experiment and one run in another experiment."""
     folder = tmp_path_factory.mktemp("readers")
     fast = copy_template_store(mlflow_template_db, folder)
-    ids = [fast.write(r) for r in _records()]
+    ids = [fast.write(r) for r in records()]
     fast.write(RunRecord(experiment="other", run_name="elsewhere", start_ms=1, end_ms=2,
                          tags={"model.name": "qwen3:8b"}))
     from mlflow import MlflowClient
@@ -103,7 +49,7 @@ def _pages(store, filter_string, order_by, size):
     pages, token = [], None
     while True:
         page, token = store.search_runs_page(filter_string, order_by, size, token)
-        pages.append(_plain(page))
+        pages.append(plain(page))
         if not token:
             return pages
 
@@ -123,7 +69,7 @@ def test_sqlite_reader_answers_without_mlflow_what_the_client_answers(stores):
     used: the same runs, metric histories; a missing experiment has no runs."""
     fast, slow, ids = stores
     light = fast.without_mlflow()
-    assert _plain(light.search_runs(max_results=50)) == _plain(slow.search_runs(max_results=50))
+    assert plain(light.search_runs(max_results=50)) == plain(slow.search_runs(max_results=50))
     assert light.search_runs(experiment="no-such") == []
     for run_id in ids[:8]:
         assert str(light.metric_history(run_id, "engine_decode_tps")) == str(
@@ -210,7 +156,7 @@ def server_stores(mlflow_template_db, tmp_path_factory):  # noqa: F811
     server = MlflowServer(db, folder / "artifacts").start()
     try:
         fast = MlflowStore(server.url, None, TEST_EXPERIMENT, timeout_s=10)
-        ids = [fast.write(r) for r in _records()[:10]]
+        ids = [fast.write(r) for r in records()[:10]]
         yield fast, MlflowStore(server.url, None, TEST_EXPERIMENT, timeout_s=10, fast_reads=False), ids
     finally:
         server.stop()
@@ -225,7 +171,7 @@ def test_rest_reader_pages_exactly_as_mlflow_client(server_stores, filter_string
 def test_rest_reader_reads_histories_and_artifacts_as_mlflow_client(server_stores):
     fast, slow, ids = server_stores
     light = fast.without_mlflow()
-    assert _plain(light.search_runs()) == _plain(slow.search_runs())
+    assert plain(light.search_runs()) == plain(slow.search_runs())
     for run_id in ids[:4]:
         assert str(light.metric_history(run_id, "engine_decode_tps")) == str(
             slow.metric_history(run_id, "engine_decode_tps"))

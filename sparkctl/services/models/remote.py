@@ -213,7 +213,7 @@ async def read_header(client: RegistryClient, ref: Any, digest: str, blob_size: 
         if want > len(have):
             have += await client.read_range(ref, digest, len(have), want - 1)
         try:
-            # a snapshot: the thread runs on if this worker is cancelled, while `have` may not live on
+            # immutable bytes: the thread runs on if this worker is cancelled meanwhile
             return await asyncio.to_thread(parse_gguf_header, bytes(have))
         except HeaderIncomplete as exc:
             if len(have) >= min(cap, blob_size) or len(have) < want:
