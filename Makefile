@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 
-.PHONY: run test venv bench clean llama browser debs
+.PHONY: run test venv bench clean llama browser debs wheels-aarch64
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -52,6 +52,13 @@ debs:
 	      DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $$pkg >/dev/null 2>&1; } || \
 	    echo "warning: $$pkg could not be installed" >&2; \
 	  else echo "warning: $$pkg is not installed (apt-get install $$pkg); its tests need it" >&2; fi; done
+
+# A Spark is Linux aarch64 with Python 3.12: every runtime dependency must resolve to a wheel
+# there (or be pure Python), so `make run` on it never stops on a compiler. Resolves with
+# pip from PyPI's metadata, no wheel downloaded; a pure-Python sdist is built once into
+# ~/.cache/sparkctl/aarch64-wheels. See docs/development.md.
+wheels-aarch64: $(STAMP)
+	$(PY) scripts/check_aarch64_wheels.py $(PY)
 
 test: $(STAMP) llama browser debs
 	$(PY) -m pytest -q $(PYTEST_ARGS)
