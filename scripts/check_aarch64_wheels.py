@@ -105,11 +105,16 @@ def _key(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
-def _version_tuple(version: str) -> tuple:
-    parts = []
-    for piece in re.split(r"[.+-]", version):
-        parts.append((0, int(piece), "") if piece.isdigit() else (1, 0, piece))
-    return tuple(parts)
+def _newer(a: str, b: str) -> bool:
+    """Whether version `a` is newer than `b`, by PEP 440 (packaging, which pip itself uses)."""
+    try:
+        from packaging.version import InvalidVersion, Version
+    except ImportError:
+        from pip._vendor.packaging.version import InvalidVersion, Version
+    try:
+        return Version(a) > Version(b)
+    except InvalidVersion:
+        return False
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -164,7 +169,7 @@ def main(argv: list[str] | None = None) -> int:
         else:
             platform_wheels += 1
         mine = here.get(_key(name))
-        if mine is not None and _version_tuple(mine) > _version_tuple(version):
+        if mine is not None and _newer(mine, version):
             failures.append(f"{name}: this venv runs {mine}, but the newest release with a Linux aarch64 wheel "
                             f"for CPython {PYTHON_VERSION} is {version}; pip on a Spark takes {mine} and compiles it")
     for line in failures:
