@@ -191,3 +191,28 @@ def test_rest_reader_says_a_server_that_went_away_is_unreachable():
     with pytest.raises(TrackingError) as info:
         store.without_mlflow().search_runs()
     assert info.value.unreachable and "unreachable" in str(info.value)
+
+
+def test_an_experiment_of_that_name_in_another_workspace_is_refused_as_the_client_refuses_it(stores, tmp_path):
+    """MLflow 3.10+ keeps experiments per workspace. A store holding one outside the
+    default workspace (here of the same name, with its own run) is refused by MLflow's
+    client while workspaces are off; the reader gives the same one-line refusal instead of
+    answering from whichever experiment of that name it met first."""
+    fast, _, _ = stores
+    shutil.copy2(sqlite_path(fast.uri), tmp_path / "mlflow.db")
+    with sqlite3.connect(tmp_path / "mlflow.db") as con:
+        (exp_id,) = con.execute("SELECT max(experiment_id) + 1 FROM experiments").fetchone()
+        con.execute("INSERT INTO experiments (experiment_id, name, artifact_location, lifecycle_stage, creation_time, "
+                    "last_update_time, workspace) VALUES (?, ?, 'file:///nowhere', 'active', 1, 1, 'team-b')",
+                    (exp_id, TEST_EXPERIMENT))
+        con.execute("INSERT INTO runs (run_uuid, name, source_type, source_name, entry_point_name, user_id, status, "
+                    "start_time, end_time, source_version, lifecycle_stage, artifact_uri, experiment_id) VALUES "
+                    "('f' || hex(randomblob(15)), 'team run', 'LOCAL', '', '', 'u', 'FINISHED', 1, 2, '', 'active', "
+                    "'file:///nowhere', ?)", (exp_id,))
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    with pytest.raises(TrackingError) as by_client:
+        MlflowStore(uri, None, TEST_EXPERIMENT, fast_reads=False).search_runs()
+    with pytest.raises(TrackingError) as by_reader:
+        MlflowStore(uri, None, TEST_EXPERIMENT).without_mlflow().search_runs()
+    assert str(by_reader.value) == str(by_client.value)
+    assert "outside MLflow's default workspace: set MLFLOW_ENABLE_WORKSPACES=true" in str(by_reader.value)
