@@ -216,3 +216,12 @@ def test_an_experiment_of_that_name_in_another_workspace_is_refused_as_the_clien
         MlflowStore(uri, None, TEST_EXPERIMENT).without_mlflow().search_runs()
     assert str(by_reader.value) == str(by_client.value)
     assert "outside MLflow's default workspace: set MLFLOW_ENABLE_WORKSPACES=true" in str(by_reader.value)
+
+
+def test_rest_reader_leaves_a_named_workspace_to_mlflow_s_client(monkeypatch):
+    """MLflow's client sends MLFLOW_WORKSPACE in a header that scopes the server's answers;
+    the REST reader does not guess it: the reads that must not import MLflow say so."""
+    monkeypatch.setenv("MLFLOW_WORKSPACE", "team-b")
+    store = MlflowStore("http://127.0.0.1:9/", None, TEST_EXPERIMENT, timeout_s=2)
+    with pytest.raises(NeedsMlflow, match="MLFLOW_WORKSPACE names an MLflow workspace"):
+        store.without_mlflow().search_runs()
