@@ -22,8 +22,8 @@ import math
 import os
 import threading
 import time
-from pathlib import Path
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
 
