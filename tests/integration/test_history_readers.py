@@ -109,8 +109,8 @@ def test_imported_community_runs_read_as_mlflow_client_reads_them(stores, tmp_pa
 
 
 def test_the_installed_mlflow_writes_a_schema_the_reader_knows(mlflow_template_db):  # noqa: F811
-    """Fails when an MLflow upgrade moves its schema: check the reader against the new
-    tables (this module) and add the revision to KNOWN_REVISIONS."""
+    """Fails when the installed MLflow is outside the releases the reader knows: record its
+    store (docs/development.md, "MLflow releases the readers know") and add its revision."""
     with sqlite3.connect(mlflow_template_db) as con:
         (revision,) = con.execute("SELECT version_num FROM alembic_version").fetchone()
     assert revision in KNOWN_REVISIONS, f"MLflow's schema is now at {revision}: check sqlite_reader.py against it"
