@@ -13,7 +13,7 @@ writer and that release's client into a fresh store, asks that client every sear
 test cases, and records into OUT_DIR:
 
 - ``<revision>.sql.gz``: the store as SQL (sqlite3's iterdump), schema and rows as that
-  release made them: generated test data, a few hundred KiB of SQL before compression;
+  release made them: generated test data, 70-90 KiB of SQL (8-11 KiB compressed);
 - ``<revision>.json.gz``: the release, the revision, the columns of the tables the reader
   reads, the client's answers (each run once, then the run ids of every page of each
   search at two page sizes; metric histories), and what the client does when an
