@@ -45,6 +45,21 @@ class EngineConfig:
     kind: str = "ollama"
     host: str = DEFAULT_HOST
     timeout_s: float = 5.0
+    # The server's own settings, stated for an engine whose process and unit sparkctl cannot
+    # read (another machine, another user without a systemd unit): used only then, in place
+    # of Ollama's defaults. 0 / "" = not stated. See docs/engines.md.
+    context_length: int = 0  # OLLAMA_CONTEXT_LENGTH
+    num_parallel: int = 0  # OLLAMA_NUM_PARALLEL
+    kv_cache_type: str = ""  # OLLAMA_KV_CACHE_TYPE
+    flash_attention: str = ""  # OLLAMA_FLASH_ATTENTION: "on", "off" or "auto"
+    keep_alive: str = ""  # OLLAMA_KEEP_ALIVE
+    max_loaded_models: int = 0  # OLLAMA_MAX_LOADED_MODELS
+
+    def stated_settings(self) -> dict[str, int | str]:
+        """The server settings this section states (core/engine_settings.py's names)."""
+        return {k: getattr(self, k) for k in ("context_length", "num_parallel", "kv_cache_type",
+                                              "flash_attention", "keep_alive", "max_loaded_models")
+                if getattr(self, k) not in (0, "")}
 
 
 @dataclass(frozen=True)
@@ -256,6 +271,13 @@ def _keep_alive(v: Any) -> str | None:
     return None
 
 
+def _server_keep_alive(v: Any) -> str | None:
+    """[engine] keep_alive: OLLAMA_KEEP_ALIVE as the server has it ("" = not stated)."""
+    if not isinstance(v, str):
+        return 'a duration string like "5m" or "-1" (forever)'
+    return None if v == "" else _keep_alive(v)
+
+
 def _boolean(v: Any) -> str | None:
     return None if isinstance(v, bool) else "true or false"
 
@@ -283,6 +305,12 @@ SECTIONS: dict[str, tuple[type, dict[str, Check]]] = {
             "kind": _string(("ollama",)),
             "host": _string(pattern=_URL, what="a URL like http://127.0.0.1:11434"),
             "timeout_s": _number(0, exclusive=True),
+            "context_length": _number(0, integer=True),
+            "num_parallel": _number(0, integer=True),
+            "kv_cache_type": _string(("", "f16", "q8_0", "q4_0")),
+            "flash_attention": _string(("", "on", "off", "auto")),
+            "keep_alive": _server_keep_alive,
+            "max_loaded_models": _number(0, integer=True),
         },
     ),
     "budget": (

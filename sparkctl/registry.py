@@ -24,6 +24,7 @@ from urllib.parse import urljoin
 
 import httpx
 
+from sparkctl.core.loopback import LOOPBACK_MOUNTS
 from sparkctl.core.names import DEFAULT_HOST, parse_model_name
 from sparkctl.core.ollama_manifest import MANIFEST_MEDIA_TYPE
 from sparkctl.core.redact import redact_uri
@@ -36,6 +37,9 @@ class RegistryError(Exception):
     """`kind`: unreachable, not_found, unauthorized, bad_reply."""
 
     def __init__(self, kind: str, message: str) -> None:
+        from sparkctl.core.termtext import safe_text
+
+        message = safe_text(message)  # may quote the registry's own reply
         super().__init__(message)
         self.kind = kind
         self.message = message
@@ -81,8 +85,11 @@ class RegistryClient:
     """Reads from registries; `bytes_read[digest]` counts every blob byte received."""
 
     def __init__(self, *, timeout_s: float = 15.0, transport: httpx.AsyncBaseTransport | None = None) -> None:
+        # http(s)_proxy/no_proxy apply (a registry is remote), except to a registry or blob
+        # host on this machine, which is always asked directly (core/loopback.py)
         self._http = httpx.AsyncClient(timeout=httpx.Timeout(timeout_s, connect=min(timeout_s, 5.0)),
                                        follow_redirects=False, transport=transport,
+                                       mounts=None if transport is not None else dict(LOOPBACK_MOUNTS),
                                        headers={"User-Agent": "sparkctl"})
         self._blob_location: dict[str, str] = {}
         self.bytes_read: dict[str, int] = {}

@@ -7,8 +7,9 @@ import sys
 
 from sparkctl.cli.engine_args import engine_choice, validate_models
 from sparkctl.cli.sweep import add_sweep_args, cmd_sweep, sweep_requested
-from sparkctl.cli.running import ProgressLine, emit, lanes_failed, recover, run_tracked
-from sparkctl.cli.exitcodes import CliError, EXIT_BAD_INPUT, EXIT_ENGINE_ERROR, EXIT_OK, EXIT_REFUSED, EXIT_UNREACHABLE
+from sparkctl.cli.running import ProgressLine, emit, lanes_failed, not_saved, recover, run_tracked
+from sparkctl.cli.exitcodes import (CliError, EXIT_BAD_INPUT, EXIT_ENGINE_ERROR, EXIT_NOT_SAVED, EXIT_OK, EXIT_REFUSED,
+                                   EXIT_UNREACHABLE)
 
 
 def register(sub) -> None:
@@ -226,7 +227,9 @@ def cmd_bench(args, cfg) -> int:
         emit(render_runs(runs), sys.stdout)
     if lanes_failed(runner_box):
         return EXIT_REFUSED
-    # a run with nothing measured (every repetition an engine error) is not a result
+    if not_saved(runs):
+        return EXIT_NOT_SAVED
+    # a run with nothing measured (every repetition an engine error or DNF) is not a result
     return EXIT_ENGINE_ERROR if any(r.status == "FAILED" for r in runs) else EXIT_OK
 
 

@@ -8,11 +8,12 @@ import sys
 from sparkctl.cli.exitcodes import (
     EXIT_BAD_INPUT,
     EXIT_ENGINE_ERROR,
+    EXIT_NOT_SAVED,
     EXIT_OK,
     EXIT_REFUSED,
     CliError,
 )
-from sparkctl.cli.running import ProgressLine, emit, lanes_failed, recover, run_tracked
+from sparkctl.cli.running import ProgressLine, emit, lanes_failed, not_saved, recover, run_tracked
 
 SUITE_CHOICES = ("gsm8k", "ifeval")
 GRID_WIDTH = 50
@@ -305,4 +306,6 @@ def _run_eval(args, cfg) -> int:
                  f"scored by {RULES_VERSION}: {same}", sys.stdout)
     if lanes_failed(runner_box):
         return EXIT_REFUSED
+    if not_saved(runs):
+        return EXIT_NOT_SAVED
     return EXIT_ENGINE_ERROR if any(r.status == "FAILED" for r in runs) else EXIT_OK

@@ -14,6 +14,7 @@ from typing import Any, TextIO
 
 from sparkctl.cli.argtypes import duration, positive_int
 from sparkctl.cli.exitcodes import CliError, EXIT_BAD_INPUT, EXIT_ENGINE_ERROR, EXIT_INTERRUPTED, EXIT_OK, EXIT_REFUSED, EXIT_UNREACHABLE
+from sparkctl.cli.terminal import write_control
 
 
 
@@ -208,7 +209,7 @@ class PullPrinter:
 
     def _clear(self) -> None:
         if self._drawn:
-            self.out.write("\r\x1b[2K")
+            write_control(self.out, "\r\x1b[2K")
             self._drawn = False
 
     def update(self, view, now: float) -> None:

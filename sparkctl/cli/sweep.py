@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import sys
 
-from sparkctl.cli.exitcodes import (CliError, EXIT_BAD_INPUT, EXIT_ENGINE_ERROR, EXIT_OK,
+from sparkctl.cli.exitcodes import (CliError, EXIT_BAD_INPUT, EXIT_ENGINE_ERROR, EXIT_NOT_SAVED, EXIT_OK,
                                     EXIT_REFUSED)
-from sparkctl.cli.running import emit, recover, run_tracked
+from sparkctl.cli.running import emit, not_saved, recover, run_tracked
 
 SWEEP_FLAGS = ("profile", "depth", "concurrency", "slo", "csv", "markdown")
 
@@ -104,6 +104,8 @@ def cmd_sweep(args, cfg, engine, settings, progress) -> int:
         emit(render_sweep(result), sys.stdout)
     if lanes_bad():
         return EXIT_REFUSED
+    if not_saved([c.run for c in result.cells]):
+        return EXIT_NOT_SAVED
     return EXIT_ENGINE_ERROR if any(c.run.status == "FAILED" for c in result.cells) else EXIT_OK
 
 

@@ -327,7 +327,7 @@ def estimate_fit(
             notes.append(f"num_ctx {requested} from the model's Modelfile")
         elif env_context and env_context > 0:
             requested = env_context
-            notes.append(f"num_ctx {requested} from OLLAMA_CONTEXT_LENGTH")
+            notes.append(f"num_ctx {requested}: the server's default context (OLLAMA_CONTEXT_LENGTH, or its version's default)")
         elif total_memory_bytes is not None:
             requested = engine_default_context(total_memory_bytes)
             notes.append(

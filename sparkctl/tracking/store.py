@@ -106,6 +106,28 @@ def _configure_mlflow_env(timeout_s: float, max_retries: int) -> None:
     os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
 
 
+def _direct_to_loopback(uri: str) -> None:
+    """A tracking server on this machine is asked directly, as every loopback URL is
+    (core/loopback.py). MLflow's client is `requests`, which sends even 127.0.0.1 to
+    http(s)_proxy unless no_proxy names it: the server's host is added to no_proxy (both
+    spellings, process-wide, only while a proxy variable is set). A remote server keeps
+    the user's proxy settings untouched."""
+    from urllib.parse import urlsplit
+
+    from sparkctl.core.loopback import is_loopback_url
+
+    if not uri.startswith(("http://", "https://")) or not is_loopback_url(uri):
+        return
+    if not any(os.environ.get(v) for v in ("http_proxy", "https_proxy", "all_proxy",
+                                           "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY")):
+        return
+    host = urlsplit(uri).hostname or ""
+    for var in ("no_proxy", "NO_PROXY"):
+        entries = [e.strip() for e in os.environ.get(var, "").split(",") if e.strip()]
+        if host not in entries:
+            os.environ[var] = ",".join([*entries, host])
+
+
 # Loggers MLflow writes through while opening a store: its own, the schema migrations
 # (alembic), and what MLflow itself configures (SQLAlchemy, its huey job queue).
 _MLFLOW_LOGGERS = ("mlflow", "alembic", "sqlalchemy", "huey")
@@ -258,6 +280,7 @@ class MlflowStore:
         with self._lock:
             if self._client is None:
                 _configure_mlflow_env(self.timeout_s, self.max_retries)
+                _direct_to_loopback(self.uri)
                 route_mlflow_logging(self.log_file)
                 from mlflow import MlflowClient
 

@@ -18,7 +18,7 @@ import pytest
 
 from sparkctl import cli
 from tests.fakes.host import FakeProbes, spark_snapshot
-from tests.fakes.model_scenarios import LANES_TOML
+from tests.fakes.model_scenarios import LANES_TOML, SPARK_ENGINE_KEYS
 from tests.fakes.ollama_server import FakeOllama, pull_scenario
 from tests.fakes.registry_server import FakeRegistry
 
@@ -51,7 +51,7 @@ def run(spark_fake: FakeOllama, tmp_path, capsys, monkeypatch):
                 "OLLAMA_KV_CACHE_TYPE"):
         monkeypatch.delenv(var, raising=False)
     config = tmp_path / "sparkctl.toml"
-    config.write_text(f'[engine]\nhost = "{spark_fake.url}"\n' + LANES_TOML)
+    config.write_text(f'[engine]\nhost = "{spark_fake.url}"\n' + SPARK_ENGINE_KEYS + LANES_TOML)
 
     def go(*argv: str) -> tuple[int, str, str]:
         code = cli.main(["--config", str(config), *argv])

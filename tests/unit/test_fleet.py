@@ -113,6 +113,9 @@ def test_what_an_ssh_answer_means():
     assert a.failure == MISSING and "set [hosts.spark-02] sparkctl" in a.reason
     a = classify(2, b"", b"usage: sparkctl [-h]\nsparkctl: error: unrecognized arguments: --json\n", host, CFG)
     assert a.failure == TOO_OLD and "too old" in a.reason
+    # one with `status --json` but not --no-repair would put back a dead bench's models: not asked
+    a = classify(2, b"", b"usage: sparkctl [-h]\nsparkctl: error: unrecognized arguments: --no-repair\n", host, CFG)
+    assert a.failure == TOO_OLD and "too old to be read without repairing" in a.reason
     a = classify(2, b"", b"sparkctl: /home/a/sparkctl.toml:3: [engine] host: expected a URL\n", host, CFG)
     assert a.failure == REMOTE_ERROR and a.reason.endswith("[engine] host: expected a URL")
     assert classify(0, b"{not json", b"", host, CFG).failure == BAD_ANSWER
@@ -131,8 +134,9 @@ def test_the_ssh_command_never_prompts_and_never_reads_a_destination_as_an_optio
     assert argv[-3:-1] == ["--", "spark-01"]  # the name is the destination when ssh is not given
     # the remote shell sees one quoted word per value; ~/ is left for it to expand
     assert argv[-1] == ("OLLAMA_HOST='http://127.0.0.1:11434/x?a=1&b=2' "
-                        "~/'.venvs/o'\"'\"'brien/bin/sparkctl' status --json")
-    assert remote_command(HostConfig("b"), parse_config("", "x", env={})) == "sparkctl status --json"
+                        "~/'.venvs/o'\"'\"'brien/bin/sparkctl' status --json --no-repair")
+    # the fleet only reads: the host repairs nothing while it is looked at
+    assert remote_command(HostConfig("b"), parse_config("", "x", env={})) == "sparkctl status --json --no-repair"
 
 
 HOSTS_OK = """

@@ -294,7 +294,7 @@ async def remote_fit_check(cfg: Config, engine: Any, probes: Any, name: str, num
     except Exception:  # noqa: BLE001 - the version is decoration here; ps already answered
         version = None
     fit = await judge_model(cfg, engine.host, probes, name, remote.manifest.weights, model_info(remote.header),
-                            resident, num_ctx, env=env, engine_version=version)
+                            resident, num_ctx, engine_version=version)
     return RemoteFitReport(remote, fit)
 
 
@@ -303,6 +303,6 @@ async def fit_anywhere(cfg: Config, engine: Any, probes: Any, name: str, num_ctx
                        client: RegistryClient | None = None) -> FitReport | RemoteFitReport:
     """A stored model's fit from the engine; a model that is not stored, from its registry."""
     try:
-        return await fit_check(cfg, engine, probes, name, num_ctx, env=env)
+        return await fit_check(cfg, engine, probes, name, num_ctx)
     except ModelNotFound:
         return await remote_fit_check(cfg, engine, probes, name, num_ctx, env=env, client=client)
