@@ -650,8 +650,10 @@ class SparkApp(App):
                 notes += engine_change_notes(self.store, rest, kind, version)
             except Exception:  # no store yet, a server away: the note is a nicety, not a failure
                 return
-        order = list(lanes)
-        self.call_from_thread(setattr, self, "stale_lanes", tuple(sorted(notes, key=lambda n: order.index(n[0]))))
+        # in the lanes' order; an entry with no lane (why the store was slow) stays last
+        order = {lane: i for i, lane in enumerate(lanes)}
+        notes.sort(key=lambda n: order.get(n[0], len(order)))
+        self.call_from_thread(setattr, self, "stale_lanes", tuple(notes))
 
     def _rebuild(self) -> None:
         if self._host is None:
@@ -704,6 +706,9 @@ class SparkApp(App):
         if self._stop_signal is not None:
             return
         self._stop_signal = sig
+        from sparkctl.services.tracking import hurry_tracking
+
+        hurry_tracking()  # a tracking server that drips its answers must not hold the exit
         if sig == signal.SIGHUP:
             from sparkctl.tui.hangup import silence_terminal
 

@@ -419,23 +419,38 @@ class BenchRunner:
         if getattr(self.engine, "kind", "") == "llama.cpp":
             opts["cache_prompt"] = True  # the probes must reuse what they share, to show it
 
+        ceiling = self.s.timeout_s
+
         async def send(prompt: str, system: str | None):
             # sent like a repetition (run_rep): the same options and keep-alive, so the
-            # probes change nothing a repetition would not
-            done = None
-            async for ev in self.engine.generate(model, prompt, options=opts, keep_alive=self.keep_alive(model),
-                                                 think=self.think_for(model), **coldness.request_kwargs(system)):
-                if isinstance(ev, DoneEvent):
-                    done = ev
-            return done
+            # probes change nothing a repetition would not; and bounded like one, by the
+            # per-request ceiling (an engine that stalls mid-probe must not hold the bench)
+            async def one():
+                done = None
+                stream = self.engine.generate(model, prompt, options=opts, keep_alive=self.keep_alive(model),
+                                              think=self.think_for(model), **coldness.request_kwargs(system))
+                try:
+                    async for ev in stream:
+                        if isinstance(ev, DoneEvent):
+                            done = ev
+                finally:
+                    aclose = getattr(stream, "aclose", None)
+                    if aclose is not None:
+                        await aclose()
+                return done
+
+            return await asyncio.wait_for(one(), timeout=ceiling)
 
         ids = getattr(self.engine, "prompt_token_ids", None)
-        token_ids = (lambda p, sy: ids(model, p, sy)) if callable(ids) else None
+        token_ids = (lambda p, sy: asyncio.wait_for(ids(model, p, sy), timeout=ceiling)) if callable(ids) else None
         try:
             opening = await coldness.measure_opening(self.nonce_position(model), self._model_system(model),
                                                      self._nonce, send, token_ids)
         except EngineError as exc:
             opening = coldness.Opening(None, f"not measured: {redact_text(exc.message)}")
+        except asyncio.TimeoutError:
+            opening = coldness.Opening(None, f"not measured: the engine did not answer a probe within the "
+                                             f"{ceiling:g} s per-request ceiling")
         self._openings[model] = opening
         self.sink(Phase(coldness.describe(opening, self.nonce_position(model))))
 
