@@ -314,3 +314,32 @@ def test_promote_checks_the_same_limits(serve, mlflow_store, tmp_path, host, cap
     line = next(x for x in out.splitlines() if x.startswith("  limits"))
     assert code == 0 and line.startswith("  limits   met    TTFT +204.0% [")
     assert line.endswith("] is within [promote] max_ttft_increase_pct = 250")
+
+
+def test_a_memory_limit_is_checked_on_the_figure_even_when_the_row_says_same(mlflow_store, tmp_path,
+                                                                               capsys):  # noqa: F811
+    """Review of issue 30: within 1% the resident size row says "same" (one reading each), and
+    8.00 -> 8.06 GiB under max_memory_increase_pct = 0.5 was recorded "within" the limit."""
+    now = int(time.time() * 1000) - 60_000
+    same = {"ttft": [0.1, 0.101, 0.099], "joules": [0.4, 0.41, 0.39]}
+    seed_bench(mlflow_store, tmp_path, INC, now, decode=[80.0, 80.5, 79.5], resident_gib=8.0, **same)
+    seed_bench(mlflow_store, tmp_path, CON, now + 1000, decode=[100.0, 100.5, 99.5], resident_gib=8.06, **same)
+    for suite in ("gsm8k", "ifeval"):
+        seed_eval(mlflow_store, tmp_path, INC, suite, 90, 100, now + 2000)
+        seed_eval(mlflow_store, tmp_path, CON, suite, 90, 100, now + 3000)
+    config = user_config(tmp_path, "http://127.0.0.1:9", mlflow_store, MARGIN + "max_memory_increase_pct = 0.5\n")
+    code, out, _ = run_cli(config, capsys, "compare", CON, INC, "--table")
+    assert code == 0
+    rows, rec = table_rows(out)
+    assert "| +0.8% | same (" in rows["resident GiB"]  # the row's word: under 1%, no difference called
+    assert rec.startswith(f"**Recommendation: keep {INC} (memory +0.8% (8.06 vs 8.00 GiB) is beyond "
+                          "[promote] max_memory_increase_pct = 0.5"), rec
+    assert "within [promote] max_memory_increase_pct" not in out
+    code, out, _ = run_cli(config, capsys, "compare", CON, INC, "--json")
+    decision = json.loads(out)["decision"]["decisions"][0]
+    assert decision["action"] == "keep", decision
+    # a limit the figure is under is met, said as such
+    config = user_config(tmp_path, "http://127.0.0.1:9", mlflow_store, MARGIN + "max_memory_increase_pct = 1\n")
+    code, out, _ = run_cli(config, capsys, "compare", CON, INC, "--table")
+    _, rec = table_rows(out)
+    assert rec.startswith(f"**Recommendation: promote {CON}"), rec
