@@ -103,6 +103,23 @@ class EngineSettings:
             return "f16", bytes_per_type["f16"]
         return kind, bytes_per_type[kind]
 
+    def kv_cache_said(self, bytes_per_type: Mapping[str, float]) -> str:
+        """The KV cache type the estimate uses, in words for the fit, when it is not plainly
+        the default: a quantised type, or one stated that the runner will not use (so a
+        reader who sees `kv_cache_type q8_0` among the settings knows f16 was counted)."""
+        used, _ = self.kv_cache(bytes_per_type)
+        stated = str(self.kv_cache_type.value or "f16").lower()
+        if used != "f16":
+            return f"KV cache {used} ({self.kv_cache_type.source})"
+        if stated == "f16":
+            return ""
+        if stated in bytes_per_type:  # known, so set aside for flash attention being off
+            return (f"KV cache f16: {stated} stated, f16 used: Ollama quantizes the KV cache only with flash "
+                    f"attention (kv_cache_type from {self.kv_cache_type.source}; flash_attention off from "
+                    f"{self.flash_attention.source})")
+        return (f"KV cache f16: {stated} stated, f16 used: not a KV cache type Ollama knows "
+                f"({', '.join(bytes_per_type)}; {self.kv_cache_type.source})")
+
     def max_models(self, gpus: int) -> int:
         """OLLAMA_MAX_LOADED_MODELS, or Ollama's own choice: 3 per GPU (3 without one)."""
         v = self.max_loaded_models.value

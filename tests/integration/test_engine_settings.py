@@ -64,6 +64,29 @@ def test_a_fit_counts_the_slots_the_servers_own_environment_sets(tmp_path, clean
     assert "assumed" not in text  # everything came from the server
 
 
+def test_a_quantised_cache_without_flash_attention_is_said_to_count_as_f16(tmp_path, clean_env, capsys):
+    """Review of issue 28: the settings said `kv_cache_type q8_0` and `flash_attention off` while
+    the estimate counted f16 (rightly: Ollama quantizes the KV cache only with flash
+    attention), and nothing said so."""
+    with spawn(tmp_path, {"OLLAMA_KV_CACHE_TYPE": "q8_0", "OLLAMA_FLASH_ATTENTION": "0"}) as off, \
+            spawn(tmp_path, {}) as plain:
+        without_fa, f16 = fit_json(tmp_path, off.url, capsys), fit_json(tmp_path, plain.url, capsys)
+        config = tmp_path / "fit.toml"
+        config.write_text(f'[engine]\nhost = "{off.url}"\n')
+        assert cli.main(["--config", str(config), "fit", "qwen3:8b"]) == 0
+        text = capsys.readouterr().out
+
+    assert without_fa["engine_settings"]["kv_cache_type"]["value"] == "q8_0"
+    assert without_fa["engine_settings"]["flash_attention"]["value"] == "off"
+    assert without_fa["estimate"]["kv_cache"] == f16["estimate"]["kv_cache"]  # f16, as the runner will hold it
+    context = next(line for line in text.splitlines() if line.startswith("  context "))
+    assert ("KV cache f16: q8_0 stated, f16 used: Ollama quantizes the KV cache only with flash attention "
+            f"(kv_cache_type from OLLAMA_KV_CACHE_TYPE=q8_0 in the server's environment (PID {off.pid}); "
+            f"flash_attention off from OLLAMA_FLASH_ATTENTION=0 in the server's environment (PID {off.pid}))"
+            ) in context, context
+    assert "KV cache q8_0" not in text
+
+
 def fake_systemctl(bindir: Path, port: int, pid: int, environment: str, files: str = "") -> None:
     """`systemctl show ollama.service --property=...` as systemd prints it (other units:
     inactive, MainPID=0, as systemctl shows a unit it does not know)."""
