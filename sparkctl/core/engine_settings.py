@@ -272,6 +272,31 @@ def resolve(layers: Sequence[Layer], version: str | None, where: str,
     return EngineSettings(**out, where=where, version=version, notes=tuple(said))
 
 
+@dataclass(frozen=True)
+class ServerVariable:
+    """One more of the server's variables (OLLAMA_MODELS: where it keeps models), read from
+    the same layers as the settings: its value, or None when the server has it unset (`read`)
+    or when nothing of the server could be read (not `read`; `source` says why)."""
+
+    name: str
+    value: str | None
+    source: str
+    read: bool
+
+
+def server_variable(layers: Sequence[Layer], name: str, where: str) -> ServerVariable:
+    """`name` from the first layer that knows it; a complete layer without it means unset on
+    the server; past every layer, not read (`where`: why the server could not be read)."""
+    for layer in layers:
+        if not layer.read:
+            continue  # the user's [engine] statements hold the settings only
+        if name in layer.env:
+            return ServerVariable(name, _var(layer.env[name]) or None, f"{name} in {layer.source}", True)
+        if layer.complete:
+            return ServerVariable(name, None, f"{name} unset in {layer.source}", True)
+    return ServerVariable(name, None, where or "the server's settings were not read", False)
+
+
 def stated_layer(stated: Mapping[str, Any], origin: str) -> Layer | None:
     """The user's `[engine]` statement of a remote server's settings, as a layer: keys left
     at their "not stated" value (0 or "") are absent."""

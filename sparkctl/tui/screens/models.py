@@ -320,7 +320,7 @@ class ModelsScreen(Screen):
         self.choices: dict[str, LoadChoice] = {}
         self._loaded_key: dict[str, str] = {}
         self._lane_key: dict[str, str] = {}
-        # Where pulls check free disk space; None: found from OLLAMA_MODELS / the defaults.
+        # Where pulls check free disk space; None: found from the server's OLLAMA_MODELS / the defaults.
         self.model_store: ModelStore | None = None
 
     # -- layout --------------------------------------------------------------------------
