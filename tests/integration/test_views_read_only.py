@@ -1,6 +1,7 @@
-"""Views only read (issue 28, point 5): the fleet, and the TUI's screens, leave a killed
-bench's models as they are and show the repair that is pending; the repair is started by
-the user (`P` in the TUI, any local command, `sparkctl lanes --restore`) or by a bench
+"""Views only read (issue 28, point 5): the fleet, `sparkctl status` and the TUI's screens
+leave a killed bench's models as they are and show the repair that is pending; the repair
+is started by the user (`P` in the TUI, any local command that may act, `sparkctl lanes
+--restore`) or by a bench, sweep, eval, promotion, rollback or a Models screen load/unload
 before it looks at what is resident.
 
 The bench is a REAL `sparkctl bench --solo` killed with SIGKILL mid-stream (its residency
@@ -24,7 +25,7 @@ from tests.integration.lanes_fixtures import (  # noqa: F401
 )
 from tests.integration.sshd import SshLab, lab  # noqa: F401
 from tests.integration.test_bench_lanes import bench, settings
-from tests.integration.test_bench_recovery import kill_mid_solo_bench
+from tests.integration.test_bench_recovery import kill_mid_solo_bench, sparkctl
 from tests.integration.test_fleet import fleet_config, install, run_fleet
 
 LANES = {"production": "qwen3:8b", "fast": "qwen3:4b"}
@@ -56,10 +57,36 @@ def test_a_fleet_view_of_a_host_with_a_killed_bench_leaves_its_models_and_shows_
     # looked at twice: nothing was loaded, unloaded or put back there
     assert set(ps(lanes_fake)) == LEFT_BY_THE_DEAD_BENCH and journals(host_dir / "data")
 
-    # a local command on that host repairs, as before
+    # `status` on that host only reads too, the flag or not (views only read)
     local = subprocess.run([str(script), "status", "--json"], capture_output=True, text=True, timeout=120)
+    assert local.returncode == 0 and "put back" not in local.stderr, local.stderr
+    assert set(ps(lanes_fake)) == LEFT_BY_THE_DEAD_BENCH and journals(host_dir / "data")
+    # a local command that may act repairs, as before
+    local = subprocess.run([str(script), "lanes"], capture_output=True, text=True, timeout=120)
     assert local.returncode == 0 and "put back what a bench of llama3.2:3b" in local.stderr, local.stderr
     assert set(ps(lanes_fake)) == {"qwen3:8b", "qwen3:4b"} and not journals(host_dir / "data")
+
+
+def test_status_only_reads_and_names_the_repair(lanes_fake, tmp_path):
+    """Review of issue 28: DESIGN's "views only read" names `status`, which still repaired unless
+    given --no-repair. It now never does: the pending repair is a warning naming the command
+    that does it; --no-repair is still accepted (fleets of mixed versions send it)."""
+    cfg = write_config(tmp_path, lanes_fake)
+    kill_mid_solo_bench(lanes_fake, cfg, tmp_path)
+    text = sparkctl(cfg, tmp_path, "status")
+    assert text.returncode == 0, text.stderr
+    assert "put back" not in text.stderr
+    warning = next(line for line in text.stdout.splitlines() if "a bench of llama3.2:3b" in line)
+    assert warning.strip().startswith("WARNING: ") and warning.endswith("not put back yet (`sparkctl lanes --restore`)")
+    as_json = sparkctl(cfg, tmp_path, "status", "--json")
+    assert as_json.returncode == 0 and "put back" not in as_json.stderr
+    assert any("not put back yet (`sparkctl lanes --restore`)" in w for w in json.loads(as_json.stdout)["warnings"])
+    assert sparkctl(cfg, tmp_path, "status", "--json", "--no-repair").returncode == 0
+    assert set(ps(lanes_fake)) == LEFT_BY_THE_DEAD_BENCH and journals(tmp_path / "data")  # only shown, three times
+
+    restore = sparkctl(cfg, tmp_path, "lanes", "--restore")
+    assert restore.returncode == 0 and "put back what a bench of llama3.2:3b" in restore.stdout
+    assert set(ps(lanes_fake)) == {"qwen3:8b", "qwen3:4b"} and not journals(tmp_path / "data")
 
 
 async def test_the_dashboard_shows_a_killed_benchs_models_and_puts_them_back_only_when_asked(

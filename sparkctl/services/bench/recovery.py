@@ -2,11 +2,12 @@
 
 A bench killed without its wrap-up (kill -9, an OOM kill, a Spark power-cycled after a
 memory freeze) leaves its residency journal behind (tracking/residency.py). Every CLI
-command that may act (not `status --no-repair`, which the fleet runs: views only read) calls
+command that may act (not `status`, which the fleet runs: views only read) calls
 ``recover_residency`` at its start, the TUI when asked (P on the dashboard), and a bench,
-sweep, eval or promotion calls ``repair_before`` on its own engine before it looks at what
-is resident (so a TUI that only showed the warning never benches beside a dead bench's
-leftovers). For each journal whose
+sweep, eval, promotion or rollback, and the Models screen's load and unload, call
+``repair_before`` on their own engine before they look at what is resident (so a TUI that
+only showed the warning never acts beside a dead bench's leftovers, nor has its change
+undone by the next command's repair). For each journal whose
 owner process is dead, it takes the engine's bench lock (so no live bench is disturbed),
 puts back what the journal says was resident, unloads what the bench loaded, verifies from
 /api/ps, and says what it did. A restore that fails keeps the journal, marked failed: the
