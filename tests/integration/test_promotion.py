@@ -193,7 +193,7 @@ def test_a_small_drop_on_100_items_is_refused_with_the_items_that_would_resolve_
     # independent samples (the seeded runs have no items to pair): about -3 - 9 = -12 pp to
     # +6 pp, on both sides of -2 pp: not resolved, and no claim about what more items show
     assert "-3.0 pp [-12.2, +6.1] on 100 items (independent samples): not resolved at the 2 pp margin" in line
-    assert "items per model would resolve it at the observed spread" in line
+    assert "more items per model than the suite's 1,319 would be needed to resolve it at the observed spread" in line
     assert "worse by more" not in line and "would not show" not in line
 
     # a margin the sample can show, from the user's config: met, and what it rests on is said

@@ -89,7 +89,7 @@ async def recover_residency(cfg, *, directory: Path | None = None, retry_failed:
                                        f"({holder.describe()}), so they are put back later (`sparkctl lanes --restore`)")
                 continue
             try:
-                await _recover_one(engine, j, report, say)
+                await _recover_one(cfg, engine, j, report, say)
             finally:
                 lock.release()
     finally:
@@ -151,7 +151,7 @@ async def repair_before(cfg, engine, say: Callable[[str], None], *, lock_held: b
     try:
         if lock_held or lock is not None:
             for j in todo:
-                await _recover_one(engine, j, report, say)
+                await _recover_one(cfg, engine, j, report, say)
     finally:
         if lock is not None:
             lock.release()
@@ -160,10 +160,14 @@ async def repair_before(cfg, engine, say: Callable[[str], None], *, lock_held: b
     return report
 
 
-async def _recover_one(engine, j: ResidencyJournal, report: RecoveryReport, say) -> None:
+async def _recover_one(cfg, engine, j: ResidencyJournal, report: RecoveryReport, say) -> None:
+    from sparkctl.core.residency import lanes_changed_since
     from sparkctl.services.bench.residency import put_back
 
-    out = await put_back(engine, j, say)
+    # the lanes as this command reads them (sparkctl's own state file over the config) win
+    # over the lanes the bench began with: a promotion or an edit since then is not undone
+    lane_now = lanes_changed_since(j.lanes, j.before, dict(getattr(cfg, "lanes", {}) or {}))
+    out = await put_back(engine, j, say, lane_now)
     changes = out.residency_tag()
     if out.ok and not out.leftover:
         report.done.append(f"put back what {j.describe()} changed when it died: {changes}")
