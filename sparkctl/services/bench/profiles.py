@@ -52,6 +52,12 @@ class Profile:
     prompt: str
     num_predict: int
     format: str | dict | None = None  # sent to the engine as structured output
+    # llama-benchy's pp: each measured request adds this many tokens of fresh text after the
+    # (cached) context, sized per model from the depth calibration; 0: the prompt alone
+    pp_tokens: int = 0
+    # llama-benchy's prefix caching: before a cell's rounds, one request per concurrent slot
+    # loads its context into the cache (not measured), so measured requests prefill only pp
+    context_load: bool = False
 
     @property
     def format_text(self) -> str:
@@ -102,3 +108,15 @@ def resolve(names: str, b: BenchConfig, num_predict: int | None = None, prompt: 
             p = Profile(p.name, prompt, p.num_predict, p.format)
         out.append(p)
     return out
+
+
+# The instruction after an Arena cell's context and pp text (llama-benchy's prompts are text
+# to process, not questions: any fixed instruction keeps the answer running to tg tokens).
+ARENA_INSTRUCTION = "Continue the record above in the same style, one entry after another."
+
+
+def arena(profile) -> Profile:
+    """The prompt profile of a Spark Arena grid (core.arena.ArenaProfile): pp tokens of fresh
+    text per request, tg tokens out, context loaded first when the profile caches prefixes."""
+    return Profile(profile.name, ARENA_INSTRUCTION, profile.tg, None, pp_tokens=profile.pp,
+                   context_load=profile.prefix_caching)

@@ -47,6 +47,7 @@ from sparkctl.services.bench.runner import (
     BenchRefused, BenchRunner, BenchSettings, ModelRun, Notice, Phase, RepResult, end_residency,
 )
 from sparkctl.services.bench.sampler import GpuSampler
+from sparkctl.tracking.record import RunRecord, new_record_id
 
 _CHUNKS: contextvars.ContextVar[list[float] | None] = contextvars.ContextVar("sweep_chunks", default=None)
 _FORMAT: contextvars.ContextVar[Any] = contextvars.ContextVar("sweep_format", default=None)
@@ -107,6 +108,7 @@ class SweepResult:
     lane_restore: LaneRestore | None = None
     identity: dict[str, dict[str, str]] = field(default_factory=dict)  # per model: engine.* tags (runner, build, flash attention)
     gpu: str = ""  # the GPU's name, as the host probe read it
+    parent_run_id: str | None = None  # the sweep's own MLflow run (its cells are its children)
 
     @property
     def results(self) -> list[CellResult]:
@@ -122,7 +124,8 @@ class CellRunner(BenchRunner):
     num_predict, format and concurrency."""
 
     def __init__(self, parent: BenchRunner, settings: BenchSettings, cell: Cell, profile: Profile,
-                 sweep_id: str, slo: Slo | None, depth_target: int, baseline_prompt_tokens: int | None) -> None:
+                 sweep_id: str, slo: Slo | None, depth_target: int, baseline_prompt_tokens: int | None,
+                 parent_record_id: str = "", order: int | None = None) -> None:
         super().__init__(parent.cfg, parent.engine, parent.probes, settings, sink=parent._sink,
                          recorder=None, journal=parent.journal)
         for name in ("engine_version", "_shows", "_digests", "_sizes", "_ctx", "_ctx_note",
@@ -132,6 +135,8 @@ class CellRunner(BenchRunner):
         self.cell = cell
         self.profile = profile
         self.sweep_id = sweep_id
+        self.parent_record_id = parent_record_id  # the sweep's own run: this cell's MLflow parent
+        self.order = order  # the cell's place in the sweep's run order (0 first)
         self.slo = slo
         self.depth_target = depth_target
         self.baseline_prompt_tokens = baseline_prompt_tokens
@@ -231,9 +236,17 @@ class CellRunner(BenchRunner):
             "profile": c.profile, "depth_tokens": c.depth, "concurrency": c.concurrency,
             "requests_per_round": c.concurrency, "rounds": self.s.reps, "format": self.profile.format_text,
             "slo": self.slo.text() if self.slo else "none",
-            "profile_prompt_tokens": self.baseline_prompt_tokens if not c.depth else "",
+            "profile_prompt_tokens": (self.profile.pp_tokens or "") if self.profile.pp_tokens
+            else self.baseline_prompt_tokens if not c.depth else "",
         }.items()})
+        if self.profile.pp_tokens:
+            record.params["pp_tokens"] = str(self.profile.pp_tokens)  # llama-benchy's pp, fresh per request
+            record.params["context_load"] = str(self.profile.context_load).lower()
+        # a child of the sweep's own run; only that run goes under --mlflow-parent-run-id
+        record.tags.pop("sparkctl.parent_run_id", None)
         record.tags.update({
+            "sparkctl.parent_record_id": self.parent_record_id,
+            "sweep.order": "" if self.order is None else str(self.order),
             "sweep.id": self.sweep_id, "sweep.cell": c.key, "sweep.profile": c.profile,
             "sweep.depth": str(c.depth), "sweep.concurrency": str(c.concurrency),
             "engine.num_parallel": self.num_parallel or "n/a",
@@ -258,8 +271,14 @@ class CellRunner(BenchRunner):
 class SweepRunner:
     def __init__(self, cfg, engine, probes, settings: BenchSettings, profiles: list[Profile], depths: list[int],
                  concurrencies: list[int], slo: Slo | None = None, sink=None, recorder=None, journal=None,
-                 ctx_explicit: bool = False) -> None:
+                 ctx_explicit: bool = False, schedule: list[tuple[int, int]] | None = None,
+                 grid: str = "") -> None:
         self.cfg = cfg
+        # a published order of (depth, concurrency) cells, kept exactly (Spark Arena's), and
+        # the name of the published grid it comes from ("arena-v2"); None/"": the own order
+        self.schedule = schedule
+        self.grid = grid
+        self.parent_record_id = new_record_id()
         self.engine = _TimedEngine(engine)
         self.probes = probes
         self.s = settings
@@ -281,10 +300,16 @@ class SweepRunner:
         except Exception:
             self._sink = lambda ev: None
 
+    def parent_record(self, base: BenchRunner, models: list[str], outcome: str, end_ms: int) -> RunRecord:
+        """The sweep's own MLflow run: what it asked, the cells in the order they ran (or were
+        to run), how many finished; its cells are written as its children."""
+        return _sweep_parent(self, base, models, outcome, end_ms)
+
     def context_needed(self) -> int:
         """The context the deepest cell needs, with prompts counted at 3 characters a token
         (an overestimate for English; the engine's count is checked after)."""
-        return max(context_needed(max(self.depths), len(p.prompt) // 3 + 1, p.num_predict)
+        # a pp profile's fresh text is sized from the calibration: 10% for its error
+        return max(context_needed(max(self.depths), len(p.prompt) // 3 + 1 + int(p.pp_tokens * 1.1), p.num_predict)
                    for p in self.profiles.values())
 
     async def run(self, models: list[str]) -> SweepResult:
@@ -371,9 +396,10 @@ class SweepRunner:
         return cpt, counts
 
     async def _cells(self, base: BenchRunner, models: list[str]) -> None:
-        cells = plan(models, list(self.profiles), self.depths, self.concurrencies)
+        cells = plan(models, list(self.profiles), self.depths, self.concurrencies, self.schedule)
         if self.s.mode == "solo":  # each model alone: all its cells, then the next model's
             cells.sort(key=lambda c: models.index(c.model))
+        self.order = cells
         calib: dict[str, tuple[float, dict[str, int | None]]] = {}
         warmed: set[str] = set()
         for cell in cells:
@@ -391,7 +417,7 @@ class SweepRunner:
                 await base.read_identity(m)
                 if base.s.warmup:
                     wr = CellRunner(base, replace(base.s, prompt=prof.prompt, num_predict=prof.num_predict),
-                                    cell, prof, self.sweep_id, None, 0, None)
+                                    cell, prof, self.sweep_id, None, 0, None, self.parent_record_id)
                     for w in range(base.s.warmup):
                         self.sink(Phase(f"{m}: warm-up {w + 1}/{base.s.warmup}"))
                         await wr.run_rep(m, -1 - w, True)
@@ -401,10 +427,12 @@ class SweepRunner:
             cpt, counts = calib[m]
             depth_text = depthtext.text_for_tokens(cell.depth, cpt)
             prompt = depthtext.assemble(depth_text, prof.prompt)
-            cs = replace(base.s, prompt=prompt, num_predict=prof.num_predict, warmup=0)
+            cs = replace(base.s, prompt=prompt, num_predict=prof.num_predict, warmup=0,
+                         follow_up_chars=int(prof.pp_tokens * cpt) if prof.pp_tokens else 0)
             baseline = counts.get(cell.profile)
             cr = CellRunner(base, cs, cell, prof, self.sweep_id, self.slo, cell.depth,
-                            baseline + _assembly_overhead(cpt) if (baseline and cell.depth) else baseline)
+                            baseline + _assembly_overhead(cpt) if (baseline and cell.depth) else baseline,
+                            self.parent_record_id, order=len(self.result.cells))
             cr.num_parallel = self.result.num_parallel
             run = ModelRun(m, show=base._shows[m], num_ctx=base.num_ctx(m), ctx_note=base._ctx_note.get(m, ""))
             run.flags.extend(f for f in setup.flags if f.startswith("foreign load"))  # the idle check
@@ -413,8 +441,12 @@ class SweepRunner:
             self.result.cells.append(CellRun(cell, prof, cr, run, cell.depth))
             self.sink(Phase(f"{m} {cell.key}: loading/checking placement"))
             await cr.check_placement(run, m, before=True)
-            spec_start = await cr._spec.read(m)
             k = cell.concurrency
+            if prof.context_load and cs.cache == prefill.WARM:
+                # llama-benchy's prefix caching: each slot's context loaded first, not measured
+                self.sink(Phase(f"{m} {cell.key}: loading the context ({k} request(s), not measured)"))
+                await asyncio.gather(*(cr.run_rep(m, -1000 - j, True) for j in range(k)))
+            spec_start = await cr._spec.read(m)
             for rnd in range(cs.reps):
                 self.sink(Phase(f"{m} {cell.key}: round {rnd + 1}/{cs.reps}, {k} request(s) at once"))
                 tasks = [asyncio.ensure_future(cr.run_rep(m, rnd * k + j, False, rnd)) for j in range(k)]
@@ -446,6 +478,7 @@ class SweepRunner:
         self.result.lane_restore = lane_restore
         self.result.identity = dict(base._identity)
         self.result.gpu = base.host_facts.get("gpu.name", "")
+        finished = []
         for c in self.result.cells:
             cr, run = c.runner, c.run
             cr.lane_restore = lane_restore
@@ -456,6 +489,14 @@ class SweepRunner:
             run.flags.extend(cr.cell_flags(run, samples))
             st = cell_stats(samples, self.slo)
             st.extra.update({k: v for k, v in run.summary.items() if k in SPEC_CELL_KEYS})
+            finished.append((c, st))
+        if self.recorder is not None and self.result.cells:
+            # the sweep's own run first (the statuses are final now): its cells are its children
+            res = await asyncio.to_thread(self.recorder, self.parent_record(base, models, outcome, end_ms))
+            if res is not None:
+                self.result.parent_run_id = res.run_id
+        for c, st in finished:
+            cr, run = c.runner, c.run
             run_id = None
             if self.recorder is not None and (run.reps or run.status != "FINISHED"):
                 record = cr.to_record(run, cr._start_ms, c.end_ms or end_ms, sampler)
@@ -465,7 +506,8 @@ class SweepRunner:
                     run_id = res.run_id
             c.result = CellResult(c.cell, st, run_id=run_id, depth_tokens=cr.measured_depth(run),
                                   roofline_pct=run.summary.get("roofline_pct"), flags=tuple(run.invalid + run.flags),
-                                  prompt_tokens=cr.baseline_prompt_tokens if not c.cell.depth else None,
+                                  prompt_tokens=c.profile.pp_tokens or (cr.baseline_prompt_tokens
+                                                                        if not c.cell.depth else None),
                                   num_predict=c.profile.num_predict)
         # the Markdown's pp<N> names the profile prompt's tokens: give every depth of a row the same N
         prompt_tokens = {(r.cell.model, r.cell.profile): r.prompt_tokens for r in self.result.results if r.prompt_tokens}
@@ -473,6 +515,50 @@ class SweepRunner:
             if c.result is not None and c.result.prompt_tokens is None:
                 c.result = replace(c.result, prompt_tokens=prompt_tokens.get((c.cell.model, c.cell.profile))
                                    or c.runner.baseline_prompt_tokens)
+
+
+def _sweep_parent(runner: "SweepRunner", base: BenchRunner, models: list[str], outcome: str,
+                  end_ms: int) -> RunRecord:
+    from sparkctl import __version__
+    from sparkctl.core.workload import SWEEP
+
+    s = runner.s
+    cells = runner.result.cells
+    planned = getattr(runner, "order", None) or [c.cell for c in cells]
+    ran = {(c.cell.model, c.cell.key): c for c in cells}
+    order = []
+    for i, cell in enumerate(planned):
+        c = ran.get((cell.model, cell.key))
+        order.append({"order": i, "model": cell.model, "cell": cell.key, "profile": cell.profile, "depth": cell.depth,
+                      "concurrency": cell.concurrency, "status": c.run.status if c is not None else "not run"})
+    params = {
+        "models": ",".join(models), "profiles": ",".join(runner.profiles), "depths": ",".join(map(str, runner.depths)),
+        "concurrency": ",".join(map(str, runner.concurrencies)), "reps": s.reps, "cache_policy": s.cache,
+        "num_predict": ",".join(str(p.num_predict) for p in runner.profiles.values()),
+        "grid": runner.grid or "own", "cells_planned": len(planned),
+        "schedule": ";".join(f"{d}/{k}" for d, k in runner.schedule) if runner.schedule else "grid order",
+    }
+    pp = {p.pp_tokens for p in runner.profiles.values() if p.pp_tokens}
+    if pp:
+        params["pp_tokens"] = ",".join(map(str, sorted(pp)))
+    tags = {
+        "sparkctl.version": __version__, "sparkctl.kind": SWEEP, "sweep.id": runner.sweep_id,
+        "sweep.grid": runner.grid, "engine.kind": base.engine.kind, "engine.version": base.engine_version,
+        "model.name": models[0] if len(models) == 1 else ", ".join(models), **base.host_facts,
+        **WorkloadIdentity(SWEEP).to_tags(),
+    }
+    if s.parent_run_id:
+        tags["sparkctl.parent_run_id"] = s.parent_run_id
+    statuses = [c.run.status for c in cells]
+    summary = {"cells_planned": float(len(planned)), "cells_run": float(len(cells)),
+               "cells_finished": float(statuses.count("FINISHED")),
+               "cells_failed": float(statuses.count("FAILED")), "cells_killed": float(statuses.count("KILLED"))}
+    return RunRecord(experiment=runner.cfg.tracking.experiment,
+                     run_name=f"sweep {runner.sweep_id}" + (f" ({runner.grid})" if runner.grid else ""),
+                     status=outcome if outcome in ("FINISHED", "FAILED", "KILLED") else "FAILED",
+                     start_ms=base._start_ms or end_ms, end_ms=end_ms, params=params, tags=tags,
+                     summary_metrics=summary, artifacts={"sweep_order.json": order},
+                     record_id=runner.parent_record_id)
 
 
 def _assembly_overhead(cpt: float) -> int:
