@@ -20,10 +20,12 @@ def register(sub) -> None:
     i.add_argument("--json", action="store_true", help="the recorded runs as JSON")
     i.set_defaults(handler=cmd_import)
 
-    e = sub.add_parser("export", help="write a Spark Arena submission bundle (benchmark.csv + metadata.json) "
-                                      "from bench runs")
+    e = sub.add_parser("export", help="write a Spark Arena submission bundle (recipe.yaml, benchmark.csv, "
+                                      "metadata.json; credentials stripped) from bench runs or a sweep")
     e.add_argument("target", choices=("arena",), help="the format")
-    e.add_argument("runs", nargs="+", metavar="RUN", help="run ids (or the 8-character prefixes `sparkctl runs` shows)")
+    e.add_argument("runs", nargs="+", metavar="RUN",
+                   help="run ids (or the 8-character prefixes `sparkctl runs` shows); a sweep's own run stands for "
+                        "its cells, in the order they ran")
     e.add_argument("--out", metavar="DIR", default="arena-submission", help="folder for the bundle (default: %(default)s)")
     e.set_defaults(handler=cmd_export)
 
