@@ -15,8 +15,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from sparkctl.core import genai, workload
+from sparkctl.core.names import model_key
 from sparkctl.services.runs.query import list_runs, quote
-from sparkctl.services.runs.rows import KIND_BENCH, KIND_IMPORT, RunRow
+from sparkctl.services.runs.rows import KIND_BENCH, RunRow, row_from_run
 
 HISTORY = 200  # runs of a model looked through for AIPerf's
 
@@ -76,9 +77,20 @@ def figures_of(store: Any, row: RunRow) -> GenAIRow:
 
 
 def aiperf_runs(store: Any, model: str, experiment: str | None = None, limit: int = 10) -> list[RunRow]:
-    """The newest AIPerf runs of `model` in the experiment (newest first)."""
-    rows = list_runs(store, model=model, kind=KIND_IMPORT, limit=HISTORY, experiment=experiment)
-    return [r for r in rows if is_aiperf(r)][:limit]
+    """The newest AIPerf runs of `model` in the experiment (newest first). AIPerf names the
+    model in its `endpoint.models` param, not in sparkctl's model tag: its runs are found by
+    its version tag and matched here by sparkctl's model key."""
+    want = model_key(model)
+    page, _token = store.search_runs_page("tags.`aiperf.version` LIKE '%'", order_by=["start_time DESC"],
+                                          max_results=HISTORY, experiment=experiment)
+    out = []
+    for run in page:
+        names = ((run.get("params") or {}).get("endpoint.models") or "").split(",")
+        if any(n.strip() and model_key(n.strip()) == want for n in names):
+            row = row_from_run(run)
+            if is_aiperf(row):
+                out.append(row)
+    return out[:limit]
 
 
 def side_by_side(store: Any, rows: list[RunRow], experiment: str | None = None) -> list[GenAIRow]:
@@ -98,7 +110,9 @@ def side_by_side(store: Any, rows: list[RunRow], experiment: str | None = None) 
 def model_history(store: Any, model: str, limit: int = 30) -> list[GenAIRow]:
     """A model's runs by the GenAI names, oldest first: its plain benches and its AIPerf runs
     (the chart of time to first chunk across tools)."""
-    rows = [r for r in list_runs(store, model=model, limit=HISTORY) if r.kind == KIND_BENCH or is_aiperf(r)]
+    rows = [r for r in list_runs(store, model=model, kind=KIND_BENCH, limit=limit)] + aiperf_runs(store, model,
+                                                                                                limit=limit)
+    rows.sort(key=lambda r: r.start_ms or 0, reverse=True)
     out = [figures_of(store, r) for r in rows[:limit]]
     return list(reversed([g for g in out if not g.figures.empty]))
 
