@@ -106,7 +106,7 @@ class _Progress(ProgressLine):
         if isinstance(ev, Phase):
             self.line(ev.text)
         elif isinstance(ev, RepStarted):
-            what = f"warm-up {-ev.index}/{ev.total}" if ev.warmup else f"rep {ev.index + 1}/{ev.total}"
+            what = ev.label or (f"warm-up {-ev.index}/{ev.total}" if ev.warmup else f"rep {ev.index + 1}/{ev.total}")
             self.line(f"{ev.model}: {what}")
             self.current = f"{ev.model} {what}"
         elif isinstance(ev, Live):

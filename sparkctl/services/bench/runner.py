@@ -132,6 +132,7 @@ class RepStarted:
     index: int  # 0-based among measured reps; -1.. for warm-ups
     warmup: bool
     total: int
+    label: str = ""  # said instead of "index/total" (a followed llama-benchy request: its cell and run)
 
 
 @dataclass(frozen=True)
