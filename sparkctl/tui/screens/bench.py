@@ -121,7 +121,7 @@ class BenchScreen(Screen):
         Binding("ctrl+s", "toggle_settings", "Settings"),
         Binding("w", "toggle_sweep", "Sweep"),
         Binding("n", "notes", "Notes"),
-        Binding("f", "follow", "Follow llama-benchy"),
+        Binding("f", "follow", "Follow"),  # a llama-benchy run, live (its --emit-progress file)
     ]
     # nothing typed into by accident: the form is reached with tab or a click
     AUTO_FOCUS = ""
