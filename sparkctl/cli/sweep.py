@@ -188,6 +188,8 @@ def render_sweep(result) -> str:
                          f"(>= {result.slo.share_pct:g}% of requests within every target)")
     if result.num_parallel:
         lines.append(f"  engine parallelism: {result.num_parallel}")
+    if result.parent_run_id:
+        lines.append(f"  sweep run {result.parent_run_id} in MLflow: its cells are its child runs")
     for c in result.cells:
         for msg in c.run.invalid + c.run.flags:
             lines.append(f"  ! {c.cell.model} {c.cell.key}: {msg}")

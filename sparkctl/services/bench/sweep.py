@@ -16,12 +16,15 @@ and its record. What a sweep adds:
   a round whose decode windows never overlap on the client's clock ran one at a time; both
   are recorded, not flagged as foreign load (the waits are the sweep's own requests).
 
-MLflow grouping: one run per cell, grouped by tags (`sweep.id`, `sweep.cell`,
-`sweep.profile`, `sweep.depth`, `sweep.concurrency`) rather than parent/child runs. A cell
-run is a complete bench run that compares like with like on its own (Runs screen, compare,
-regressions need no parent), the spool replays each record independently (a parent's run
-id would not exist yet when a child is spooled offline), and `tags.sweep.id = '...'` in
-MLflow's search or UI gives the whole sweep.
+MLflow grouping: one run per cell, each a child of the sweep's own run (kind `sweep`: what it
+asked, the cells in their run order, how many finished), as AIPerf groups a sweep; the cells
+also keep their tags (`sweep.id`, `sweep.cell`, `sweep.profile`, `sweep.depth`,
+`sweep.concurrency`, `sweep.order`). A cell run is a complete bench run that compares like with
+like on its own (Runs screen, compare, regressions need no parent). The sweep's run is written
+first, once every cell's status is final; the spool replays each record alone, so a cell
+written before its sweep's run names that run by record id (`sparkctl.parent_record_id`) and
+the store resolves it, making a placeholder the sweep's record fills (tracking/store.py).
+A published grid (`--profile arena-v2`) brings its own cell order (`schedule`), kept exactly.
 """
 
 from __future__ import annotations
