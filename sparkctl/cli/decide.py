@@ -57,7 +57,8 @@ def cmd_compare(args, cfg) -> int:
         raise CliError("compare needs at least two different models", EXIT_BAD_INPUT)
     try:
         cmp = compare_models(_store(cfg), models, any_engine=args.any_engine, lanes=cfg.lanes,
-                             margins=cfg.promote.quality_margin_pp, any_hardware=args.any_hardware)
+                             margins=cfg.promote.quality_margin_pp, any_hardware=args.any_hardware,
+                             limits=cfg.promote.limits())
     except NothingToCompare as exc:
         raise CliError(str(exc), EXIT_REFUSED) from None
     except TrackingError as exc:

@@ -256,11 +256,11 @@ async def plan_promotion(cfg: Config, engine, probes, store, lane: str, model: s
     settings = lane_settings(cfg, _find(resident, incumbent), now, num_ctx=num_ctx, keep_alive=keep_alive)
     kind = getattr(engine, "kind", "ollama")
     evidence = asyncio.to_thread(evidence_checks, store, model, incumbent, kind, version,
-                                 cfg.promote.quality_margin_pp, quality_from_version)
-    (fit, fit_check_, swap_first, settings), (bench, quality) = await asyncio.gather(
+                                 cfg.promote.quality_margin_pp, quality_from_version, cfg.promote.limits())
+    (fit, fit_check_, swap_first, settings), (bench, quality, *limits) = await asyncio.gather(
         _fit_check(cfg, engine, probes, model, incumbent, settings, swap), evidence)
     return PromotionPlan("promote", lane, model, incumbent, kind, version, engine.host,
-                         (bench, quality, fit_check_), fit, swap, swap_first, settings, resident,
+                         (bench, quality, fit_check_, *limits), fit, swap, swap_first, settings, resident,
                          {model: _digest(digests, model), incumbent: _digest(digests, incumbent)},
                          quality_from_version=quality_from_version)
 

@@ -19,7 +19,7 @@ from sparkctl.core import compare
 from sparkctl.core.names import model_key
 from sparkctl.core.workload import BENCH
 from sparkctl.services.runs import engine_changes
-from sparkctl.services.runs.pairing import Mismatch, match, matching_command
+from sparkctl.services.runs.pairing import Mismatch, left_out, match, matching_command, why_not_compared
 from sparkctl.services.runs.quality import (
     SUITES,
     QualityDiff,
@@ -114,6 +114,7 @@ class Comparison:
     quality: list[QualityDiff] = field(default_factory=list)  # accuracies, in percentage points
     evidence: list[SuiteEvidence] = field(default_factory=list)  # per contender and suite, compared or not
     margins: dict[str, float] = field(default_factory=dict)
+    limits: dict[str, float] = field(default_factory=dict)  # [promote] limits the recommendation applies
 
     def to_dict(self) -> dict[str, Any]:
         from sparkctl.services.runs.decision import decision_table
@@ -161,19 +162,23 @@ def _values(reps: RunReps) -> dict[str, list[float]]:
 
 def compare_models(store, models: list[str], *, any_engine: bool = False, lanes: dict[str, str] | None = None,
                    experiment: str | None = None, margins: dict[str, float] | None = None,
-                   any_hardware: bool = False) -> Comparison:
+                   any_hardware: bool = False, limits: dict[str, float] | None = None) -> Comparison:
     """Each model's newest usable plain bench that shares the baseline's workload identity,
     on the engine and the hardware class (GPU, memory, driver) of the baseline's newest
     usable run (unless `any_engine`, `any_hardware`), and each later model against the
-    baseline (the incumbent lane model when one is among `models`)."""
+    baseline (the incumbent lane model when one is among `models`). `limits`: the [promote]
+    limits the recommendation turns into blockers (PromoteConfig.limits())."""
     asked = list(models)
     models, lane_of = incumbent_first(asked, lanes)
     notes: list[str] = []
     if models[0] != asked[0]:
         notes.append(f"baseline: {models[0]} (lane {lane_of[models[0]]}, the incumbent), whatever the order given")
     candidates: dict[str, list[RunRow]] = {}
+    benches: dict[str, list[RunRow]] = {}  # every plain bench, usable or not: to name the newer ones left out
     for m in models:
-        rows = [r for r in list_runs(store, model=m, limit=HISTORY, experiment=experiment) if usable(r)]
+        benches[m] = [r for r in list_runs(store, model=m, limit=HISTORY, experiment=experiment)
+                      if r.identity.kind == BENCH]
+        rows = [r for r in benches[m] if usable(r)]
         if not rows:
             raise NothingToCompare(f"no finished, valid bench run of {m} in the store (sweep cells, evals and "
                                    f"lane changes are not benches): run `sparkctl bench {m}`")
@@ -208,7 +213,13 @@ def compare_models(store, models: list[str], *, any_engine: bool = False, lanes:
         raise NothingToCompare(
             "no like-for-like benches: " + "; ".join(found.reasons())
             + f". Run `{cmd}`{prompt_note} for runs that match", command=cmd, models=models, num_ctx=ctx)
-    notes.extend(found.skipped)
+    engines = None if any_engine else [(first.engine_kind, first.engine_version)]
+    for m, pick in zip(models, found.runs):
+        note = left_out("bench", m, benches[m], pick,
+                        lambda r, pick=pick: why_not_compared(r, pick, usable=usable, engines=engines,
+                                                              same_hardware=not any_hardware))
+        if note:
+            notes.append(note)
     identity = found.identity
     if not identity.recorded:
         notes.append(f"the runs compared predate the workload identity: it is inferred from what they "
@@ -242,7 +253,7 @@ def compare_models(store, models: list[str], *, any_engine: bool = False, lanes:
     if any_engine and len({(s.run.engine_kind, s.run.engine_version) for s in sides}) > 1:
         kind = "mixed"
     return Comparison({"kind": kind, "version": first.engine_version} if any_engine else engine,
-                      sides, diffs, notes, quality, evidence, margins)
+                      sides, diffs, notes, quality, evidence, margins, dict(limits or {}))
 
 
 def _same_hardware(candidates: dict[str, list[RunRow]], models: list[str], notes: list[str]) -> None:

@@ -205,12 +205,14 @@ class HeadToHeadScreen(_ChartScreen):
     BINDINGS = [Binding("escape", "close", "Close"), Binding("b", "bench_matching", "Bench both at one context")]
 
     def __init__(self, store: Any, models: list[str], lanes: dict[str, str] | None = None,
-                 any_engine: bool = False, margins: dict[str, float] | None = None) -> None:
+                 any_engine: bool = False, margins: dict[str, float] | None = None,
+                 limits: dict[str, float] | None = None) -> None:
         super().__init__(store)
         self.models = models
         self.lanes = lanes or {}
         self.any_engine = any_engine
         self.margins = margins
+        self.limits = limits
         self.mismatch: Any = None  # the NothingToCompare that offers a matching bench
         self.TITLE_TEXT = "Head to head: " + " vs ".join(models)
 
@@ -219,7 +221,7 @@ class HeadToHeadScreen(_ChartScreen):
 
         try:
             return compare_models(self.store, self.models, any_engine=self.any_engine, lanes=self.lanes,
-                                  margins=self.margins)
+                                  margins=self.margins, limits=self.limits)
         except NothingToCompare as exc:
             self.mismatch = exc if exc.num_ctx else None
             return str(exc)
