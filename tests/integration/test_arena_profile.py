@@ -20,53 +20,10 @@ import yaml
 
 from sparkctl import cli
 from sparkctl.tracking.store import MlflowStore
+from tests.arena_profiles import PUBLISHED_V2
 from tests.fakes.ollama_server import bench_scenario
 from tests.integration.tracking_fixtures import TEST_EXPERIMENT, mlflow_store, mlflow_template_db  # noqa: F401
 
-PUBLISHED_V2 = """\
-framework: llama-benchy
-metadata:
-  description: Spark Arena Benchmark Profile v2
-args:
-  depth: [ 0, 4096, 8192, 16384, 32768, 65535, 100000 ]
-  pp: [ 2048 ]
-  tg: [ 128 ]
-  concurrency: [ 1, 2, 5, 10 ]
-  prefix_caching: true
-  runs: 3
-
-# Heat-aware schedule generated from sparkrun-internal/benchmark-heat-load.py
-# strategy: bucket_43521_seed42 (n_buckets=5, pattern=(4,3,5,2,1), seed=42)
-schedule:
-  - { depth: 8192, concurrency: 5 }
-  - { depth: 4096, concurrency: 5 }
-  - { depth: 8192, concurrency: 10 }
-  - { depth: 8192, concurrency: 2 }
-  - { depth: 4096, concurrency: 2 }
-  - { depth: 100000, concurrency: 5 }
-  - { depth: 100000, concurrency: 2 }
-  - { depth: 65535, concurrency: 10 }
-  - { depth: 65535, concurrency: 1 }
-  - { depth: 0, concurrency: 1 }
-  - { depth: 65535, concurrency: 5 }
-  - { depth: 32768, concurrency: 2 }
-  - { depth: 4096, concurrency: 10 }
-  - { depth: 16384, concurrency: 1 }
-  - { depth: 8192, concurrency: 1 }
-  - { depth: 32768, concurrency: 5 }
-  - { depth: 0, concurrency: 10 }
-  - { depth: 16384, concurrency: 10 }
-  - { depth: 32768, concurrency: 1 }
-  - { depth: 0, concurrency: 5 }
-  - { depth: 16384, concurrency: 5 }
-  - { depth: 100000, concurrency: 1 }
-  - { depth: 32768, concurrency: 10 }
-  - { depth: 16384, concurrency: 2 }
-  - { depth: 0, concurrency: 2 }
-  - { depth: 65535, concurrency: 2 }
-  - { depth: 4096, concurrency: 1 }
-  - { depth: 100000, concurrency: 10 }
-"""
 MODEL = "llama3.2:3b"  # trained for 131072 tokens in the fake: depth 100000 fits
 
 
@@ -150,3 +107,28 @@ def test_arena_v2_refuses_flags_that_would_change_its_grid(serve, mlflow_store, 
         "sparkctl: --profile arena-v2 fixes depth, concurrency, pp, tg, runs and prefix caching "
         "(@official/spark-arena-v2); drop --depth")
     assert server.state.request_log == []
+
+
+def test_the_bundle_carries_no_credential_a_run_recorded(mlflow_store, tmp_path, capsys):  # noqa: F811
+    """A run written by an older sparkctl kept its engine URL whole, password and token in it;
+    the bundle made from it must hold neither."""
+    from sparkctl.tracking.record import RunRecord
+
+    run = RunRecord(experiment=TEST_EXPERIMENT, run_name="old bench", start_ms=1_000, end_ms=5_000,
+                    params={"model": MODEL, "num_predict": "128", "num_ctx": "8192", "profile_prompt_tokens": "512",
+                            "api_key": "sk-live-123"},
+                    tags={"sparkctl.kind": "bench", "model.name": MODEL, "engine.kind": "llama.cpp",
+                          "engine.version": "b6500", "engine.host": "http://bench:hunter2@10.0.0.5:8080/?token=s3cr3t"},
+                    step_metrics={"engine_decode_tps": [50.0, 51.0], "prefill_tps": [900.0, 910.0],
+                                  "ttft_s": [0.5, 0.6], "prompt_evaluated": [512.0, 512.0]})
+    run_id = mlflow_store.write(run)
+    cfg = tmp_path / "sparkctl.toml"
+    cfg.write_text(f'[tracking]\nuri = "{mlflow_store.uri}"\nexperiment = "{TEST_EXPERIMENT}"\n')
+    out_dir = tmp_path / "bundle"
+    assert cli.main(["--config", str(cfg), "export", "arena", run_id, "--out", str(out_dir)]) == 0, \
+        capsys.readouterr().err
+    recipe = yaml.safe_load((out_dir / "recipe.yaml").read_text())
+    assert recipe["metadata"]["endpoint"].startswith("http://") and "10.0.0.5:8080" in recipe["metadata"]["endpoint"]
+    for f in out_dir.iterdir():
+        text = f.read_text()
+        assert "hunter2" not in text and "s3cr3t" not in text and "sk-live-123" not in text, f.name
