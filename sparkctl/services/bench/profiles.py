@@ -100,6 +100,11 @@ def resolve(names: str, b: BenchConfig, num_predict: int | None = None, prompt: 
     out = []
     for n in dict.fromkeys(wanted):
         if n not in known:
+            from sparkctl.core.arena import by_name
+
+            if by_name(n) is not None:  # the TUI's sweep form: a published grid runs from the CLI
+                raise ValueError(f"--profile: {n} is Spark Arena's whole grid: run it with "
+                                 f"`sparkctl sweep MODEL --profile {by_name(n).name}`")
             raise ValueError(f"--profile: unknown profile {n!r}; known: {', '.join(known)}, all")
         p = known[n]
         if num_predict is not None:
