@@ -197,3 +197,12 @@ def test_a_cell_replayed_before_its_sweep_still_ends_under_one_parent(mlflow_sto
     assert runs[sweep_run]["params"]["grid"] == "own" and runs[sweep_run]["run_name"] == "sweep S1"
     assert runs[sweep_run]["status"] == "FINISHED" and "sparkctl.stub" not in runs[sweep_run]["tags"]
     assert mlflow_store.write(sweep) == sweep_run  # replayed again: nothing new
+
+
+def test_a_parent_run_id_that_does_not_exist_writes_a_root_run_and_says_so(mlflow_store):  # noqa: F811
+    missing = "f" * 32
+    rec = RunRecord(experiment=TEST_EXPERIMENT, run_name="bench", start_ms=1_000, end_ms=2_000,
+                    tags={"sparkctl.kind": "bench", "sparkctl.parent_run_id": missing}, summary_metrics={"x": 1.0})
+    run_id = mlflow_store.write(rec)
+    tags = mlflow_store.search_runs(f"attributes.run_id = '{run_id}'")[0]["tags"]
+    assert "mlflow.parentRunId" not in tags and tags["sparkctl.parent_missing"] == missing
