@@ -63,8 +63,12 @@ class RestRunReader:
             elif os.environ.get("MLFLOW_TRACKING_SERVER_CERT_PATH"):
                 verify = os.environ["MLFLOW_TRACKING_SERVER_CERT_PATH"]
             timeout = float(os.environ.get("MLFLOW_HTTP_REQUEST_TIMEOUT") or self.timeout_s)
+            from sparkctl.core.loopback import proxies_apply
+
+            # a remote server honours http(s)_proxy/no_proxy; one on this machine is asked directly
             self._client = httpx.Client(auth=auth, verify=verify, timeout=timeout,
-                                        cert=os.environ.get("MLFLOW_TRACKING_CLIENT_CERT_PATH") or None)
+                                        cert=os.environ.get("MLFLOW_TRACKING_CLIENT_CERT_PATH") or None,
+                                        trust_env=proxies_apply(self.base))
         return self._client
 
     def _call(self, method: str, path: str, **kw) -> dict[str, Any]:

@@ -23,8 +23,9 @@ sampled every `[ui] refresh_s` in worker threads.
 - A yellow line under the resident models names lanes last benched on another engine
   version: `h` then `B` re-benches them with the settings of their last run.
 - Warnings under the resident models: in red, models a bench that died (or whose restore
-  failed) did not put back (`sparkctl lanes --restore`); in yellow, lanes spilled to the
-  CPU (decode bound by host memory) or not resident.
+  failed) did not put back; the dashboard only shows them (views only read), `P` puts them
+  back (as `sparkctl lanes --restore` does), and a bench started here does it first. In
+  yellow, lanes spilled to the CPU (decode bound by host memory) or not resident.
 """,
     "ModelsScreen": """\
 **Models**: the engine's local models (`/api/tags`, `/api/show`).

@@ -15,7 +15,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from sparkctl.core import compare
+from sparkctl.core import compare, workload
+from sparkctl.core import engine_identity as ei
 from sparkctl.core.names import model_key
 from sparkctl.core.workload import BENCH
 from sparkctl.services.runs import engine_changes
@@ -343,12 +344,45 @@ class RegressionRow:
 
 
 @dataclass
+class QualityChange:
+    """One model's accuracy on one suite, its newest eval against its newest on the previous
+    engine version (the same eval workload), with what changed between them besides the
+    version: the sampling that ran (core.sampling) and the engine's identity."""
+
+    model: str
+    diff: QualityDiff  # after minus before, in percentage points
+    before: RunRow
+    after: RunRow
+    sampling_changes: list[str] = field(default_factory=list)
+    identity_changes: list[str] = field(default_factory=list)
+
+    @property
+    def flagged(self) -> bool:
+        return self.diff.verdict == compare.WORSE
+
+    def to_dict(self) -> dict[str, Any]:
+        d = self.diff
+        return {"model": self.model, "metric": d.metric, "suite": d.suite, "workload": self.after.identity.describe(),
+                "before": {"engine_version": self.before.engine_version, "value": self.before.score,
+                           "run_id": self.before.run_id, "sampling": self.before.sampling or None,
+                           "sampling_source": self.before.sampling_source or None},
+                "after": {"engine_version": self.after.engine_version, "value": self.after.score,
+                          "run_id": self.after.run_id, "sampling": self.after.sampling or None,
+                          "sampling_source": self.after.sampling_source or None},
+                "change_pp": d.ci.diff_pp, "ci_low_pp": d.ci.ci_low_pp, "ci_high_pp": d.ci.ci_high_pp,
+                "method": d.ci.method, "verdict": d.verdict, "flagged": self.flagged,
+                "sampling_changes": self.sampling_changes, "engine_changes": self.identity_changes}
+
+
+@dataclass
 class RegressionReport:
     rows: list[RegressionRow]
     notes: list[str]  # runs that could have been compared but were not, and why
+    quality: list[QualityChange] = field(default_factory=list)  # evals across an engine change
 
 
-def regression_report(store, *, limit: int = 2000, experiment: str | None = None) -> RegressionReport:
+def regression_report(store, *, limit: int = 2000, experiment: str | None = None,
+                      margins: dict[str, float] | None = None) -> RegressionReport:
     """For each model and workload identity (a plain bench, or one sweep cell): its newest
     usable run against its newest usable run of the same identity on the previous engine
     version of the same kind; decode tok/s per repetition the runs used. A newer run that is
@@ -384,7 +418,52 @@ def regression_report(store, *, limit: int = 2000, experiment: str | None = None
         rows.append(engine_changes.annotate(RegressionRow(label, "decode_tps", before, after, result),
                                             a.values.get("acceptance", []), b.values.get("acceptance", [])))
     notes.extend(_workload_changed(unmatched, groups))
-    return RegressionReport(rows, notes)
+    return RegressionReport(rows, notes, _quality_changes(store, everything, notes, margins))
+
+
+def _quality_changes(store, everything: list[RunRow], notes: list[str],
+                     margins: dict[str, float] | None) -> list[QualityChange]:
+    """Per model and eval workload (suite file, template, rules, context, ceiling, thinking):
+    its newest usable eval against the newest usable one on the previous engine version,
+    judged against the suite's quality margin as the promotion gate judges (worse: the
+    interval wholly below -margin)."""
+    from sparkctl.core import sampling
+    from sparkctl.services.runs.quality import quality_diff, usable_eval
+
+    groups: dict[tuple, list[RunRow]] = {}
+    for r in everything:  # newest first
+        if r.identity.kind == workload.EVAL:
+            groups.setdefault((r.model_key, r.engine_kind, r.identity), []).append(r)
+    out = []
+    for runs in groups.values():
+        good = [r for r in runs if usable_eval(r, r.suite)]
+        if not good:
+            continue
+        after = good[0]
+        before = next((r for r in good[1:] if r.engine_version != after.engine_version), None)
+        if before is None:
+            continue
+        try:
+            diff = quality_diff(store, before, after, margin_for(after.suite, margins))
+        except ValueError as exc:  # a run without item counts
+            notes.append(f"{after.model} {after.suite}: not compared across {before.engine_version} -> "
+                         f"{after.engine_version}: {exc}")
+            continue
+        changed = sampling.changes(sampling.parse(before.sampling), sampling.parse(after.sampling))
+        if changed:
+            how = sorted({_source_word(r.sampling_source) for r in (before, after)})
+            changed = [f"{c} ({' / '.join(how)})" for c in changed]
+        out.append(QualityChange(after.model, diff, before, after, changed,
+                                 ei.changes(engine_changes.identity_of(before), engine_changes.identity_of(after))))
+    return out
+
+
+def _source_word(source: str) -> str:
+    if source.startswith("Ollama's llama-server runner"):
+        return "runner /slots"
+    if source.startswith("inferred"):
+        return "inferred from Ollama's defaults"
+    return source or "sent"
 
 
 def _workload_changed(unmatched: list[RunRow], groups: dict[tuple, list[RunRow]]) -> list[str]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from rich.cells import cell_len
 from rich.text import Text
 from textual.app import ComposeResult
+from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
 from textual.widgets import DataTable, Header, Label, Static
@@ -22,6 +23,7 @@ from sparkctl.tui.widgets.history import HistorySparkline
 
 SPARK_EVERY = 3  # redraw the history sparklines every this many samples
 RESIDENT_COLUMNS = ("Model", "Lane", "Size", "Processor", "Context", "Until", "Quant")
+RUNNER_COLUMN = "Runner"  # wide terminals, once a runner is known: ctx per slot x slots, KV, FA, build
 WIDE = 100  # terminal columns from which the resident table shows Quant (below: in Models)
 
 
@@ -65,7 +67,8 @@ def _shape(text: Text | str) -> tuple[int, ...]:
 
 
 class DashboardScreen(Screen):
-    BINDINGS = [("r", "app.refresh_now", "Refresh now"), ("l", "lanes", "Lanes")]
+    BINDINGS = [("r", "app.refresh_now", "Refresh now"), ("l", "lanes", "Lanes"),
+                Binding("P", "app.put_back", "Put back", show=False)]
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
@@ -107,7 +110,19 @@ class DashboardScreen(Screen):
         self.app.push_screen(LanesScreen())
 
     def _resident_columns(self) -> tuple[str, ...]:
-        return RESIDENT_COLUMNS if self.app.size.width >= WIDE else RESIDENT_COLUMNS[:-1]
+        if self.app.size.width < WIDE:
+            return RESIDENT_COLUMNS[:-1]
+        return RESIDENT_COLUMNS + ((RUNNER_COLUMN,) if self._runners() else ())
+
+    def _runners(self) -> dict:
+        """This machine's runners (the fleet's view of another host has none)."""
+        return getattr(self.app, "runners", None) or {}
+
+    def _show_runners(self, _runners: dict) -> None:
+        self.on_resize()  # a Runner column comes or goes
+        if self.app.report is not None:
+            self._rows_key = None
+            self._show_report(self.app.report)
 
     def on_resize(self) -> None:
         if getattr(self, "_columns", None) not in (None, self._resident_columns()):
@@ -137,6 +152,7 @@ class DashboardScreen(Screen):
         another host feeds the same widgets from that host's status instead)."""
         self.watch(self.app, "report", self._show_report, init=True)
         self.watch(self.app, "stale_lanes", self._show_drift, init=True)
+        self.watch(self.app, "runners", self._show_runners, init=False)
         if self.app.config.engines:
             self.query_one("#engines", Panel).border_title = "Bench engines"
             self.watch(self.app, "engines_status", self._show_engines, init=True)
@@ -172,6 +188,9 @@ class DashboardScreen(Screen):
             text = Text()
             for line in loud:
                 text.append(f"⚠ {line}\n", style="bold red" if line in r.residency_warnings else "bold yellow")
+            if r.residency_warnings:
+                # a view only shows it; the repair is the user's to start
+                text.append("  P puts them back (what `sparkctl lanes --restore` does)\n", style="dim")
             for i, (lane, model) in enumerate(cold):
                 text.append(" · " if i else "", style="dim")
                 text.append(f"○ lane {lane}: {model} NOT RESIDENT", style="bold yellow")
@@ -221,6 +240,7 @@ class DashboardScreen(Screen):
 
     def _show_resident(self, r: StatusReport) -> None:
         table = self.query_one("#resident", DataTable)
+        runners = self._runners()
         rows = []
         for row in r.rows:
             m = row.model
@@ -236,8 +256,9 @@ class DashboardScreen(Screen):
                 str(m.context_length) if m.context_length else "n/a",
                 row.until,
                 m.details.quantization_level or "-",
+                runners[m.name].short() if m.name in runners else "-",
             ))
-        width = len(self._columns)  # narrow: the last (Quant) left out
+        width = len(self._columns)  # narrow: Quant left out; Runner only once one is known
         key = [tuple(str(c) for c in row[:width]) for row in rows]
         if key != getattr(self, "_rows_key", None):
             self._rows_key = key

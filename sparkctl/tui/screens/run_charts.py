@@ -289,7 +289,7 @@ class RegressionsScreen(_ChartScreen):
     def read(self) -> Any:
         from sparkctl.services.runs.decide import regression_report
 
-        report = regression_report(self.store)
+        report = regression_report(self.store, margins=self.app.config.promote.quality_margin_pp)
         report.rows.sort(key=lambda r: (not r.result.flagged, r.model))
         return report
 
@@ -308,5 +308,6 @@ class RegressionsScreen(_ChartScreen):
                 out.append(bar, style="bold red" if r.result.flagged else "green")
                 out.append(f" {value}\n")
             out.append("\n")
-        out.append(render_regressions(rows, self.data.notes if self.data is not None else ()))
+        out.append(render_regressions(rows, self.data.notes if self.data is not None else (),
+                                      self.data.quality if self.data is not None else ()))
         return out
