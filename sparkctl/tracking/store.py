@@ -451,6 +451,7 @@ class MlflowStore:
         run was created, the run is terminated as FAILED (never left RUNNING) and
         ``TrackingError`` is raised. Blocking: call from a worker thread."""
         run_id: str | None = None
+        stub: str | None = None
         try:
             client = self._get_client()
             exp_id = self._experiment_id(client, record.experiment or self.experiment, create=True)
@@ -480,6 +481,8 @@ class MlflowStore:
             if run_id is not None:
                 try:
                     client.set_terminated(run_id, status="FAILED", end_time=record.end_ms)
+                    if run_id == stub:  # still the placeholder its children point to: a replay fills it
+                        client.set_tag(run_id, STUB_TAG, "true")
                 except Exception:
                     pass  # the store is gone; nothing more we can do for this run
             if not isinstance(exc, Exception):
