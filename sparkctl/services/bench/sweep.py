@@ -172,6 +172,22 @@ class CellRunner(BenchRunner):
             self.queued_ids.add(r.index)
         return r
 
+    def _judge_prefill(self, run: ModelRun) -> None:
+        if self.profile.context_load:
+            # llama-benchy's prefix caching: the context is in the cache on purpose (loaded just
+            # before, and kept from cell to cell, never reset), and each request prefills its
+            # fresh pp text. The counts cannot say more: an engine counts the served tokens or
+            # not by version, and no cold request is left to compare times with. Said, not judged.
+            for r in run.warmups:  # the context loads: served partly by the cache the last cell left
+                r.prefill_cached = True
+                r.cache_note = "context load (prefix caching): the cache is kept from cell to cell"
+            for r in run.reps:
+                r.prefill_cached = bool(self.cell.depth)
+                r.cache_note = ("context loaded before the cell (prefix caching, llama-benchy's method)"
+                                if self.cell.depth else "depth 0: nothing to cache, the pp text is fresh")
+            return
+        super()._judge_prefill(run)
+
     # ---- what the cell measured -------------------------------------------------------------
 
     def workload(self, run: ModelRun) -> WorkloadIdentity:
@@ -202,6 +218,10 @@ class CellRunner(BenchRunner):
         return out
 
     def measured_depth(self, run: ModelRun) -> int | None:
+        if self.profile.context_load:
+            # prefix caching on purpose: an engine counts what its cache served or not, by version,
+            # so no count says the depth (the calibration sized it, as for every cell)
+            return None
         counts = [r.prompt_eval_count for r in run.reps if r.prompt_eval_count and not r.prefill_cached]
         if not counts or self.baseline_prompt_tokens is None:
             return None
@@ -437,6 +457,8 @@ class SweepRunner:
             cs = replace(base.s, prompt=prompt, num_predict=prof.num_predict, warmup=0,
                          follow_up_chars=int(prof.pp_tokens * cpt) if prof.pp_tokens else 0)
             baseline = counts.get(cell.profile)
+            if baseline and prof.pp_tokens:
+                baseline += prof.pp_tokens  # each request's fresh pp text is prompt, not depth
             cr = CellRunner(base, cs, cell, prof, self.sweep_id, self.slo, cell.depth,
                             baseline + _assembly_overhead(cpt) if (baseline and cell.depth) else baseline,
                             self.parent_record_id, order=len(self.result.cells))
@@ -449,10 +471,11 @@ class SweepRunner:
             self.sink(Phase(f"{m} {cell.key}: loading/checking placement"))
             await cr.check_placement(run, m, before=True)
             k = cell.concurrency
-            if prof.context_load and cs.cache == prefill.WARM:
+            if prof.context_load and cs.cache == prefill.WARM and cell.depth:
                 # llama-benchy's prefix caching: each slot's context loaded first, not measured
                 self.sink(Phase(f"{m} {cell.key}: loading the context ({k} request(s), not measured)"))
-                await asyncio.gather(*(cr.run_rep(m, -1000 - j, True) for j in range(k)))
+                loads = await asyncio.gather(*(cr.run_rep(m, -1000 - j, True) for j in range(k)))
+                run.warmups.extend(loads)  # the cold reference the cache check judges the measured ones by
             spec_start = await cr._spec.read(m)
             for rnd in range(cs.reps):
                 self.sink(Phase(f"{m} {cell.key}: round {rnd + 1}/{cs.reps}, {k} request(s) at once"))
