@@ -35,9 +35,9 @@ def register(sub) -> None:
 
 
 def _store(cfg):
-    from sparkctl.services.factory import make_spool_and_store
+    from sparkctl.cli.history_store import history_store
 
-    return make_spool_and_store(cfg)[1]
+    return history_store(cfg)
 
 
 def _tracking_error(exc):

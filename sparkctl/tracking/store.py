@@ -28,6 +28,7 @@ import os
 import re
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
@@ -38,7 +39,7 @@ from sparkctl.tracking.deadline import DeadlinePassed, call_within
 from sparkctl.tracking.record import FILE_ARTIFACT_KEY, RunRecord
 from sparkctl.tracking.rest_reader import RestError, RestRunReader
 from sparkctl.tracking.search_filter import Unsupported
-from sparkctl.tracking.sqlite_reader import NoStore, SqliteRunReader
+from sparkctl.tracking.sqlite_reader import NoStore, NoSuchRun, SqliteRunReader, StoreRefused
 
 RECORD_ID_TAG = "sparkctl.record_id"
 # Parent and child runs (MLflow's UI nests a run under the run its `mlflow.parentRunId` names):
@@ -308,6 +309,10 @@ class MlflowStore:
         # MLflow's client can read this store (or `fast_reads=False`, which tests use to
         # get the client's own answers).
         self._reader: Any = None
+        # why MLflow's client answered a read the fast reader could not (the first time), and
+        # who to tell: the CLI prints it once on stderr; None tells nobody
+        self.fallback_reason: str | None = None
+        self.on_fallback: Callable[[str], None] | None = None
         if fast_reads and db is not None:
             self._reader = SqliteRunReader(db)
         elif fast_reads and self.is_remote:
@@ -411,6 +416,10 @@ class MlflowStore:
             db = sqlite_path(self.uri)
             where = f" holding {db.parent}" if db is not None else ""
             return TrackingError(f"MLflow {action} failed: the disk{where} is full; free space there")
+        if "cannot disable workspaces" in low:
+            return self._refused("it holds experiments outside MLflow's default workspace: set "
+                                 "MLFLOW_ENABLE_WORKSPACES=true (and MLFLOW_WORKSPACE) or move them back "
+                                 "to the default workspace")
         unreachable_markers = (
             "connection refused",
             "max retries exceeded",
@@ -433,6 +442,9 @@ class MlflowStore:
                 unreachable=True,
             )
         return TrackingError(f"MLflow {action} failed: {type(exc).__name__}: {_one_line(text)}")
+
+    def _refused(self, why: str) -> TrackingError:
+        return TrackingError(f"the MLflow database {self.display_uri} cannot be used: {why}")
 
     # -- writing -------------------------------------------------------------------
 
@@ -701,9 +713,14 @@ class MlflowStore:
             return False, None
         try:
             return True, call(self._reader)
+        except StoreRefused as exc:
+            raise self._refused(str(exc)) from None
         except Unsupported as exc:
             if strict:
-                raise NeedsMlflow(f"MLflow's client is needed to read {self.display_uri}: {exc}") from None
+                raise NeedsMlflow(f"MLflow's client is needed to read {self.display_uri}: {exc}",
+                                  reason=str(exc)) from None
+            if not isinstance(exc, (NoStore, NoSuchRun)):  # those the client answers as expected
+                self._fell_back(str(exc))
             return False, None
         except TrackingError:
             raise
@@ -711,6 +728,16 @@ class MlflowStore:
             raise TrackingError(f"MLflow {action} failed: {exc}") from None
         except Exception as exc:  # httpx's: connection refused, timed out...
             raise self._error(exc, action) from None
+
+    def _fell_back(self, reason: str) -> None:
+        """Say once, through ``on_fallback``, that MLflow's client reads for sparkctl's
+        reader (it costs seconds of `import mlflow` per command; the user should know why)."""
+        with self._lock:
+            if self.fallback_reason is not None:
+                return
+            self.fallback_reason = reason
+        if self.on_fallback is not None:
+            self.on_fallback(fallback_note(self.display_uri, reason))
 
     def _reader_page(self, reader, filter_string, order_by, max_results, page_token, experiment):
         name = experiment or self.experiment
@@ -755,7 +782,17 @@ def export_metadata(store: "MlflowStore", record: RunRecord, run_id: str, parent
 
 class NeedsMlflow(TrackingError):
     """Only MLflow's client can answer this read (an unknown schema revision, a filter the
-    reader does not parse, a tracking URI it does not speak)."""
+    reader does not parse, a tracking URI it does not speak). ``reason``: the reader's why."""
+
+    def __init__(self, message: str, *, reason: str = "") -> None:
+        super().__init__(message)
+        self.reason = reason or message
+
+
+def fallback_note(display_uri: str, reason: str) -> str:
+    """The one line that says MLflow's (slow) client reads a store, and why."""
+    return (f"note: {display_uri} is read through MLflow's client (seconds slower): {reason}; "
+            "see docs/troubleshooting.md")
 
 
 class ReadsWithoutMlflow:

@@ -11,6 +11,12 @@ Every read is bounded twice: by the client's per-read timeout, and all of them t
 one deadline (`[models] registry_timeout_s`), so a registry that answers one byte at a time
 ends the check instead of holding it.
 
+Each parse runs in a worker thread, not on the event loop: a big vocabulary's header
+(Gemma 3: 262k tokens and 250k merges, ~10 MiB) takes seconds of pure-Python work on a
+small CPU, and the TUI's loop would freeze meanwhile. The thread still takes turns at the
+GIL with the loop (every few ms), which keeps keys and repaints flowing; the result is
+small (string arrays are counted, not kept), so a process would only add its start-up.
+
 Failure is an answer: an unreachable registry, a registry past that deadline, an unknown or private name, a model that
 is not GGUF (safetensors on the MLX runner), or a header that does not parse within the
 cap each give what is known (the download size, once the manifest came) and
@@ -212,7 +218,8 @@ async def read_header(client: RegistryClient, ref: Any, digest: str, blob_size: 
         if want > len(have):
             have += await client.read_range(ref, digest, len(have), want - 1)
         try:
-            return parse_gguf_header(have)
+            # immutable bytes: the thread runs on if this worker is cancelled meanwhile
+            return await asyncio.to_thread(parse_gguf_header, bytes(have))
         except HeaderIncomplete as exc:
             if len(have) >= min(cap, blob_size) or len(have) < want:
                 raise HeaderIncomplete(exc.needed, len(have)) from None
