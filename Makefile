@@ -14,7 +14,7 @@ OTHER_PY  := 3.11 3.13
 SUM       := $(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 SPARK_VENV := .venv-py$(SPARK_PY)
 
-.PHONY: run test test-spark test-others venv bench clean llama browser debs
+.PHONY: run test test-spark test-others venv bench clean llama browser debs wheels-aarch64
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -72,7 +72,7 @@ debs:
 	    echo "warning: $$pkg could not be installed" >&2; \
 	  else echo "warning: $$pkg is not installed (apt-get install $$pkg); its tests need it" >&2; fi; done
 
-test: test-spark test-others
+test: wheels-aarch64 test-spark test-others
 
 # The whole suite (llama.cpp's server, Chromium, sshd and PostgreSQL included) on 3.12
 test-spark: $(SPARK_VENV)/.installed-$(SUM) llama browser debs
@@ -88,6 +88,14 @@ test-others:
 	  echo "== unit and TUI tests on Python $$v" >&2; \
 	  .venv-py$$v/bin/python -m pytest -q -p no:cacheprovider tests/unit tests/tui $(PYTEST_ARGS) || exit 1; \
 	done
+
+# A Spark is Linux aarch64 with Python 3.12: every runtime dependency must resolve to a wheel
+# there (or be pure Python), so `make run` on it never stops on a compiler. Resolves with
+# pip from the index's metadata, no wheel downloaded; a pure-Python sdist is built once into
+# ~/.cache/sparkctl/aarch64-wheels. The Spark's Python's venv: its versions are compared.
+# See docs/development.md.
+wheels-aarch64: $(SPARK_VENV)/.installed-$(SUM)
+	$(SPARK_VENV)/bin/python scripts/check_aarch64_wheels.py $(SPARK_VENV)/bin/python
 
 # Every budget of docs/development.md, each figure printed beside its goal. The first run
 # generates a 10,000-run MLflow store under ~/.cache/sparkctl-bench (about half an hour).

@@ -6,6 +6,7 @@ when we can find it) and what was expected, so the CLI can print it and exit 2.
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import tomllib
@@ -14,6 +15,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from sparkctl import paths
+from sparkctl.core.limits import MAX_CONCURRENCY, MAX_REPS, MAX_WARMUP
 from sparkctl.core.names import InvalidModelName, model_key, validate_model_name
 from sparkctl.core.textfile import UnreadableFile, read_text
 
@@ -114,6 +116,8 @@ class UiConfig:
 class TrackingConfig:
     uri: str = ""
     experiment: str = "sparkctl-bench"
+    # a tracking server: the most one write or read may take, all its requests together
+    timeout_s: float = 60.0
 
 
 @dataclass(frozen=True)
@@ -121,6 +125,9 @@ class ModelsConfig:
     keep_alive: str | int | float = "-1"  # see core.keepalive: a number is seconds, -1 forever
     num_ctx: int = 0  # 0: let the engine choose (Ollama: by memory size)
     registry: str = ""  # base URL for names without a host ("": https://registry.ollama.ai)
+    # the most a fit check may spend reading the registry (manifest, config blob and GGUF
+    # header together): a registry that drips its answer is given up on, never waited out
+    registry_timeout_s: float = 60.0
 
 
 @dataclass(frozen=True)
@@ -235,12 +242,31 @@ class Config:
 Check = Callable[[Any], str | None]  # returns what was expected, or None when fine
 
 
-def _number(minimum: float | None = None, exclusive: bool = False, integer: bool = False) -> Check:
+# A config is a few KiB; a file far larger is refused before it is parsed.
+CONFIG_MAX_BYTES = 1 << 20
+
+# TOML integers are unbounded in Python's reader; everything a number here sizes or is sent
+# as (an engine's option, a count) is 64-bit at most.
+_INT64 = 2**63
+
+
+def _number(minimum: float | None = None, exclusive: bool = False, integer: bool = False,
+            maximum: float | None = None) -> Check:
+    """A number check. nan and inf are refused for every key: TOML allows them, and
+    nan compares false with every bound, so a nan timeout waited forever."""
     def check(v: Any) -> str | None:
         kind = "an integer" if integer else "a number"
         ok_type = isinstance(v, int) if integer else isinstance(v, (int, float))
         if isinstance(v, bool) or not ok_type:
             return kind
+        bound = "" if minimum is None else f" {'>' if exclusive else '>='} {minimum:g}"
+        if isinstance(v, float) and not math.isfinite(v):
+            return f"a finite number{bound}"
+        if isinstance(v, int) and not -_INT64 <= v < _INT64:
+            return f"{kind}{bound} that fits in 64 bits"
+        if maximum is not None and v > maximum:
+            low = "" if minimum is None else f"from {minimum:g} "
+            return f"{kind} {low}up to {maximum:g}"
         if minimum is not None and (v <= minimum if exclusive else v < minimum):
             return f"{kind} {'>' if exclusive else '>='} {minimum:g}"
         return None
@@ -327,7 +353,8 @@ SECTIONS: dict[str, tuple[type, dict[str, Check]]] = {
     ),
     "tracking": (
         TrackingConfig,
-        {"uri": _string(), "experiment": _string(pattern=r".+", what="a non-empty name")},
+        {"uri": _string(), "experiment": _string(pattern=r".+", what="a non-empty name"),
+         "timeout_s": _number(0, exclusive=True)},
     ),
     "models": (
         ModelsConfig,
@@ -335,6 +362,7 @@ SECTIONS: dict[str, tuple[type, dict[str, Check]]] = {
             "keep_alive": _keep_alive,
             "num_ctx": _number(0, integer=True),
             "registry": _string(pattern=_URL + "|", what="a URL like https://registry.ollama.ai"),
+            "registry_timeout_s": _number(0, exclusive=True),
         },
     ),
     "bench": (
@@ -345,8 +373,8 @@ SECTIONS: dict[str, tuple[type, dict[str, Check]]] = {
             "temperature": _number(0),
             "seed": _number(integer=True),
             "num_ctx": _number(256, integer=True),
-            "warmup": _number(0, integer=True),
-            "reps": _number(1, integer=True),
+            "warmup": _number(0, integer=True, maximum=MAX_WARMUP),
+            "reps": _number(1, integer=True, maximum=MAX_REPS),
             "timeout_s": _number(0, exclusive=True),
             "mode": _string(("beside", "solo")),
             "keep_alive": _keep_alive,
@@ -362,7 +390,7 @@ SECTIONS: dict[str, tuple[type, dict[str, Check]]] = {
             "n": _number(1, integer=True),
             "seed": _number(integer=True),
             "timeout_s": _number(0, exclusive=True),
-            "concurrency": _number(1, integer=True),
+            "concurrency": _number(1, integer=True, maximum=MAX_CONCURRENCY),
             "num_predict": _number(1, integer=True),
             "think": _boolean,
             "suites_dir": _string(),
@@ -489,6 +517,8 @@ def _describe(v: Any) -> str:
         return "a table"
     if isinstance(v, list):
         return "an array"
+    if isinstance(v, int) and len(str(v)) > 20:
+        return f"a {len(str(v).lstrip('-'))}-digit number"
     return repr(v)
 
 
@@ -543,9 +573,13 @@ def _bench_profiles(table: Any, origin: str, text: str) -> tuple[BenchProfile, .
 
 def parse_config(text: str, origin: str = "<config>", env: dict[str, str] | None = None) -> Config:
     """Validate TOML text into a Config; raise ConfigError with a one-line message."""
+    from sparkctl.core.safeload import Unparsable, load_toml
+
     env = os.environ if env is None else env
     try:
-        raw = tomllib.loads(text)
+        raw = load_toml(text, max_bytes=CONFIG_MAX_BYTES)
+    except Unparsable as exc:
+        raise ConfigError(f"{origin}: cannot be read as a config: {exc}") from None
     except tomllib.TOMLDecodeError as exc:
         # tomllib's message ends with "(at line N, column M)"
         m = re.search(r"\(at line (\d+), column (\d+)\)", str(exc))

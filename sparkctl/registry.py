@@ -28,6 +28,7 @@ from sparkctl.core.loopback import LOOPBACK_MOUNTS
 from sparkctl.core.names import DEFAULT_HOST, parse_model_name
 from sparkctl.core.ollama_manifest import MANIFEST_MEDIA_TYPE
 from sparkctl.core.redact import redact_uri
+from sparkctl.core.safeload import Unparsable, load_json
 
 REGISTRY_ENV = "SPARKCTL_REGISTRY"
 MAX_JSON_BYTES = 4 * 1024 * 1024  # manifests and config blobs are a few KiB
@@ -136,8 +137,6 @@ class RegistryClient:
         return RegistryError("bad_reply", f"the registry answered {resp.status_code} for {what} ({where}{detail})")
 
     async def _json(self, url: str, headers: Mapping[str, str], what: str) -> Any:
-        import json
-
         for _ in range(5):  # a registry may redirect a blob to its storage host
             resp = await self._send(url, headers)
             if resp.is_redirect and "location" in resp.headers:
@@ -157,7 +156,9 @@ class RegistryClient:
             finally:
                 await resp.aclose()
             try:
-                return json.loads(body)
+                return load_json(body)
+            except Unparsable as exc:
+                raise RegistryError("bad_reply", f"the {what} from {redact_uri(url)} cannot be read: {exc}") from None
             except ValueError:
                 raise RegistryError("bad_reply", f"the {what} from {redact_uri(url)} is not JSON") from None
         raise RegistryError("bad_reply", f"too many redirects for the {what}")
@@ -228,10 +229,8 @@ def _range_start(content_range: str) -> int | None:
 
 def _registry_message(body: bytes) -> str:
     """The Docker registry's `{"errors": [{"code", "message"}]}` as ": MESSAGE", else ''."""
-    import json
-
     try:
-        doc = json.loads(body)
+        doc = load_json(body)
     except ValueError:
         return ""
     errors = doc.get("errors") if isinstance(doc, dict) else None

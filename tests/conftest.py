@@ -133,3 +133,13 @@ def registry(monkeypatch):
     with FakeRegistry() as reg:
         monkeypatch.setenv("SPARKCTL_REGISTRY", reg.url)
         yield reg
+
+
+@pytest.fixture(autouse=True)
+def _no_stop_signal_left_over():
+    """A stop signal delivered in-process shortens every later tracking call
+    (sparkctl/tracking/deadline.py); the next test starts without it."""
+    yield
+    from sparkctl.tracking import deadline
+
+    deadline._reset_for_tests()

@@ -244,6 +244,11 @@ def _run_eval(args, cfg) -> int:
                              ("--ctx", args.ctx, 256)):
         if value is not None and value < low:
             raise CliError(f"{flag} must be at least {low}, not {value:g}", EXIT_BAD_INPUT)
+    from sparkctl.core.limits import MAX_CONCURRENCY
+
+    if args.concurrency is not None and args.concurrency > MAX_CONCURRENCY:
+        shown = str(args.concurrency) if len(str(args.concurrency)) <= 20 else "a larger number"
+        raise CliError(f"--concurrency must be at most {MAX_CONCURRENCY}, not {shown}", EXIT_BAD_INPUT)
     if args.prompt != "sparkctl" and args.suite != "gsm8k":
         raise CliError(f"--prompt {args.prompt} is a GSM8K prompt template; IFEval sends its prompts as written",
                        EXIT_BAD_INPUT)

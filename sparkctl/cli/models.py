@@ -83,6 +83,13 @@ def _name(raw: str) -> str:
         raise CliError(f"{exc}{hint}", EXIT_BAD_INPUT) from None
 
 
+def _typed(raw: str, name: str) -> str:
+    """The name for a registry read: as typed when it starts with a scheme (http:// picks
+    plain HTTP for its host, as Ollama's pull does), else the validated `name`."""
+    raw = raw.strip()
+    return raw if raw.lower().startswith(("http://", "https://")) else name
+
+
 def _run(cfg, fn) -> Any:
     """Run `fn(engine)` (a coroutine function) against a fresh engine, closing it after.
     The services name close local models in a "not found" ("did you mean qwen3:8b?")."""
@@ -282,7 +289,7 @@ def cmd_pull(args, cfg) -> int:
     async def go(engine):
         from sparkctl.services.models import remote_fit_check
 
-        report = await remote_fit_check(cfg, engine, probes, name, args.ctx)
+        report = await remote_fit_check(cfg, engine, probes, _typed(args.name, name), args.ctx)
         fit[:] = [report]
         if report.cannot_fit and not args.force:
             return
@@ -354,7 +361,7 @@ def cmd_fit(args, cfg) -> int:
     hint: list[str] = []
 
     async def go(engine):
-        report = await fit_anywhere(cfg, engine, probes, name, args.ctx)
+        report = await fit_anywhere(cfg, engine, probes, _typed(args.name, name), args.ctx)
         if isinstance(report, RemoteFitReport) and not report.known:  # a mistyped local name?
             from sparkctl.services.models import did_you_mean
 

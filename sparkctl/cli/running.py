@@ -61,11 +61,17 @@ def run_stoppable(work: Callable[[], Awaitable[Any]], on_again: Callable[[], Non
     import asyncio
     import signal
 
+    from sparkctl.services.tracking import hurry_tracking
+
     async def go():
         loop, me = asyncio.get_running_loop(), asyncio.current_task()
         stopping: list[int] = []
 
         def stop(sig: int) -> None:
+            # a tracking server that drips its answers must not hold the process: from
+            # here on its writes get seconds, not their full deadline (the runs are spooled)
+            if sig != signal.SIGHUP or not stopping:
+                hurry_tracking()
             if not stopping:
                 stopping.append(sig)
                 me.cancel()

@@ -73,9 +73,21 @@ class Held:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "Held":
-        expires = d.get("expires_at")
-        return cls(str(d["name"]), d.get("lane") or None, d.get("context_length") or None,
-                   datetime.fromisoformat(expires) if expires else None, bool(d.get("forever")))
+        """From `to_dict`'s output; ValueError naming the field for anything else (a journal
+        file may have been damaged or edited)."""
+        if not isinstance(d, Mapping):
+            raise ValueError(f"a resident model is {type(d).__name__}, not an object")
+        name, lane, ctx, expires = d.get("name"), d.get("lane"), d.get("context_length"), d.get("expires_at")
+        if not isinstance(name, str) or not name:
+            raise ValueError("a resident model has no name")
+        if lane is not None and not isinstance(lane, str):
+            raise ValueError(f"{name}: lane is {type(lane).__name__}, not a string")
+        if ctx is not None and (isinstance(ctx, bool) or not isinstance(ctx, int) or not 0 <= ctx < 2**32):
+            raise ValueError(f"{name}: context_length is not a context length")
+        if expires is not None and not isinstance(expires, str):
+            raise ValueError(f"{name}: expires_at is {type(expires).__name__}, not a time")
+        return cls(name, lane or None, ctx or None, datetime.fromisoformat(expires) if expires else None,
+                   bool(d.get("forever")))
 
 
 @dataclass(frozen=True)

@@ -6,6 +6,11 @@ does, and that call belongs on a worker thread. Only ``MlflowClient`` with expli
 ids is used; the fluent API keeps its active run per thread and would silently start
 stray runs from a worker.
 
+A tracking server is also held to a total deadline per write or read (``deadline_s``,
+``[tracking] timeout_s``): MLflow's per-request timeout bounds each socket read, never a
+whole call, and a server that drips its answers would hold a bench's wrap-up, ``sync`` or
+``runs`` forever (``tracking/deadline.py``). A signal shortens that deadline to seconds.
+
 Every failure surfaces as ``TrackingError`` with a one-line message fit for a status bar.
 No credential ever appears in one: the tracking URI may carry ``user:token@`` (a team
 server), and MLflow's and requests' exceptions quote the full request URL, so every
@@ -20,19 +25,36 @@ import fcntl
 import logging
 import math
 import os
+import re
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
 
+from sparkctl.core.oserrors import disk_problem
 from sparkctl.core.redact import redact_text, redact_uri
+from sparkctl.tracking.deadline import DeadlinePassed, call_within
 from sparkctl.tracking.record import FILE_ARTIFACT_KEY, RunRecord
 from sparkctl.tracking.rest_reader import RestError, RestRunReader
 from sparkctl.tracking.search_filter import Unsupported
-from sparkctl.tracking.sqlite_reader import NoStore, SqliteRunReader
+from sparkctl.tracking.sqlite_reader import NoStore, NoSuchRun, SqliteRunReader, StoreRefused
 
 RECORD_ID_TAG = "sparkctl.record_id"
+# Parent and child runs (MLflow's UI nests a run under the run its `mlflow.parentRunId` names):
+# a sweep cell names its sweep's record (sparkctl.parent_record_id), resolved here to that
+# record's run; `--mlflow-parent-run-id` names an existing run (sparkctl.parent_run_id), as
+# AIPerf's flag of that name does.
+PARENT_RECORD_TAG = "sparkctl.parent_record_id"
+PARENT_RUN_TAG = "sparkctl.parent_run_id"
+MLFLOW_PARENT_TAG = "mlflow.parentRunId"
+# A parent created before its own record arrived (a cell replayed first, or a sweep that died
+# before writing its summary): the record, when it comes, is written into it.
+STUB_TAG = "sparkctl.stub"
+PARENT_MISSING_TAG = "sparkctl.parent_missing"
+# Each run's own copy of the file naming it, in AIPerf's layout (exports/mlflow_export.json).
+EXPORT_ARTIFACT = "exports/mlflow_export.json"
 # Set after everything else is logged: a run without it is a partial write, which a
 # replay of the same record replaces (the partial one is soft-deleted).
 COMPLETE_TAG = "sparkctl.record_complete"
@@ -47,6 +69,9 @@ LOG_FILE_MAX_BYTES = 1 << 20
 DB_LOCK_SUFFIX = ".lock"
 # How long to wait for another process that is creating the database (~6-9 s normally).
 DB_CREATE_WAIT_S = 180.0
+# The most one write or read of a tracking server may take, all its requests together
+# ([tracking] timeout_s).
+DEFAULT_DEADLINE_S = 60.0
 
 # MLflow's per-request limits for log_batch (mlflow/utils/validation.py).
 MAX_METRICS_PER_BATCH = 1000
@@ -149,7 +174,7 @@ def route_mlflow_logging(log_file: Path) -> None:
             try:
                 log_file.parent.mkdir(parents=True, exist_ok=True)
                 _rotate_if_large(log_file)
-                handler = logging.FileHandler(log_file, encoding="utf-8", delay=True)
+                handler = _LogFileHandler(log_file, encoding="utf-8", delay=True)
                 handler.setFormatter(
                     _RedactingFormatter("%(asctime)s %(process)d %(levelname)s %(name)s: %(message)s")
                 )
@@ -168,6 +193,36 @@ def route_mlflow_logging(log_file: Path) -> None:
             logger.setLevel("WARNING" if name == "sqlalchemy" else level)
         # Ten lines on every import of alembic, saying nothing about the database.
         logging.getLogger("alembic.runtime.plugins").setLevel("WARNING")
+
+
+class _LogFileHandler(logging.FileHandler):
+    """MLflow's log file. When a line cannot be written (a full disk, a read-only data
+    dir), logging's own handler prints a traceback for every line, dozens of lines each;
+    this one says so in one line, once, and drops the lines after it."""
+
+    failed = False
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if not self.failed:
+            super().emit(record)
+
+    def handleError(self, record: logging.LogRecord) -> None:  # noqa: N802 - logging's name
+        import sys
+
+        if self.failed:
+            return
+        self.failed = True
+        exc = sys.exc_info()[1]
+        try:
+            sys.stderr.write(f"sparkctl: cannot write MLflow's log {self.baseFilename}: {disk_problem(exc)}; "
+                             "its lines are dropped\n")
+            sys.stderr.flush()
+        except (OSError, ValueError):
+            pass  # the terminal is gone as well
+        try:
+            self.close()
+        except (OSError, ValueError):
+            pass
 
 
 class _RedactingFormatter(logging.Formatter):
@@ -228,10 +283,12 @@ class MlflowStore:
         *,
         log_dir: Path | None = None,
         fast_reads: bool = True,
+        deadline_s: float | None = DEFAULT_DEADLINE_S,
     ) -> None:
         self.uri = uri
         self.experiment = experiment
         self.timeout_s = timeout_s
+        self.deadline_s = deadline_s
         self.max_retries = max_retries
         db = sqlite_path(uri)
         if artifact_root is None and db is not None:
@@ -252,6 +309,10 @@ class MlflowStore:
         # MLflow's client can read this store (or `fast_reads=False`, which tests use to
         # get the client's own answers).
         self._reader: Any = None
+        # why MLflow's client answered a read the fast reader could not (the first time), and
+        # who to tell: the CLI prints it once on stderr; None tells nobody
+        self.fallback_reason: str | None = None
+        self.on_fallback: Callable[[str], None] | None = None
         if fast_reads and db is not None:
             self._reader = SqliteRunReader(db)
         elif fast_reads and self.is_remote:
@@ -268,6 +329,19 @@ class MlflowStore:
     @property
     def is_remote(self) -> bool:
         return self.uri.startswith(("http://", "https://"))
+
+    def _bounded(self, action: str, fn):
+        """``fn()`` within the store's total deadline when the store is a server (a local
+        SQLite file is not: its creation alone can take most of a minute on a busy box)."""
+        if not self.is_remote:
+            return fn()
+        try:
+            return call_within(fn, self.deadline_s, name=f"sparkctl-tracking-{action}")
+        except DeadlinePassed as exc:
+            why = ("(stopped by a signal)" if exc.hurried
+                   else f"within {self.deadline_s:g} s ([tracking] timeout_s)")
+            raise TrackingError(f"MLflow server {self.display_uri} did not finish the {action} {why}",
+                                unreachable=True) from None
 
     # -- client and experiment -----------------------------------------------------
 
@@ -338,6 +412,14 @@ class MlflowStore:
                 f"the MLflow database schema is out of date: run `mlflow db upgrade {self.display_uri}` "
                 "(back up the database first)"
             )
+        if "database or disk is full" in low or "no space left on device" in low:
+            db = sqlite_path(self.uri)
+            where = f" holding {db.parent}" if db is not None else ""
+            return TrackingError(f"MLflow {action} failed: the disk{where} is full; free space there")
+        if "cannot disable workspaces" in low:
+            return self._refused("it holds experiments outside MLflow's default workspace: set "
+                                 "MLFLOW_ENABLE_WORKSPACES=true (and MLFLOW_WORKSPACE) or move them back "
+                                 "to the default workspace")
         unreachable_markers = (
             "connection refused",
             "max retries exceeded",
@@ -361,9 +443,16 @@ class MlflowStore:
             )
         return TrackingError(f"MLflow {action} failed: {type(exc).__name__}: {_one_line(text)}")
 
+    def _refused(self, why: str) -> TrackingError:
+        return TrackingError(f"the MLflow database {self.display_uri} cannot be used: {why}")
+
     # -- writing -------------------------------------------------------------------
 
     def write(self, record: RunRecord) -> str:
+        """Write ``record`` as one MLflow run and return its run id (within the deadline)."""
+        return self._bounded("write", lambda: self._write(record))
+
+    def _write(self, record: RunRecord) -> str:
         """Write ``record`` as one MLflow run and return its run id.
 
         The run goes to the experiment named by ``record.experiment`` (the store's own
@@ -374,20 +463,29 @@ class MlflowStore:
         run was created, the run is terminated as FAILED (never left RUNNING) and
         ``TrackingError`` is raised. Blocking: call from a worker thread."""
         run_id: str | None = None
+        stub: str | None = None
         try:
             client = self._get_client()
             exp_id = self._experiment_id(client, record.experiment or self.experiment, create=True)
-            existing = self._find_complete_run(client, exp_id, record)
+            existing, stub = self._find_complete_run(client, exp_id, record)
             if existing is not None:
                 return existing
-            run = client.create_run(
-                exp_id,
-                start_time=record.start_ms,
-                tags={RECORD_ID_TAG: record.record_id},
-                run_name=record.run_name,
-            )
-            run_id = run.info.run_id
+            parent_id = self._parent_of(client, exp_id, record)
+            if stub is not None:
+                # a cell arrived first and made this parent: the record fills it in
+                run_id = stub
+                client.update_run(run_id, name=record.run_name)
+                client.delete_tag(run_id, STUB_TAG)
+                if parent_id:
+                    client.set_tag(run_id, MLFLOW_PARENT_TAG, parent_id)
+            else:
+                create_tags = {RECORD_ID_TAG: record.record_id}
+                if parent_id:
+                    create_tags[MLFLOW_PARENT_TAG] = parent_id
+                run = client.create_run(exp_id, start_time=record.start_ms, tags=create_tags, run_name=record.run_name)
+                run_id = run.info.run_id
             self._log_everything(client, run_id, record)
+            self._log_export(client, run_id, record, parent_id)
             client.set_tag(run_id, COMPLETE_TAG, "true")
             client.set_terminated(run_id, status=record.status, end_time=record.end_ms)
             return run_id
@@ -395,13 +493,16 @@ class MlflowStore:
             if run_id is not None:
                 try:
                     client.set_terminated(run_id, status="FAILED", end_time=record.end_ms)
+                    if run_id == stub:  # still the placeholder its children point to: a replay fills it
+                        client.set_tag(run_id, STUB_TAG, "true")
                 except Exception:
                     pass  # the store is gone; nothing more we can do for this run
             if not isinstance(exc, Exception):
                 raise
             raise self._error(exc, "write") from None  # the cause quotes the URL, credentials and all
 
-    def _find_complete_run(self, client, exp_id: str, record: RunRecord) -> str | None:
+    def _find_complete_run(self, client, exp_id: str, record: RunRecord) -> tuple[str | None, str | None]:
+        """(the complete run of this record, or None; a stub parent made for it, or None)."""
         from mlflow.entities import ViewType
 
         runs = client.search_runs(
@@ -411,8 +512,11 @@ class MlflowStore:
             max_results=100,
         )
         found: str | None = None
+        stub: str | None = None
         for run in runs:
-            if run.data.tags.get(COMPLETE_TAG) == "true":
+            if run.data.tags.get(STUB_TAG) == "true" and run.info.lifecycle_stage != "deleted":
+                stub = stub or run.info.run_id
+            elif run.data.tags.get(COMPLETE_TAG) == "true":
                 if found is None:
                     found = run.info.run_id
                     if run.info.status == "RUNNING":
@@ -425,7 +529,41 @@ class MlflowStore:
                 if run.info.status == "RUNNING":
                     client.set_terminated(run.info.run_id, status="FAILED")
                 client.delete_run(run.info.run_id)
-        return found
+        return found, (None if found is not None else stub)
+
+    def _parent_of(self, client, exp_id: str, record: RunRecord) -> str | None:
+        """The run id `record` is a child of: an existing run named by --mlflow-parent-run-id
+        (a missing one is said in a tag, and the run is written as a root run, as AIPerf does),
+        or its sweep's run, found by record id or made as a stub until the sweep's record comes."""
+        from mlflow.entities import ViewType
+
+        named = record.tags.get(PARENT_RUN_TAG, "").strip()
+        if named:
+            try:
+                client.get_run(named)
+                return named
+            except Exception as exc:
+                if "RESOURCE_DOES_NOT_EXIST" not in repr(exc) and "not found" not in str(exc).lower():
+                    raise
+                record.tags[PARENT_MISSING_TAG] = named
+                return None
+        parent_record = record.tags.get(PARENT_RECORD_TAG, "").strip()
+        if not parent_record or not _record_id_ok(parent_record):
+            return None
+        runs = client.search_runs([exp_id], filter_string=f"tags.`{RECORD_ID_TAG}` = '{parent_record}'",
+                                  run_view_type=ViewType.ACTIVE_ONLY, max_results=10)
+        for run in runs:
+            if run.data.tags.get(COMPLETE_TAG) == "true" or run.data.tags.get(STUB_TAG) == "true":
+                return run.info.run_id
+        stub = client.create_run(exp_id, start_time=record.start_ms, run_name=f"sweep {record.tags.get('sweep.id', '')}".strip(),
+                                 tags={RECORD_ID_TAG: parent_record, STUB_TAG: "true", "sparkctl.kind": "sweep",
+                                       "sweep.id": record.tags.get("sweep.id", "")})
+        client.set_terminated(stub.info.run_id, status="KILLED", end_time=record.end_ms)
+        return stub.info.run_id
+
+    def _log_export(self, client, run_id: str, record: RunRecord, parent_id: str | None) -> None:
+        """The run's copy of the file that names it (AIPerf's mlflow_export.json keys)."""
+        client.log_dict(run_id, export_metadata(self, record, run_id, parent_id), EXPORT_ARTIFACT)
 
     def _log_everything(self, client, run_id: str, record: RunRecord) -> None:
         from mlflow.entities import Metric, Param, RunTag
@@ -496,6 +634,9 @@ class MlflowStore:
 
     def _metric_points(self, run_id: str, key: str) -> list[tuple[int, int, float]]:
         """(step, timestamp, value) of every value logged, in the order MLflow keeps them."""
+        return self._bounded("read", lambda: self._metric_points_now(run_id, key))
+
+    def _metric_points_now(self, run_id: str, key: str) -> list[tuple[int, int, float]]:
         answered, points = self._by_reader("read", lambda r: r.metric_points(run_id, key))
         if answered:
             return points
@@ -507,6 +648,9 @@ class MlflowStore:
 
     def read_artifact(self, run_id: str, path: str) -> str:
         """One text artifact of a run (``items.jsonl``, ``outputs.json``). Blocking."""
+        return self._bounded("read", lambda: self._read_artifact_now(run_id, path))
+
+    def _read_artifact_now(self, run_id: str, path: str) -> str:
         import tempfile
 
         answered, text = self._by_reader("read", lambda r: r.read_artifact(run_id, path))
@@ -533,6 +677,10 @@ class MlflowStore:
         page, or None after the last. ``search_runs`` cannot resume a search; a caller that
         filters further on its side (names compared by sparkctl's own rules) pages on with
         this until it has enough rows. Blocking: call from a worker thread."""
+        return self._bounded("search", lambda: self._search_runs_page_now(
+            filter_string, order_by, max_results, page_token, experiment))
+
+    def _search_runs_page_now(self, filter_string, order_by, max_results, page_token, experiment):
         max_results = max(1, min(max_results, 1000))
         answered, found = self._by_reader(
             "search", lambda r: self._reader_page(r, filter_string, order_by, max_results, page_token, experiment))
@@ -565,9 +713,14 @@ class MlflowStore:
             return False, None
         try:
             return True, call(self._reader)
+        except StoreRefused as exc:
+            raise self._refused(str(exc)) from None
         except Unsupported as exc:
             if strict:
-                raise NeedsMlflow(f"MLflow's client is needed to read {self.display_uri}: {exc}") from None
+                raise NeedsMlflow(f"MLflow's client is needed to read {self.display_uri}: {exc}",
+                                  reason=str(exc)) from None
+            if not isinstance(exc, (NoStore, NoSuchRun)):  # those the client answers as expected
+                self._fell_back(str(exc))
             return False, None
         except TrackingError:
             raise
@@ -575,6 +728,16 @@ class MlflowStore:
             raise TrackingError(f"MLflow {action} failed: {exc}") from None
         except Exception as exc:  # httpx's: connection refused, timed out...
             raise self._error(exc, action) from None
+
+    def _fell_back(self, reason: str) -> None:
+        """Say once, through ``on_fallback``, that MLflow's client reads for sparkctl's
+        reader (it costs seconds of `import mlflow` per command; the user should know why)."""
+        with self._lock:
+            if self.fallback_reason is not None:
+                return
+            self.fallback_reason = reason
+        if self.on_fallback is not None:
+            self.on_fallback(fallback_note(self.display_uri, reason))
 
     def _reader_page(self, reader, filter_string, order_by, max_results, page_token, experiment):
         name = experiment or self.experiment
@@ -591,9 +754,45 @@ class MlflowStore:
         return ReadsWithoutMlflow(self)
 
 
+def _record_id_ok(value: str) -> bool:
+    """Safe to quote in a filter string (record ids are letters, digits, '-' and '_')."""
+    return re.fullmatch(r"[A-Za-z0-9_-]{1,64}", value) is not None
+
+
+def export_metadata(store: "MlflowStore", record: RunRecord, run_id: str, parent_id: str | None) -> dict[str, Any]:
+    """What names one written run, in the keys of AIPerf's `mlflow_export.json` (tracking URI
+    without credentials, experiment, run id and name, parent run id, the keys logged)."""
+    metric_keys = sorted(set(record.summary_metrics) | set(record.step_metrics))
+    return {
+        "tracking_uri": store.display_uri,
+        "experiment": record.experiment or store.experiment,
+        "run_id": run_id,
+        "run_name": record.run_name,
+        "benchmark_id": record.record_id,
+        "parent_run_id": parent_id,
+        "live_streaming": False,
+        "reused_live_run": False,
+        "metric_keys": metric_keys,
+        "param_keys": sorted(record.params),
+        "tag_keys": sorted(record.tags),
+        "uploaded_artifacts": sorted([*record.artifacts, EXPORT_ARTIFACT]),
+        "exported_at_ns": time.time_ns(),
+    }
+
+
 class NeedsMlflow(TrackingError):
     """Only MLflow's client can answer this read (an unknown schema revision, a filter the
-    reader does not parse, a tracking URI it does not speak)."""
+    reader does not parse, a tracking URI it does not speak). ``reason``: the reader's why."""
+
+    def __init__(self, message: str, *, reason: str = "") -> None:
+        super().__init__(message)
+        self.reason = reason or message
+
+
+def fallback_note(display_uri: str, reason: str) -> str:
+    """The one line that says MLflow's (slow) client reads a store, and why."""
+    return (f"note: {display_uri} is read through MLflow's client (seconds slower): {reason}; "
+            "see docs/troubleshooting.md")
 
 
 class ReadsWithoutMlflow:
@@ -617,14 +816,16 @@ class ReadsWithoutMlflow:
             except NoStore:
                 return [], None
 
-        return store._by_reader("search", page, strict=True)[1]
+        return store._bounded("search", lambda: store._by_reader("search", page, strict=True)[1])
 
     def search_runs(self, filter_string: str = "", order_by: list[str] | None = None, max_results: int = 100,
                     experiment: str | None = None) -> list[dict[str, Any]]:
         return _all_pages(self.search_runs_page, filter_string, order_by, max_results, experiment)
 
     def metric_history(self, run_id: str, key: str) -> list[float]:
-        points = self.store._by_reader("read", lambda r: r.metric_points(run_id, key), strict=True)[1]
+        store = self.store
+        points = store._bounded("read", lambda: store._by_reader("read", lambda r: r.metric_points(run_id, key),
+                                                                 strict=True)[1])
         return [value for _, _, value in sorted(points, key=lambda p: p[0])]
 
 

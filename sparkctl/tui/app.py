@@ -649,6 +649,9 @@ class SparkApp(App):
         if self._stop_signal is not None:
             return
         self._stop_signal = sig
+        from sparkctl.services.tracking import hurry_tracking
+
+        hurry_tracking()  # a tracking server that drips its answers must not hold the exit
         if sig == signal.SIGHUP:
             from sparkctl.tui.hangup import silence_terminal
 

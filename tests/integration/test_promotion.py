@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import signal
 import time
 from pathlib import Path
 
@@ -408,3 +410,53 @@ def test_a_failing_hook_is_reported_and_recorded_not_hidden(spark):
     assert read_state().lanes == {"production": CONTENDER}  # the lane did change
     run = spark["store"].search_runs(f"attributes.run_id = '{data['record']['run_id']}'")[0]
     assert run["tags"]["hook.exit_code"] == "3" and run["tags"]["hook.ok"] == "false"
+
+
+def test_a_hook_that_starts_a_background_process_is_not_waited_for(spark, monkeypatch, tmp_path):
+    # `restart-router &`: the shell exits 0 at once and its child keeps running, holding the
+    # hook's output open. The promotion waits for the hook's exit, not for that output.
+    monkeypatch.setattr("sparkctl.services.lanes.hook.HOOK_TIMEOUT_S", 20.0)
+    pidfile = tmp_path / "router.pid"
+    spark["write_config"](f"sleep 60 & echo $! > {pidfile}; echo router restarting")
+    started = time.monotonic()
+    try:
+        code, out, err = spark["run"]("promote", CONTENDER, "--lane", "production", "--force", "--json")
+    finally:
+        if pidfile.exists():
+            os.kill(int(pidfile.read_text()), signal.SIGKILL)
+    data = json.loads(out)
+    assert code == 0, err
+    assert time.monotonic() - started < 15
+    hook = data["hook"]
+    assert hook["exit_code"] == 0 and hook["ok"] is True and hook["error"] == ""
+    assert hook["output"] == "router restarting\n" and hook["duration_s"] < 5
+    assert hook["left_running"] is True
+    run = spark["store"].search_runs(f"attributes.run_id = '{data['record']['run_id']}'")[0]
+    assert run["tags"]["hook.exit_code"] == "0" and run["tags"]["hook.ok"] == "true"
+
+
+def test_a_hook_past_its_time_is_killed_with_what_it_started(monkeypatch, tmp_path):
+    from sparkctl.services.lanes.hook import run_hook
+
+    pidfile = tmp_path / "child.pid"
+    result = run_hook(f"sleep 60 & echo $! > {pidfile}; echo waiting; wait", {}, timeout_s=1.0)
+    assert result.exit_code is None and result.error == "still running after 1 s, killed"
+    assert result.output == "waiting\n"
+    assert "on_change hook FAILED: still running after 1 s, killed" in result.line()
+    child = int(pidfile.read_text())
+    deadline = time.monotonic() + 5
+    while _running(child) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    alive = _running(child)
+    if alive:
+        os.kill(child, signal.SIGKILL)
+    assert not alive
+
+
+def _running(pid: int) -> bool:
+    """Whether `pid` is a live process (a zombie waiting for its reaper is not)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rpartition(")")[2].split()[0] != "Z"
+    except FileNotFoundError:
+        return False

@@ -176,3 +176,13 @@ def test_hosts_come_from_the_config_then_the_ssh_config(tmp_path, monkeypatch):
     assert hosts[0].destination == "alice@10.0.0.7" and hosts[0].lanes == {"production": "gpt-oss:120b"}
     assert hosts[1].destination == "spark-01"  # ssh resolves the alias with the same config
     assert [h.destination for h in fleet_hosts(cfg, ["spark-02", "bob@other"])] == ["spark-02", "bob@other"]
+
+
+def test_figures_past_a_float_or_an_index_are_left_out_not_a_crash():
+    # a status decoded by anything but sparkctl's bounded reader may hold any integer
+    status = parse_status({"schema": STATUS_SCHEMA, "engine": {"kind": "ollama", "reachable": True},
+                           "gpus": [{"name": "GB10", "power_w": 10 ** 400, "utilization_pct": 7}],
+                           "budget": {"total": 10 ** 400, "available": 2 ** 63, "reserve": 8}})
+    (gpu,) = status.gpus
+    assert gpu.power_w is None and gpu.utilization_pct == 7.0
+    assert status.total is None and status.available is None and status.reserve == 8

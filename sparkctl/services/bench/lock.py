@@ -39,6 +39,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from sparkctl.core.redact import redact_uri
+from sparkctl.core.safeload import load_json
 
 POLL_S = 0.5
 
@@ -252,7 +253,9 @@ def _read_holder(fd: int, host: str) -> Holder | None:
     characters of it reach the caller's terminal."""
     try:
         raw = os.pread(fd, 4096, 0)
-        data = json.loads(raw.decode() or "{}")
+        data = load_json(raw.decode() or "{}")  # bounded: nesting and huge numbers are a ValueError
+        if not isinstance(data, dict) or not isinstance(data.get("pid"), int) or not 0 < data["pid"] < 2**32:
+            return None
         models = [_printable(m) for m in list(data.get("models") or [])[:20]]
         doing = _printable(data.get("doing") or BENCHING)[:40] or BENCHING
         return Holder(int(data["pid"]), models, float(data["since"]), host, doing)

@@ -30,6 +30,7 @@ from typing import Any
 
 from sparkctl.core.keepalive import format_seconds
 from sparkctl.core.names import model_key
+from sparkctl.core.oserrors import disk_problem
 from sparkctl.core.redact import redact_text, redact_uri
 from sparkctl.core.residency import (EXPIRED, KEEP, KEPT_LOADED, LANE_KEPT, RESTORE, RETIRED, UNLOAD, find, plan,
                                     snapshot, verify)
@@ -175,7 +176,7 @@ class ResidencyGuard:
             self.journal.owner = await asyncio.to_thread(current_owner)
             await asyncio.to_thread(self.journal.save, self.directory)
         except OSError as exc:  # a full disk must not stop the bench; a crash would then leave it to the user
-            say(f"residency journal not written ({exc}): if this process dies, what the bench changed "
+            say(f"residency journal not written ({disk_problem(exc)}): if this process dies, what the bench changed "
                 "cannot be put back at the next start")
             self.journal.path = None
 

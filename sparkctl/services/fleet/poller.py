@@ -34,8 +34,9 @@ from sparkctl.core.fleet import (
     parse_status,
     schema_note,
 )
+from sparkctl.core.safeload import load_json
 from sparkctl.core.termtext import safe_tree
-from sparkctl.services.fleet.ssh import Answer, ask_status
+from sparkctl.services.fleet.ssh import MAX_OUTPUT, Answer, ask_status
 
 # the state of a host in the fleet view
 LIVE = "live"  # answered; its engine answered too
@@ -178,7 +179,7 @@ class FleetPoller:
             # O_NOFOLLOW: a link planted where the cache goes is not read
             fd = os.open(self._cache_path(name), os.O_RDONLY | os.O_NOFOLLOW)
             with os.fdopen(fd, encoding="utf-8") as fh:
-                data = json.load(fh)
+                data = load_json(fh.read(MAX_OUTPUT + 1), max_bytes=MAX_OUTPUT)
             return parse_status(safe_tree(data["status"])), datetime.fromisoformat(data["seen_at"])
         except (OSError, ValueError, KeyError, TypeError, StatusFormatError):
             return None

@@ -14,7 +14,6 @@ failed (exit 255: host down, key refused, name unknown), sparkctl is not install
 from __future__ import annotations
 
 import asyncio
-import json
 import math
 import os
 import re
@@ -27,6 +26,7 @@ from typing import Any
 from sparkctl.config import Config, HostConfig
 from sparkctl.core.fleet import HostStatus, StatusFormatError, parse_status
 from sparkctl.core.redact import redact_text, redact_uri
+from sparkctl.core.safeload import Unparsable, load_json
 from sparkctl.core.termtext import safe_line, safe_tree
 
 # why a host gave no status
@@ -125,10 +125,14 @@ def classify(code: int | None, stdout: bytes, stderr: bytes, host: HostConfig, c
                       f"changed (no `status --no-repair`; {line}): upgrade it", code)
     if _TOO_OLD.search(err):
         return Answer(None, TOO_OLD, f"sparkctl there is too old for `status --json` ({line}): upgrade it", code)
+    if len(stdout) > MAX_OUTPUT:
+        return Answer(None, BAD_ANSWER, f"it answered more than {MAX_OUTPUT // (1024 * 1024)} MiB: not a status", code)
     text = stdout.decode("utf-8", errors="replace").strip()
     if text:
         try:
-            obj = json.loads(text)
+            obj = load_json(text)
+        except Unparsable as exc:
+            return Answer(None, BAD_ANSWER, f"its status cannot be read: {exc}", code)
         except ValueError:
             obj = None
         if obj is not None:
@@ -143,15 +147,19 @@ def classify(code: int | None, stdout: bytes, stderr: bytes, host: HostConfig, c
     return Answer(None, REMOTE_ERROR, f"sparkctl there failed: {line}", code)
 
 
-async def _read(stream: asyncio.StreamReader | None) -> bytes:
+async def _read(stream: asyncio.StreamReader | None, out: bytearray) -> bytes:
+    """Everything up to the end into `out`, keeping at most MAX_OUTPUT + 1 bytes: the rest is
+    read and dropped, so a host that says too much still finishes (a reader that stopped
+    would leave it blocked on a full pipe until the timeout, "no answer" from a host that
+    did answer)."""
     if stream is None:
         return b""
-    out = bytearray()
-    while len(out) <= MAX_OUTPUT:
+    while True:
         chunk = await stream.read(65536)
         if not chunk:
             break
-        out += chunk
+        if len(out) <= MAX_OUTPUT:
+            out += chunk[:MAX_OUTPUT + 1 - len(out)]
     return bytes(out)
 
 
@@ -189,7 +197,8 @@ async def ask_status(host: HostConfig, cfg: Config, ssh: str = "ssh") -> Answer:
             proc.stdin.close()
         except (BrokenPipeError, ConnectionResetError):
             pass  # ssh already exited: its exit code says why
-    readers = [asyncio.ensure_future(_read(proc.stdout)), asyncio.ensure_future(_read(proc.stderr))]
+    got = [bytearray(), bytearray()]
+    readers = [asyncio.ensure_future(_read(proc.stdout, got[0])), asyncio.ensure_future(_read(proc.stderr, got[1]))]
     try:
         try:
             code = await asyncio.wait_for(proc.wait(), timeout)
@@ -197,6 +206,9 @@ async def ask_status(host: HostConfig, cfg: Config, ssh: str = "ssh") -> Answer:
             await _stop(proc)
             for r in readers:
                 r.cancel()
+            if len(got[0]) > MAX_OUTPUT:  # it was answering: more than any status, without end
+                return Answer(None, BAD_ANSWER, f"it sent more than {MAX_OUTPUT // (1024 * 1024)} MiB without "
+                              f"finishing: not a status", None, time.monotonic() - started)
             return Answer(None, TIMEOUT, f"no answer within {timeout:g} s", None, time.monotonic() - started)
         # ssh has exited; its pipes close with it unless a background master holds one
         done, pending = await asyncio.wait(readers, timeout=READ_GRACE_S)

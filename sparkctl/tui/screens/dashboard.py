@@ -171,9 +171,14 @@ class DashboardScreen(Screen):
         label.display = bool(stale)
         if stale:
             text = Text()
-            for _lane, message in stale:
+            lanes = [message for lane, message in stale if lane]
+            for message in lanes:
                 text.append(f"⚠ {message}\n", style="bold yellow")
-            text.append("h then B re-benches them with the settings of their last run", style="dim")
+            if lanes:
+                text.append("h then B re-benches them with the settings of their last run", style="dim")
+            # a note without a lane: how the history was read (MLflow's client, slower)
+            for message in (message for lane, message in stale if not lane):
+                text.append(("\n" if lanes else "") + message, style="dim")
             label.update(text)
 
     def _show_cold_lanes(self, r: StatusReport) -> None:
