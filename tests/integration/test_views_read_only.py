@@ -90,6 +90,17 @@ def test_status_only_reads_and_names_the_repair(lanes_fake, tmp_path):
     assert set(ps(lanes_fake)) == {"qwen3:8b", "qwen3:4b"} and not journals(tmp_path / "data")
 
 
+def test_the_fleet_command_leaves_this_hosts_dead_bench_as_it_found_it(lanes_fake, tmp_path):
+    """DESIGN's "views only read" names the fleet: `sparkctl fleet` on a host with a killed
+    bench's journal used to put that host's models back before it looked at anything. With no
+    host configured it has nothing to read, and still must not touch this one."""
+    cfg = write_config(tmp_path, lanes_fake)
+    kill_mid_solo_bench(lanes_fake, cfg, tmp_path)
+    looked = sparkctl(cfg, tmp_path, "fleet", "--json")
+    assert "put back" not in looked.stderr and "put back" not in looked.stdout
+    assert set(ps(lanes_fake)) == LEFT_BY_THE_DEAD_BENCH and journals(tmp_path / "data")
+
+
 async def test_the_dashboard_shows_a_killed_benchs_models_and_puts_them_back_only_when_asked(
         lanes_fake, tmp_path, monkeypatch):
     kill_mid_solo_bench(lanes_fake, write_config(tmp_path, lanes_fake), tmp_path)
