@@ -103,7 +103,7 @@ async def run():
             await pilot.pause(0.05)
         table = app.screen.query_one("#resident")
         print(json.dumps({"rows": [str(table.get_cell_at((i, 0))) for i in range(table.row_count)],
-                          "note": str(app.screen.query_one("#drift").render())}))
+                          "note": app.screen.query_one("#warnings").text}))
 
 asyncio.run(run())
 """

@@ -78,8 +78,7 @@ async def test_engine_down_is_shown_and_recovers_by_itself(fake):
         await wait_for(pilot, lambda: len(table_rows(app)) == 2)
         fake.down()
         await wait_for(pilot, lambda: "UNREACHABLE" in app.screen.query_one("#engine", Panel).content.plain)
-        label = app.screen.query_one("#attribution", Label).content
-        assert "engine unreachable" in str(label)
+        assert "engine unreachable" in app.screen.query_one("#warnings").text
         assert table_rows(app) == []
         fake.up()
         await wait_for(pilot, lambda: "● reachable" in app.screen.query_one("#engine", Panel).content.plain)
@@ -95,7 +94,7 @@ async def test_engine_500_is_an_engine_error_not_unreachable(fake):
         engine_text = app.screen.query_one("#engine", Panel).content.plain
         assert "ENGINE ERROR" in engine_text and "UNREACHABLE" not in engine_text
         assert "engine error: llama-server process has terminated: exit status 2" in engine_text
-        assert "engine error" in str(app.screen.query_one("#attribution", Label).content)
+        assert "engine error" in app.screen.query_one("#warnings").text
         fake.state.clear_faults()
         await wait_for(pilot, lambda: len(table_rows(app)) == 2)
         assert "● reachable" in app.screen.query_one("#engine", Panel).content.plain
@@ -167,7 +166,7 @@ async def test_history_grows_and_gpu_mismatch_is_flagged(fake):
     app = app_for(fake, probes=probes)
     async with app.run_test(size=(120, 40)) as pilot:
         await wait_for(pilot, lambda: len(app.history_available) >= 3)
-        await wait_for(pilot, lambda: "NVML attributes 0.0 GiB" in str(app.screen.query_one("#attribution", Label).content))
+        await wait_for(pilot, lambda: "NVML attributes 0.0 GiB" in app.screen.query_one("#warnings").text)
 
 
 async def test_bad_theme_falls_back_cleanly(fake, tmp_path):

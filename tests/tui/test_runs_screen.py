@@ -249,6 +249,40 @@ async def test_B_rebenches_lanes_benched_on_an_older_engine_with_their_last_sett
         server.state.version = "0.13.0"
 
 
+async def test_the_dashboard_offers_B_only_for_lanes_B_can_rebench_and_B_says_why_not(history, monkeypatch):
+    """Issue 30: the dashboard said "fast has no valid bench yet: bench it · h then B re-benches
+    them", and B answered "every lane model has a valid bench". Now each warning names the key
+    that answers it: B for a lane benched on an older engine, b for one never benched, and B
+    names the lanes it leaves out with the same reason."""
+    import sparkctl.tui.app as app_module
+
+    monkeypatch.setattr(app_module, "DRIFT_DELAY_S", 0.05)
+    server, store = history
+    app = build(server, store)
+    app.config = dataclasses.replace(app.config, lanes={"production": A, "fast": "phi4:14b"})
+    server.state.version = "0.14.0"
+    try:
+        async with app.run_test(size=(140, 45)) as pilot:
+            await until(pilot, lambda: len(app.stale_lanes) == 2)
+            await pilot.pause(0.2)
+            lines = str(app.screen.query_one("#warnings").render()).splitlines()
+            production = next(line for line in lines if "production" in line)
+            fast = next(line for line in lines if "phi4:14b" in line)
+            assert production.endswith("re-bench (h then B)"), lines
+            assert fast.endswith("has no valid bench yet: bench it (b)"), lines
+            assert not any("re-benches them" in line for line in lines)
+            await open_runs(app, pilot)
+            await pilot.press("B")
+            await until(pilot, lambda: app.current_mode == "bench")
+            assert app.screen.query_one("#models").value == A  # production only
+            said = [n.message for n in app._notifications]
+            assert any("left out: fast (phi4:14b): never benched here" in m for m in said), said
+            await until(pilot, lambda: not any(w.group == "bench" and not w.is_finished for w in app.screen.workers),
+                        timeout=30)
+    finally:
+        server.state.version = "0.13.0"
+
+
 async def test_dashboard_says_which_lanes_were_benched_on_another_engine_version(history, monkeypatch):
     server, store = history
     import sparkctl.tui.app as app_module
@@ -260,7 +294,7 @@ async def test_dashboard_says_which_lanes_were_benched_on_another_engine_version
     try:
         async with app.run_test(size=(120, 40)) as pilot:
             await until(pilot, lambda: len(app.stale_lanes) == 2)
-            drift = str(app.screen.query_one("#drift").render())
+            drift = app.screen.query_one("#warnings").text
             assert "engine 0.14.0 since last bench of production (0.13.0): re-bench" in drift
             assert "engine 0.14.0 since last bench of fast (0.13.0): re-bench" in drift
     finally:
@@ -270,7 +304,7 @@ async def test_dashboard_says_which_lanes_were_benched_on_another_engine_version
     async with app.run_test(size=(120, 40)) as pilot:
         await until(pilot, lambda: app._drift_checked is not None)
         await pilot.pause(0.5)
-        assert app.stale_lanes == () and not app.screen.query_one("#drift").display
+        assert app.stale_lanes == () and "re-bench" not in app.screen.query_one("#warnings").text
 
 
 async def test_R_lists_engine_change_regressions(history):

@@ -166,9 +166,10 @@ class RunsLoaded(Message):
 
 
 class RebenchPlanned(Message):
-    def __init__(self, plans: list) -> None:
+    def __init__(self, plans: list, skipped: list | None = None) -> None:
         super().__init__()
         self.plans = plans  # (StaleLane, overrides, notes) per lane model to re-bench
+        self.skipped = skipped or []  # (StaleLane, why B cannot re-bench it) per lane left out
 
 
 class RunsFailed(Message):
@@ -649,21 +650,31 @@ class RunsScreen(Screen):
 
     @work(thread=True, group="rebench", exclusive=True, exit_on_error=False)
     def find_rebench(self, kind: str, version: str) -> None:
+        from sparkctl.core.rebench import rebench_blocker
         from sparkctl.services.runs.drift import rebench_overrides, stale_lanes
 
+        report = getattr(self.app, "report", None)
+        spilled = report.spilled_lane_names if report is not None else frozenset()
         try:
             store = self.app.store
-            stale = [s for s in stale_lanes(store, self.app.config.lanes, kind, version) if s.run is not None]
-            plans = [(s, *rebench_overrides(store, s.run)) for s in stale]
+            stale = stale_lanes(store, self.app.config.lanes, kind, version)
+            left = [(s, rebench_blocker(s.run is not None, s.lane in spilled)) for s in stale]
+            plans = [(s, *rebench_overrides(store, s.run)) for s, why in left if not why]
         except Exception as exc:  # a line, and the table keeps its own status
             self.app.call_from_thread(self.notify, f"re-bench not planned: {_error_line(exc)}", severity="error")
             return
-        self.post_message(RebenchPlanned(plans))
+        self.post_message(RebenchPlanned(plans, [(s, why) for s, why in left if why]))
 
     async def on_rebench_planned(self, message: "RebenchPlanned") -> None:
+        # the lanes B leaves out, and why, in the words the dashboard uses
+        skipped = "; ".join(f"{s.lane} ({s.model}): {why}" for s, why in message.skipped)
         if not message.plans:
-            self.notify("every lane model has a valid bench on this engine version", timeout=6)
+            text = (f"nothing B can re-bench: {skipped}" if skipped
+                    else "every lane model has a valid bench on this engine version")
+            self.notify(text, severity="warning" if skipped else "information", timeout=10)
             return
+        if skipped:
+            self.notify(f"left out: {skipped}", severity="warning", timeout=10)
         # one bench per distinct set of settings would be exact; lanes benched together share
         # the first one's settings, and the Bench screen says which
         _stale, overrides, notes = message.plans[0]
