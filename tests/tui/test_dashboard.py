@@ -213,3 +213,39 @@ async def test_manual_refresh_does_not_fork_the_sampling_loop(fake):
         await pilot.pause(3.0)
         # one chain: about 3.0 / 0.3 = 10 reads (a forked loop would read 5-6 times as often)
         assert probes.reads - before <= 14
+
+
+async def test_the_budget_legend_names_every_model_s_lane_at_any_width():
+    """Issue 30: at 140 columns with three models the legend's one-line form without lanes
+    was taken over the lane-naming form on two lines. The budget is the real core's, from a
+    FAKE Spark's meminfo and three resident models with long names."""
+    from textual.app import App
+
+    from sparkctl.core.budget import build_budget
+    from sparkctl.core.snapshots import GIB, ResidentModel
+
+    from sparkctl.core.names import model_key
+
+    # at 140 columns the legend without lanes fits one line, the one with lanes does not
+    lanes = {"gpt-oss:120b": "production", "llama3.2:3b-instruct-q8_0": "fast"}
+    contender = "qwen3-coder:30b-a3b-q8_0"
+    resident = [ResidentModel("gpt-oss:120b", int(68 * GIB), int(68 * GIB)),
+                ResidentModel("llama3.2:3b-instruct-q8_0", int(3 * GIB), int(3 * GIB)),
+                ResidentModel(contender, int(24 * GIB), int(24 * GIB))]
+    snap = spark_snapshot()
+    budget = build_budget(snap.meminfo, snap.gpu, resident, lanes.get, 8.0, 16.0)
+
+    class Bar(App):
+        def compose(self):
+            yield BudgetBar()
+
+    for width in (80, 100, 140, 200):
+        app = Bar()
+        async with app.run_test(size=(width, 10)) as pilot:
+            bar = app.query_one(BudgetBar)
+            bar.show(budget, contenders=(model_key(contender),))
+            await pilot.pause()
+            legend = " ".join(bar.render().plain.splitlines()[2:])
+            for model, lane in (*lanes.items(), (contender, "contender")):
+                assert f"{model} ({lane})" in legend, (width, legend)
+            assert all(len(line) <= width - 2 for line in bar.render().plain.splitlines())
