@@ -50,12 +50,15 @@ COLUMNS: tuple[tuple[str, str], ...] = (
     ("Run", "run_id"),
 )
 COLUMN_KEYS = tuple(key for _, key in COLUMNS)
-# Under WIDE terminal columns: what says whether a run counts first (its status and flags,
-# the flags cut to FLAGS_NARROW cells; Enter shows them whole), then whose and when.
+# Under WIDE terminal columns: what a decision reads, within 80 columns without scrolling:
+# whether the run counts (its status), whose, what kind, its speed and its score; then its
+# flags cut to FLAGS_NARROW cells and the rest (Enter shows a run whole), the model's name
+# cut to MODEL_NARROW cells.
 WIDE = 110
-NARROW_KEYS = ("status", "flags", "model", "date", "kind", "decode", "score", "engine", "cv", "ttft", "prefill",
+NARROW_KEYS = ("status", "model", "kind", "decode", "score", "flags", "date", "engine", "cv", "ttft", "prefill",
                "jpt", "roofline", "host", "run_id")
 FLAGS_NARROW = 18
+MODEL_NARROW = 22
 # per-repetition metrics the bench logs as steps (services/bench/runner.py to_record)
 REP_DECODE = "client_decode_tps"
 REP_TTFT = "ttft_s"
@@ -451,8 +454,9 @@ class RunsScreen(Screen):
         labels = {key: label for label, key in COLUMNS}
         table.clear(columns=True)
         narrow = self.layout_keys != COLUMN_KEYS
+        widths = {"flags": FLAGS_NARROW, "model": MODEL_NARROW} if narrow else {}
         for key in self.layout_keys:
-            table.add_column(labels[key], key=key, width=FLAGS_NARROW if narrow and key == "flags" else None)
+            table.add_column(labels[key], key=key, width=widths.get(key))
 
     def on_resize(self) -> None:
         if getattr(self, "layout_keys", None) not in (None, self._layout()):
