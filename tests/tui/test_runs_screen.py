@@ -220,8 +220,42 @@ async def test_chart_and_head_to_head_from_the_table_at_80_columns(history):
         await until(pilot, lambda: type(app.screen).__name__ == "HeadToHeadScreen" and app.screen.data is not None)
         text = str(app.screen.query_one("#chart").render())
         assert "decode tok/s (median)" in text and "█" in text
-        assert "engine: ollama 0.13.0" in text and "worse" in text  # A (100) vs B (150) on the same engine
+        assert "decision on ollama 0.13.0" in text and "worse" in text  # A (100) vs B (150) on the same engine
         assert all(len(line) <= 80 for line in text.splitlines() if "█" in line)
+
+
+async def test_the_decision_table_keeps_one_line_per_metric_at_80_columns(history):
+    """Issue 30: at 80 columns every row of the decision table wrapped onto two lines. Now
+    each metric is one line within the chart (the models named above it as A and B, a
+    verdict that does not fit cut with … and given whole below), and w shows the CLI's
+    whole tables."""
+    server, store = history
+    app = build(server, store)
+    app.config = dataclasses.replace(app.config, lanes={"production": A})
+    async with app.run_test(size=(80, 24)) as pilot:
+        screen = await open_runs(app, pilot)
+        table = screen.query_one("#runs", DataTable)
+        for row in (0, 1):
+            table.move_cursor(row=row)
+            await pilot.press("space")
+        await pilot.press("v")
+        await until(pilot, lambda: type(app.screen).__name__ == "HeadToHeadScreen" and app.screen.data is not None)
+        await pilot.pause(0.2)
+        chart = app.screen.query_one("#chart")
+        lines = str(chart.render()).splitlines()
+        start = next(i for i, line in enumerate(lines) if "verdict" in line.lower())
+        end = next(i for i, line in enumerate(lines) if line.startswith("recommendation:"))
+        rows = lines[start:end]
+        assert all(len(line) <= chart.size.width for line in rows), rows
+        for metric in ("decode", "TTFT s", "GSM8K", "IFEval", "J/token"):
+            assert sum(line.startswith(metric) for line in rows) == 1, (metric, rows)
+        assert any(line.startswith("A = llama3.2:3b (incumbent) · B = qwen3:8b") for line in lines)
+        decode = next(line for line in rows if line.startswith("decode"))
+        assert decode.rstrip().endswith("better")  # B (150 tok/s) against A (100): on the metric's own line
+        assert all(len(line) <= chart.size.width for line in lines if "█" in line)  # the bars too
+        await pilot.press("w")
+        await pilot.pause(0.1)
+        assert "DIFFERENCE [95% CI]" in str(chart.render())  # the CLI's table, whole
 
 
 async def test_B_rebenches_lanes_benched_on_an_older_engine_with_their_last_settings(history):
