@@ -283,3 +283,19 @@ async def test_quitting_during_a_bench_asks_first(serve):
         await pilot.press("q", "y")  # yes: stopped, recorded, then the app exits
         await pilot.pause(3)
     assert [r.status for r in records] == ["KILLED"]
+
+
+async def test_a_refusal_s_reason_is_the_first_note(serve):
+    """Issue 30: a refusal's reason was the second note, under a context note, so at 80x24
+    the notes panel showed the context and hid why nothing ran. The contender qwen3:8b
+    loads 30% on the CPU (FAKE Ollama) beside production, resident at its own context."""
+    from sparkctl.tui.widgets.notes import NotesPanel
+
+    server = serve(load_scenario(spill=True))
+    app = build(server, config(warmup=0, reps=1, num_predict=5))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await start(app, pilot, "gpt-oss:120b qwen3:8b")
+        await finish(app, pilot)
+        notes = app.screen.query_one("#notes", NotesPanel).notes
+        assert len(notes) >= 2, notes  # the context the bench chose, and the refusal
+        assert notes[0].level == "error" and notes[0].text.startswith("bench refused"), notes

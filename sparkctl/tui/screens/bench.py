@@ -580,7 +580,9 @@ class BenchScreen(Screen):
         self.app.remember(text, "error")
 
     def on_said(self, message: Said) -> None:
-        self.notes.append(message.note)
+        # why nothing ran comes first: at 80x24 the panel shows a few lines, and the notices
+        # said on the way (the context chosen, a wait) matter less than the ending
+        self.notes.insert(0, message.note)
         self._show_notes()
         self.query_one("#phase", Label).update(message.phase)
 

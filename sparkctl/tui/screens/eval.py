@@ -306,9 +306,13 @@ class EvalScreen(Screen):
     def notes(self) -> list[Note]:
         return [*self._said, *self._run_notes]
 
-    def _note(self, text: str, level: str = "error", *, keep: bool = False) -> None:
-        """Say it on the screen (the notes panel, whole), not only in a toast."""
-        self._said = [*self._said, Note(text, level)] if keep else [Note(text, level)]
+    def _note(self, text: str, level: str = "error", *, keep: bool = False, first: bool = False) -> None:
+        """Say it on the screen (the notes panel, whole), not only in a toast; `first`: above
+        the notes so far (why the run ended comes before what was said on the way)."""
+        if not keep:
+            self._said = [Note(text, level)]
+        else:
+            self._said = [Note(text, level), *self._said] if first else [*self._said, Note(text, level)]
         self._show_notes()
 
     def _show_notes(self) -> None:
@@ -535,7 +539,7 @@ class EvalScreen(Screen):
             self._phase(tui_words(ev.text, "eval"))
         elif isinstance(ev, Failed):
             self._phase(ev.phase)
-            self._note(ev.text, keep=True)
+            self._note(ev.text, keep=True, first=True)
         elif isinstance(ev, Notice):
             text = tui_words(ev.text, "eval")
             self._phase(text)
