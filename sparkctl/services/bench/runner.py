@@ -243,6 +243,7 @@ class BenchRunner:
         self._ctx_requested: int | None = None  # set when the server's context replaced ours
         self._ctx: dict[str, int] = {}  # per model: the bench's num_ctx, or its resident one
         self._ctx_note: dict[str, str] = {}
+        self.context = None  # the ContextChoice made in preflight (services/bench/context.py)
         self._nonce = secrets.token_hex(3)
         self._requests: dict[str, int] = {}  # per model: requests sent, for the preamble
         self.lane_restore: LaneRestore | None = None
@@ -302,23 +303,21 @@ class BenchRunner:
                 self._ctx_requested = self.s.num_ctx
                 self.s = replace(self.s, num_ctx=ctx)
         elif getattr(self.engine, "reports_placement", True) and not self.s.ctx_explicit:
-            # A resident model benched at its own context is not reloaded (a reload would
-            # change a lane model the user's router relies on).
-            resident = {model_key(r.name): r for r in await self.engine.ps()}
-            for m in models:
-                rm = resident.get(model_key(m))
-                if rm is not None and rm.context_length and rm.context_length != self.s.num_ctx:
-                    self._ctx[m] = rm.context_length
-                    self._ctx_note[m] = (
-                        f"num_ctx {rm.context_length}: {m} is resident at that context, so the bench "
-                        f"uses it instead of {self.s.num_ctx} to avoid a reload (--ctx forces one)")
-                    # said before any request, even when output is piped: the context is part
-                    # of what the run measures (a run at another context is not comparable)
-                    self.sink(Notice(self._ctx_note[m]))
-            if len({self.num_ctx(m) for m in models}) > 1:
-                at = ", ".join(f"{m} at {self.num_ctx(m)}" for m in models)
-                self.sink(Notice(f"contexts differ ({at}): these runs will not compare like for like; "
-                                 f"--ctx N benches every model at one context"))
+            # One context for every model (services/bench/context.py): a resident lane
+            # model's own, so it is not reloaded (its router relies on it) and the others
+            # compare like for like with it; said before any request, even when output is
+            # piped: the context is part of what the run measures.
+            from sparkctl.services.bench.context import choose_context, resident_contexts
+
+            choice = choose_context(models, self.cfg.lanes, getattr(self.cfg, "contenders", ()),
+                                    resident_contexts(await self.engine.ps()), self.s.num_ctx)
+            self.context = choice
+            if choice.num_ctx != self.s.num_ctx:
+                self.s = replace(self.s, num_ctx=choice.num_ctx)
+                for m in models:
+                    self._ctx_note[m] = choice.note
+            if choice.note:
+                self.sink(Notice(choice.note))
         try:
             for lm in await self.engine.tags():
                 for m in models:
@@ -1094,7 +1093,8 @@ class BenchRunner:
         tags.update(identity.to_tags())
         tags["sparkctl.kind"] = identity.kind
         if run.ctx_note:
-            tags["bench.num_ctx_source"] = "resident"
+            # where the one context of this decision came from (services/bench/context.py)
+            tags["bench.num_ctx_source"] = self.context.source if self.context is not None else "resident"
             tags["bench.num_ctx_note"] = run.ctx_note
         engine_identity = getattr(self.engine, "identity", None)
         if callable(engine_identity):
