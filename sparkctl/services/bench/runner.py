@@ -117,6 +117,15 @@ class Phase:
 
 
 @dataclass(frozen=True)
+class ContextChosen:
+    """The one num_ctx the run's models run at, once preflight knows it (a screen shows it
+    beside the other settings of what is running)."""
+
+    num_ctx: int
+    why: str  # a few words: "production is resident at it", "[bench] num_ctx", "set here"
+
+
+@dataclass(frozen=True)
 class Notice:
     """Something the user must see even when output is piped: waiting for another bench,
     a lane model that could not be put back."""
@@ -302,6 +311,7 @@ class BenchRunner:
             if ctx and ctx != self.s.num_ctx:
                 self._ctx_requested = self.s.num_ctx
                 self.s = replace(self.s, num_ctx=ctx)
+            self.sink(ContextChosen(self.s.num_ctx, "the server's" if ctx else "[bench] num_ctx"))
         elif getattr(self.engine, "reports_placement", True) and not self.s.ctx_explicit:
             # One context for every model (services/bench/context.py): a resident lane
             # model's own, so it is not reloaded (its router relies on it) and the others
@@ -318,6 +328,9 @@ class BenchRunner:
                     self._ctx_note[m] = choice.note
             if choice.note:
                 self.sink(Notice(choice.note))
+            self.sink(ContextChosen(choice.num_ctx, choice.why))
+        else:
+            self.sink(ContextChosen(self.s.num_ctx, "given for this run" if self.s.ctx_explicit else "[bench] num_ctx"))
         try:
             for lm in await self.engine.tags():
                 for m in models:

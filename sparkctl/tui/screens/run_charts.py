@@ -179,6 +179,7 @@ class HeadToHeadScreen(_ChartScreen):
 
     DEFAULT_CSS = CHART_CSS.format(name="HeadToHeadScreen")
     BINDINGS = [Binding("escape", "close", "Close"), Binding("b", "bench_matching", "Bench both at one context"),
+                Binding("e", "eval_matching", "Re-run an eval at the matching context"),
                 Binding("w", "full_tables", "Whole tables")]
 
     def __init__(self, store: Any, models: list[str], lanes: dict[str, str] | None = None,
@@ -189,23 +190,40 @@ class HeadToHeadScreen(_ChartScreen):
         self.any_engine = any_engine
         self.margins = margins
         self.mismatch: Any = None  # the NothingToCompare that offers a matching bench
+        self.reruns: list = []  # services.runs.rerun.EvalRerun: evals that would make a refused quality pair compare
         self.show_full = False  # w: the CLI's whole tables even where their lines wrap
         self.TITLE_TEXT = "Head to head: " + " vs ".join(models)
 
     def read(self) -> Any:
         from sparkctl.services.runs.decide import NothingToCompare, compare_models
 
+        from sparkctl.services.runs.rerun import reruns_of
+
         try:
-            return compare_models(self.store, self.models, any_engine=self.any_engine, lanes=self.lanes,
-                                  margins=self.margins)
+            cmp = compare_models(self.store, self.models, any_engine=self.any_engine, lanes=self.lanes,
+                                 margins=self.margins)
         except NothingToCompare as exc:
             self.mismatch = exc if exc.num_ctx else None
             return str(exc)
+        self.reruns = reruns_of(self.store, cmp.evidence)
+        return cmp
 
     def status_text(self) -> str:
-        if self.mismatch is None:
-            return "Esc closes"
-        return f"b: bench {' '.join(self.mismatch.models)} at num_ctx {self.mismatch.num_ctx} · Esc closes"
+        said = []
+        if self.mismatch is not None:
+            said.append(f"b: bench {' '.join(self.mismatch.models)} at num_ctx {self.mismatch.num_ctx}")
+        if self.reruns:
+            said.append(f"e: {self.reruns[0].label()}")
+        return " · ".join([*said, "Esc closes"])
+
+    def action_eval_matching(self) -> None:
+        """Evaluate the contender again with the incumbent's context and sample, on the Eval
+        screen, so the refused quality pair compares (as b does for benches)."""
+        if not self.reruns:
+            self.notify("no eval pair to re-run: the quality rows compare, or no one run can match", timeout=5)
+            return
+        self.dismiss(None)
+        self.app.call_later(start_eval_rerun, self.app, self.reruns[0])
 
     def action_bench_matching(self) -> None:
         """Bench every model of the comparison at the baseline's context (forced, so a
@@ -271,6 +289,15 @@ class HeadToHeadScreen(_ChartScreen):
         self.show_full = not self.show_full
         if self.data is not None:
             self._draw()
+
+
+async def start_eval_rerun(app, rerun) -> None:
+    """Open the Eval screen and run `rerun` (services.runs.rerun.EvalRerun) there."""
+    await app.switch_mode("eval")
+    start = getattr(app.screen, "start_with", None)
+    if callable(start):
+        start([rerun.model], rerun.suite, rerun.overrides(),
+              why=f"like for like: {rerun.label()} ({rerun.differs})")
 
 
 # how the decision's metrics are called where a line has ~75 cells
