@@ -766,7 +766,8 @@ class BenchScreen(Screen):
                 verdict = Text("unstable", style="bold yellow")
             else:
                 verdict = Text("- (1 rep)", style="dim")
-            placement = run.placement_before if run.placement_before == run.placement_after else (
+            # after = n/a: the run stopped before the check after it (no reading, no change)
+            placement = run.placement_before if run.placement_after in (run.placement_before, "n/a") else (
                 f"{run.placement_before} → {run.placement_after}")
             cells = dict(zip(SUMMARY_COLUMNS, (
                 labels[i] if labels else run.model, f(s.get("decode_tps_median")), f(s.get("decode_tps_min")),
