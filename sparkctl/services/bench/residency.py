@@ -171,6 +171,14 @@ class ResidencyGuard:
     def was_resident(self, model: str) -> bool:
         return model_key(model) in self._held
 
+    def loads(self, model: str) -> bool:
+        """Whether measuring `model` starts with a load: it was not resident, or this run
+        unloads or reloads it (another context, solo turns). Unknown (no journal): True."""
+        if not self.active or self.journal is None:
+            return True
+        key = model_key(model)
+        return key not in self._held or key in self.journal.disturbed
+
     def keep_alive(self, model: str, bench_keep_alive: Any) -> Any:
         """What a request to `model` carries: nothing for a model that was resident (Ollama
         keeps its runner's session), the bench's keep-alive for one the bench loads."""

@@ -676,6 +676,8 @@ class BenchRunner:
             for run in runs.values():
                 if run.reps or run.status != "FINISHED":
                     record = self.to_record(run, self._start_ms, end_ms, sampler)
+                    # the first run on a new store waits seconds for its set-up: say what runs
+                    self.sink(Phase(f"recording the run of {run.model}…"))
                     result = await asyncio.to_thread(self.recorder, record)
                     if result is not None:
                         run.sync_message = result.message
@@ -700,7 +702,7 @@ class BenchRunner:
     async def _bench_models(self, models: list[str], runs: dict[str, ModelRun]) -> None:
         """Load and check each model, warm each up, then the interleaved repetitions."""
         for m in models:
-            self.sink(Phase(f"loading {m}"))
+            self.sink(Phase(self.load_phase(m)))
             await self.check_placement(runs[m], m, before=True)
             await self._idle_check(runs[m])
             await self.measure_opening(m)
@@ -743,6 +745,13 @@ class BenchRunner:
         for m in models:
             await self.check_placement(runs[m], m, before=False)
             runs[m].completed = True
+
+    def load_phase(self, model: str) -> str:
+        """What the status line says before a model's first request: "loading" only when a
+        load happens (a model resident at the run's context is only checked)."""
+        if self.residency is not None and not self.residency.loads(model):
+            return f"{model} is resident at num_ctx {self.num_ctx(model)}: checking where it runs"
+        return f"loading {model}"
 
     def _resolved(self, a: ModelRun, b: ModelRun, max_reps: int) -> bool:
         """--until-resolved: after each round, whether the decode difference is settled."""

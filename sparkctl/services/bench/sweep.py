@@ -385,7 +385,7 @@ class SweepRunner:
             prof = self.profiles[cell.profile]
             setup = ModelRun(m, show=base._shows[m], num_ctx=base.num_ctx(m))
             if m not in warmed:
-                self.sink(Phase(f"loading {m}"))
+                self.sink(Phase(base.load_phase(m)))
                 await base.check_placement(setup, m, before=True)
                 await base.measure_opening(m)
                 await base.read_identity(m)
@@ -459,6 +459,7 @@ class SweepRunner:
             run_id = None
             if self.recorder is not None and (run.reps or run.status != "FINISHED"):
                 record = cr.to_record(run, cr._start_ms, c.end_ms or end_ms, sampler)
+                self.sink(Phase(f"recording the run of {run.model} {c.cell.key}…"))
                 res = await asyncio.to_thread(self.recorder, record)
                 if res is not None:
                     run.sync_message, run.run_id = res.message, res.run_id

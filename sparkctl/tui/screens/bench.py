@@ -676,7 +676,8 @@ class BenchScreen(Screen):
             # no live figure outlives its stream (a refusal leaves none of the last run's either)
             self.query_one(Gauges).set(tps="-", elapsed="-")
             phase = self.query_one("#phase", Label)
-            if str(phase.render()).startswith(("streaming", "stopping", "loading")):
+            if str(phase.render()).startswith(("streaming", "stopping", "loading", "recording")) or \
+                    " is resident at num_ctx " in str(phase.render()):
                 phase.update("bench stopped" if any(r.status == "KILLED" for r in self.runs) or not self.runs
                              else "bench finished")
         elif isinstance(ev, ContextChosen):
