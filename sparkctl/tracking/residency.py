@@ -55,13 +55,16 @@ class ResidencyJournal:
     failures: list[str] = field(default_factory=list)
     lane: str = ""  # a promotion or rollback: the lane it switches (done once the lane serves models[0])
     path: Path | None = None
+    # model key -> the keep-alive sparkctl loaded it with (the state file's [sessions]), for
+    # the models resident before whose session is still that one
+    sessions: dict[str, str] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return {"version": JOURNAL_VERSION, "id": self.id, "engine_key": self.engine_key, "engine": self.engine,
                 "kind": self.kind, "models": self.models, "mode": self.mode, "keep_loaded": self.keep_loaded,
                 "before": [h.to_dict() for h in self.before], "disturbed": self.disturbed,
                 "lane_keep_alive": self.lane_keep_alive, "owner": self.owner, "started": self.started,
-                "state": self.state, "failures": self.failures, "lane": self.lane}
+                "state": self.state, "failures": self.failures, "lane": self.lane, "sessions": self.sessions}
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any], path: Path | None = None) -> "ResidencyJournal":
@@ -70,7 +73,8 @@ class ResidencyJournal:
                    bool(d.get("keep_loaded")), [Held.from_dict(h) for h in d.get("before") or []],
                    [str(k) for k in d.get("disturbed") or []], dict(d.get("lane_keep_alive") or {}),
                    dict(d.get("owner") or {}), str(d.get("started", "")), str(d.get("state", RUNNING)),
-                   [str(f) for f in d.get("failures") or []], str(d.get("lane") or ""), path)
+                   [str(f) for f in d.get("failures") or []], str(d.get("lane") or ""), path,
+                   {str(k): str(v) for k, v in (d.get("sessions") or {}).items()})
 
     def describe(self) -> str:
         pid = self.owner.get("pid", "?")
