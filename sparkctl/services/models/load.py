@@ -257,13 +257,16 @@ async def side_load(
     clock: Callable[[], float] = time.monotonic,
     env: Mapping[str, str] | None = None,
     fit: FitReport | None = None,
+    remember_session: bool = True,
 ) -> LoadReport:
     """Load `name` beside what is resident, after the fit guard, and verify the result.
 
     Raises ModelsRefused when the guard says no (unless `force`), LoadFailed when the
     engine fails the load; otherwise returns a report whose verification lists every
     problem loudly (a CPU spill or an evicted lane model is a report, not an exception:
-    the model is loaded, and the user decides what to do about it).
+    the model is loaded, and the user decides what to do about it). `remember_session`: keep
+    the keep-alive it was given in sparkctl's state file (a promotion does not: its lane's
+    session is the lane's, and a switch that fails must leave the file as it was).
     """
     name = validate_model_name(name)
     ka = parse_keep_alive(keep_alive if keep_alive is not None else cfg.models.keep_alive)
@@ -289,7 +292,8 @@ async def side_load(
             pass
         raise LoadFailed(exc.message, exc.status, lost_lanes=lost, resident_after=after) from exc
     load_s = clock() - started
-    await _remember_session(cfg, name, str(keep_alive if keep_alive is not None else cfg.models.keep_alive))
+    if remember_session:
+        await _remember_session(cfg, name, str(keep_alive if keep_alive is not None else cfg.models.keep_alive))
     after = tuple(await engine.ps())
     host_after = await asyncio.to_thread(probes.read)
     verification = verify_load(cfg, name, fit.estimate, before, after, host_after)
