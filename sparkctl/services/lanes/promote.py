@@ -437,8 +437,8 @@ async def _switch(cfg, engine, probes, plan: PromotionPlan, out: PromotionOutcom
 async def _after_change(cfg, engine, plan: PromotionPlan, out: PromotionOutcome, run_hooks: bool) -> None:
     """The lane now serves plan.model: unload what no lane needs any more, run the hook."""
     old = plan.incumbent
-    serves_other = old and any(same_model(m, old) for ln, m in cfg.lanes.items() if ln != plan.lane)
-    if old and not plan.swap_first and not serves_other and (plan.swap or plan.action == "rollback"):
+    # the same rule the plan said before the switch (unload_plan)
+    if old and not plan.swap_first and unload_plan(cfg, plan.action, plan.lane, old, plan.swap, False):
         # --swap; and a rollback always: the model it rolls back from serves no lane now and
         # would otherwise stay resident (kept forever as a lane model) for nobody
         why = "--swap" if plan.swap else "rollback: it serves no lane now"
