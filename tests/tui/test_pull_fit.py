@@ -61,3 +61,26 @@ async def test_a_model_that_fits_shows_its_verdict_and_pulls(fake, registry, smo
         assert "qwen3:8b: fits: needs " in info(screen)
         assert len(fake.calls("/api/pull")) == 1
         assert screen.query_one(PullProgressView).last.outcome == "success"
+
+
+async def test_w_says_whether_a_model_would_fit_without_pulling_it(fake, registry, huge_kv_gguf, smol_gguf,
+                                                                    tmp_path):
+    """Issue 30: "would X fit?" could only be asked by starting a pull. w names a model and
+    shows its verdict from the registry; nothing is pulled, whatever the verdict."""
+    registry.state.add_model("library/qwen3:8b", gguf=huge_kv_gguf)
+    registry.state.add_model("library/smollm2:135m", gguf=smol_gguf)
+    app = build(fake, tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_models(app, pilot)
+        for name, verdict in (("qwen3:8b", "does not fit: needs "), ("smollm2:135m", "fits")):
+            await pilot.press("w")
+            await pilot.pause()
+            assert isinstance(app.screen, PullDialog)
+            app.screen.query_one(Input).value = name
+            await pilot.press("enter")
+            await settle(app, pilot)
+            assert not isinstance(app.screen, ConfirmDialog)  # no "pull anyway?"
+            shown = info(screen)
+            assert screen.query_one("#model-info").border_title == f"Fit {name} (from its registry; nothing pulled)"
+            assert "remote: from the registry manifest and GGUF header" in shown and verdict in shown, shown
+        assert fake.calls("/api/pull") == []
