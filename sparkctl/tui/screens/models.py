@@ -297,7 +297,7 @@ class ModelsScreen(Screen):
     BINDINGS = [
         Binding("p", "pull", "Pull"),
         Binding("f", "fit", "Fit"),
-        Binding("w", "would_fit", "Would it fit?"),
+        Binding("w", "would_fit", "Would it fit?", show=False),  # ? lists it; the footer keeps 80 columns
         Binding("l", "load", "Load"),
         Binding("L", "force_load", "Force load", show=False),
         Binding("u", "unload", "Unload"),
