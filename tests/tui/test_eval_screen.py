@@ -340,3 +340,6 @@ async def test_a_refusal_s_reason_is_the_first_note(serve, tmp_path):
         notes = app.screen.query_one("#eval-notes", NotesPanel).notes
         assert len(notes) >= 2, notes  # the context the eval chose, and the refusal
         assert notes[0].level == "error" and notes[0].text.startswith("eval failed"), notes
+        # in the Eval screen's words: it has no 'allow CPU' setting, and it is not a bench
+        assert "the eval needs 100% GPU" in notes[0].text and "allow CPU' setting" not in notes[0].text, notes[0]
+        assert not any("the bench" in n.text for n in notes), notes

@@ -146,11 +146,11 @@ class EvalScreen(Screen):
     #eval-form #suite { width: 16; }
     #eval-opts Label { padding: 0 1 0 1; }
     #eval-opts Switch { border: none; padding: 0; height: 1; width: 6; }
-    #eval-opts #n { width: 6; }
-    #eval-opts #seed { width: 7; }
-    #eval-opts #timeout { width: 6; }
-    #eval-opts #concurrency { width: 4; }
-    #eval-opts #num_ctx { width: 11; }
+    #eval-opts #n { width: 5; }
+    #eval-opts #seed { width: 6; }
+    #eval-opts #timeout { width: 5; }
+    #eval-opts #concurrency { width: 3; }
+    #eval-opts #num_ctx { width: 10; }
     #eval-phase { padding: 0 1; height: 1; color: $text-muted; }
     #eval-copy { height: 1; padding: 0 1; }
     #eval-copy #suite-copy { width: 1fr; color: $text-muted; }
@@ -200,7 +200,7 @@ class EvalScreen(Screen):
             yield Label("conc.")
             yield Field(value=str(e.concurrency), id="concurrency", type="integer", compact=True)
             # empty: one context for every model, chosen for them (its value in the placeholder)
-            yield Label("ctx")
+            yield Label("num_ctx")
             yield Field(placeholder="auto", id="num_ctx", compact=True,
                         tooltip="num_ctx for every model; empty: the context a resident lane model among them "
                                 "runs at, else [bench] num_ctx")
