@@ -19,7 +19,7 @@ def predicted_context(app, models: list[str], explicit: int | None) -> ContextCh
 
 
 def context_label(choice: ContextChoice) -> str:
-    """"num_ctx 4096 (production is resident at it)", for a settings line."""
+    """"num_ctx 4096 (production's)", for a settings line."""
     why = choice.why
     return f"num_ctx {choice.num_ctx}" + (f" ({why})" if why and choice.source != EXPLICIT else "")
 

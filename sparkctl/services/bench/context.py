@@ -46,10 +46,10 @@ class ContextChoice:
 
     @property
     def why(self) -> str:
-        """A few words for a settings line: where the number comes from."""
+        """A few words for a settings line: where the number comes from ("" for the config's)."""
         if self.source in (LANE, CONTENDER):
-            return f"{self.lane} is resident at it"
-        return {RESIDENT: "as resident", CONFIG: "[bench] num_ctx", EXPLICIT: "set here"}.get(self.source, "")
+            return f"{self.lane}'s"
+        return {RESIDENT: "as resident", EXPLICIT: "given"}.get(self.source, "")
 
 
 def choose_context(models: Iterable[str], lanes: Mapping[str, str], contenders: Iterable[str],

@@ -122,7 +122,7 @@ class ContextChosen:
     beside the other settings of what is running)."""
 
     num_ctx: int
-    why: str  # a few words: "production is resident at it", "[bench] num_ctx", "set here"
+    why: str  # a few words: "production's", "given", "" ([bench] num_ctx)
 
 
 @dataclass(frozen=True)
@@ -311,7 +311,7 @@ class BenchRunner:
             if ctx and ctx != self.s.num_ctx:
                 self._ctx_requested = self.s.num_ctx
                 self.s = replace(self.s, num_ctx=ctx)
-            self.sink(ContextChosen(self.s.num_ctx, "the server's" if ctx else "[bench] num_ctx"))
+            self.sink(ContextChosen(self.s.num_ctx, "the server's" if ctx else ""))
         elif getattr(self.engine, "reports_placement", True) and not self.s.ctx_explicit:
             # One context for every model (services/bench/context.py): a resident lane
             # model's own, so it is not reloaded (its router relies on it) and the others
@@ -330,7 +330,7 @@ class BenchRunner:
                 self.sink(Notice(choice.note))
             self.sink(ContextChosen(choice.num_ctx, choice.why))
         else:
-            self.sink(ContextChosen(self.s.num_ctx, "given for this run" if self.s.ctx_explicit else "[bench] num_ctx"))
+            self.sink(ContextChosen(self.s.num_ctx, "given" if self.s.ctx_explicit else ""))
         try:
             for lm in await self.engine.tags():
                 for m in models:

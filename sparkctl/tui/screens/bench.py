@@ -253,19 +253,24 @@ class BenchScreen(Screen):
 
     def _settings_title(self) -> str:
         """The settings in one line, so a collapsed panel still says what a run will do (and,
-        while one runs, what it runs: its kind and the context it chose)."""
+        while one runs, what it runs: its kind and the context it chose). Within 80 columns:
+        the mode only when solo (the SOLO badge says it too). Literal text, never markup."""
+        from textual.markup import escape
+
         b = self.app.config.bench
         if not self.is_mounted:
-            return f"settings (ctrl+s): {b.reps} reps · warm-up {b.warmup} · {b.mode} · num_ctx auto · cold"
+            solo = " · solo" if b.mode == "solo" else ""
+            return f"{b.reps} reps · {b.warmup} warm-up{solo} · num_ctx auto · cold (ctrl+s)"
         running = getattr(self, "_what_runs", None)
         if running is not None:
-            return (f"running (ctrl+s): {running['kind']} · {running['reps']} reps · warm-up {running['warmup']} · "
-                    f"{running['mode']} · {running['ctx']} · {running['cache']}{running['keep']}")
+            solo = " · solo" if running["mode"] == "solo" else ""
+            return escape(f"running {running['kind']}: {running['reps']} reps · {running['warmup']} warm-up{solo} · "
+                          f"{running['ctx']} · {running['cache']}{running['keep']}")
         q = self.query_one
-        mode = "solo" if q("#solo", Switch).value else "beside"
+        solo = " · solo" if q("#solo", Switch).value else ""
         keep = " · keep loaded" if q("#keep_loaded", Switch).value else ""
-        return (f"settings (ctrl+s): {q('#reps', Input).value} reps · warm-up {q('#warmup', Input).value} · {mode} · "
-                f"{self._ctx_text()} · {q('#cache', Select).value}{keep}")
+        return escape(f"{q('#reps', Input).value} reps · {q('#warmup', Input).value} warm-up{solo} · "
+                      f"{self._ctx_text()} · {q('#cache', Select).value}{keep} (ctrl+s)")
 
     def _ctx_text(self) -> str:
         """The context the form's models would run at, as the runner will choose it."""
@@ -682,7 +687,7 @@ class BenchScreen(Screen):
                              else "bench finished")
         elif isinstance(ev, ContextChosen):
             if self._what_runs is not None:
-                self._what_runs["ctx"] = f"num_ctx {ev.num_ctx} ({ev.why})"
+                self._what_runs["ctx"] = f"num_ctx {ev.num_ctx}" + (f" ({ev.why})" if ev.why else "")
                 self._settings_changed()
         elif isinstance(ev, Phase):
             self.query_one("#phase", Label).update(tui_words(ev.text))

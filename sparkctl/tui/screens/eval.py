@@ -203,7 +203,7 @@ class EvalScreen(Screen):
             yield Label("num_ctx")
             yield Field(placeholder="auto", id="num_ctx", compact=True,
                         tooltip="num_ctx for every model; empty: the context a resident lane model among them "
-                                "runs at, else [bench] num_ctx")
+                                "runs at, else the bench's configured num_ctx")
             yield Label("think")
             yield Switch(value=e.think, id="think")
         with Horizontal(id="eval-copy"):
@@ -243,8 +243,10 @@ class EvalScreen(Screen):
         hint = f"auto {choice.num_ctx}"
         if field.placeholder != hint:
             field.placeholder = hint
-            field.tooltip = (f"num_ctx for every model; empty: {choice.num_ctx} ({choice.why}), the context a "
-                             "resident lane model among them runs at, else [bench] num_ctx")
+            field.tooltip = (f"num_ctx for every model; empty: {choice.num_ctx}"
+                             + (f" ({choice.why})" if choice.why else "")
+                             + ", the context a resident lane model among them runs at, else the bench's "
+                               "configured num_ctx")
 
     # ---- which copy of the suite (shipped, pulled, a chosen directory) --------------------
 
