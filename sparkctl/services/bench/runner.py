@@ -79,6 +79,7 @@ class BenchSettings:
     wait: bool = True  # another bench on the engine: wait (True) or refuse (False)
     until_resolved: int = 0  # > 0: two models, repetitions until decode differs or is pinned, up to this many
     keep_loaded: bool = False  # models the bench loaded stay resident after it
+    ctx_why: str = ""  # why num_ctx is fixed when not the user's (a sweep's depth), for the screens
 
     @classmethod
     def from_config(cls, b: BenchConfig, **overrides: Any) -> "BenchSettings":
@@ -330,7 +331,7 @@ class BenchRunner:
                 self.sink(Notice(choice.note))
             self.sink(ContextChosen(choice.num_ctx, choice.why))
         else:
-            self.sink(ContextChosen(self.s.num_ctx, "given" if self.s.ctx_explicit else ""))
+            self.sink(ContextChosen(self.s.num_ctx, (self.s.ctx_why or "given") if self.s.ctx_explicit else ""))
         try:
             for lm in await self.engine.tags():
                 for m in models:

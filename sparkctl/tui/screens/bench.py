@@ -260,7 +260,7 @@ class BenchScreen(Screen):
         b = self.app.config.bench
         if not self.is_mounted:
             solo = " · solo" if b.mode == "solo" else ""
-            return f"{b.reps} reps · {b.warmup} warm-up{solo} · num_ctx auto · cold (ctrl+s)"
+            return f"settings (ctrl+s): {b.reps} reps · {b.warmup} warm-up{solo} · num_ctx auto · cold"
         running = getattr(self, "_what_runs", None)
         if running is not None:
             solo = " · solo" if running["mode"] == "solo" else ""
@@ -269,8 +269,8 @@ class BenchScreen(Screen):
         q = self.query_one
         solo = " · solo" if q("#solo", Switch).value else ""
         keep = " · keep loaded" if q("#keep_loaded", Switch).value else ""
-        return escape(f"{q('#reps', Input).value} reps · {q('#warmup', Input).value} warm-up{solo} · "
-                      f"{self._ctx_text()} · {q('#cache', Select).value}{keep} (ctrl+s)")
+        return escape(f"settings (ctrl+s): {q('#reps', Input).value} reps · {q('#warmup', Input).value} warm-up{solo} · "
+                      f"{self._ctx_text()} · {q('#cache', Select).value}{keep}")
 
     def _ctx_text(self) -> str:
         """The context the form's models would run at, as the runner will choose it."""
