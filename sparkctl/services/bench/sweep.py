@@ -304,7 +304,7 @@ class SweepRunner:
             raise BenchRefused(f"depth {max(self.depths)} needs num_ctx >= {need} (depth + prompt + num_predict); "
                                f"--ctx is {s.num_ctx}")
         if s.num_ctx < need:
-            s = replace(s, num_ctx=round_ctx(need), ctx_explicit=True, ctx_why="sized for the sweep")
+            s = replace(s, num_ctx=round_ctx(need), ctx_explicit=True, ctx_why="for the sweep")
             self.sink(Phase(f"num_ctx {s.num_ctx} for depth {max(self.depths)} (fixed for the whole sweep)"))
         base = BenchRunner(self.cfg, self.engine, self.probes, s, sink=self._sink, journal=self.journal)
         self.base = base
