@@ -447,16 +447,29 @@ class RunsScreen(Screen):
     def _layout(self) -> tuple[str, ...]:
         return COLUMN_KEYS if self.size.width >= WIDE else NARROW_KEYS
 
-    def _set_columns(self) -> None:
+    def _set_columns(self, widths: dict[str, int] | None = None) -> None:
         """The columns in the order the width calls for (see NARROW_KEYS)."""
         table = self.query_one("#runs", DataTable)
         self.layout_keys = self._layout()
         labels = {key: label for label, key in COLUMNS}
         table.clear(columns=True)
         narrow = self.layout_keys != COLUMN_KEYS
-        widths = {"flags": FLAGS_NARROW, "model": MODEL_NARROW} if narrow else {}
+        self._narrow_widths = widths if narrow else None
+        widths = {"flags": FLAGS_NARROW, "model": MODEL_NARROW, **(widths or {})} if narrow else {}
         for key in self.layout_keys:
             table.add_column(labels[key], key=key, width=widths.get(key))
+
+    def _first_widths(self, rows: list[RunRow]) -> dict[str, int]:
+        """Under WIDE columns, the first columns as wide as their widest cell, given with the
+        columns: a DataTable sizes auto-width columns only when it next idles, and a frame
+        drawn before that keeps the header's widths ("REFUSE", "benc")."""
+        labels = {key: label for label, key in COLUMNS}
+        out = {}
+        for key in NARROW_KEYS[:5]:
+            i = COLUMN_KEYS.index(key)
+            out[key] = max([len(labels[key]), *(self._cells_of(r)[i].cell_len for r in rows)])
+        out["model"] = min(out["model"], MODEL_NARROW)
+        return out
 
     def on_resize(self) -> None:
         if getattr(self, "layout_keys", None) not in (None, self._layout()):
@@ -467,6 +480,10 @@ class RunsScreen(Screen):
         table = self.query_one("#runs", DataTable)
         needle = self.query_one("#runs-filter", Input).value
         self.shown = [r for r in self.rows if matches(r, needle)]
+        if self.layout_keys != COLUMN_KEYS:
+            widths = self._first_widths(self.shown)
+            if widths != getattr(self, "_narrow_widths", None):
+                self._set_columns(widths)
         table.clear()
         where = [COLUMN_KEYS.index(k) for k in self.layout_keys]
         for r in self._grouped(self.shown) if self.by_host else self.shown:
