@@ -32,8 +32,8 @@ from tests.tui.test_decision_screens import bench_running, until
 A, B = "llama3.2:3b", "qwen3:8b"  # production (resident at 4096) and the contender
 
 
-def scenario():
-    state = bench_scenario(tokens_per_s=None)
+def scenario(tokens_per_s=None):
+    state = bench_scenario(tokens_per_s=tokens_per_s)
     state.answers = answers_for({A: 90, B: 88})
     state.add_resident(A, context_length=4096, expires_in_s=None)
     return state
@@ -92,8 +92,8 @@ async def test_bench_and_eval_of_a_contender_with_the_defaults_reach_a_recommend
             # said before the run: the one context both will run at, and why
             assert "num_ctx 4096 (production's)" in str(q("#settings", Collapsible).title)
             await pilot.press("ctrl+r")
-            await until(pilot, lambda: bench_running(app))
-            await until(pilot, lambda: not bench_running(app), timeout=60)
+            # the fake answers at once: wait for the runs, not for a glimpse of it running
+            await until(pilot, lambda: not bench_running(app) and len(screen.runs) == 2, timeout=90)
             assert [r.num_ctx for r in screen.runs] == [4096, 4096]
 
             await pilot.press("e")
@@ -105,8 +105,7 @@ async def test_bench_and_eval_of_a_contender_with_the_defaults_reach_a_recommend
             await pilot.pause(0.1)
             assert screen.query_one("#num_ctx", Input).placeholder == "auto 4096"
             await pilot.press("ctrl+r")
-            await until(pilot, lambda: eval_running(app))
-            await until(pilot, lambda: not eval_running(app), timeout=60)
+            await until(pilot, lambda: not eval_running(app) and len(screen._runs) == 2, timeout=90)
 
             h2h = await head_to_head(app, pilot)
             text = str(h2h.query_one("#chart").render())
@@ -160,17 +159,16 @@ async def test_an_eval_pair_at_two_contexts_is_re_run_at_the_matching_one_from_t
                 row=next(i for i, r in enumerate(runs.shown) if r.model == B and r.kind == "bench"))
             await pilot.press("P")
             await until(pilot, lambda: type(app.screen).__name__ == "PromoteDialog"
-                        and not app.screen.query_one("#rerun").disabled, timeout=30)
+                        and not app.screen.query_one("#rerun").disabled, timeout=60)
             assert "e: evaluate qwen3:8b on gsm8k at num_ctx 4096" in str(
                 app.screen.query_one("#promote-evidence").render())
             await pilot.press("e")  # from the dialog: the Eval screen runs it
-            await until(pilot, lambda: app.current_mode == "eval")
-            await until(pilot, lambda: eval_running(app))
+            await until(pilot, lambda: app.current_mode == "eval" and type(app.screen).__name__ == "EvalScreen")
             screen = app.screen
-            assert screen.query_one("#num_ctx", Input).value == "4096"
+            await until(pilot, lambda: screen.query_one("#num_ctx", Input).value == "4096")
             assert screen.query_one("#n", Input).value == "20"
             assert str(screen.query_one("#suite", Select).value) == "gsm8k"
-            await until(pilot, lambda: not eval_running(app), timeout=60)
+            await until(pilot, lambda: not eval_running(app) and B in screen._runs, timeout=90)
             h2h = await head_to_head(app, pilot)
             text = str(h2h.query_one("#chart").render())
             gsm8k = next(line for line in text.splitlines() if line.startswith("GSM8K"))
@@ -183,7 +181,7 @@ async def test_after_b_the_bench_screen_shows_the_mode_and_context_that_run(mlfl
     """Issue 30: after B or b the Bench screen still showed sweep mode and num_ctx 8192 while
     it ran a plain bench at 4096."""
     store = copy_template_store(mlflow_template_db, tmp_path / "mlflow")
-    server = FakeOllama(scenario()).start()
+    server = FakeOllama(scenario(tokens_per_s=20.0)).start()  # paced: the run lasts seconds
     try:
         app = build(server, store, tmp_path)
         async with app.run_test(size=(120, 40)) as pilot:
@@ -196,8 +194,7 @@ async def test_after_b_the_bench_screen_shows_the_mode_and_context_that_run(mlfl
             await pilot.pause(0.1)
             screen.start_with([A, B], {"num_ctx": 4096, "ctx_explicit": True, "reps": 2, "warmup": 0,
                                        "num_predict": 8, "think": False})
-            await until(pilot, lambda: bench_running(app))
-            await pilot.pause(0.1)
+            await pilot.pause(0.05)  # the form and the line say what runs from the start
             assert screen.query_one("#kind", Select).value == "bench"
             assert not screen.query_one("#sweep-row").display or "-on" not in screen.query_one("#sweep-row").classes
             assert screen.query_one("#num_ctx", Input).value == "4096"
