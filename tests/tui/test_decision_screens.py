@@ -153,8 +153,8 @@ async def test_head_to_head_of_runs_at_two_contexts_offers_to_bench_both_at_one(
             # num_ctx, B at the 4096 it is resident at
             for model in (A, B):
                 app.screen.start_with([model], {"reps": 3, "warmup": 0, "num_predict": 8, "think": False})
-                await until(pilot, lambda: bench_running(app))
-                await until(pilot, lambda: not bench_running(app))
+                # (the fake answers at once: wait for the run, not for a glimpse of it running)
+                await until(pilot, lambda: not bench_running(app) and len(app.screen.runs) == 1)
             await pilot.press("h")
             await until(pilot, lambda: app.current_mode == "runs" and len(app.screen.rows) == 2)
             runs = app.screen
