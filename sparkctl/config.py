@@ -6,6 +6,7 @@ when we can find it) and what was expected, so the CLI can print it and exit 2.
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import tomllib
@@ -14,6 +15,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from sparkctl import paths
+from sparkctl.core.limits import MAX_CONCURRENCY, MAX_REPS, MAX_WARMUP
 from sparkctl.core.names import InvalidModelName, model_key, validate_model_name
 from sparkctl.core.textfile import UnreadableFile, read_text
 
@@ -45,6 +47,21 @@ class EngineConfig:
     kind: str = "ollama"
     host: str = DEFAULT_HOST
     timeout_s: float = 5.0
+    # The server's own settings, stated for an engine whose process and unit sparkctl cannot
+    # read (another machine, another user without a systemd unit): used only then, in place
+    # of Ollama's defaults. 0 / "" = not stated. See docs/engines.md.
+    context_length: int = 0  # OLLAMA_CONTEXT_LENGTH
+    num_parallel: int = 0  # OLLAMA_NUM_PARALLEL
+    kv_cache_type: str = ""  # OLLAMA_KV_CACHE_TYPE
+    flash_attention: str = ""  # OLLAMA_FLASH_ATTENTION: "on", "off" or "auto"
+    keep_alive: str = ""  # OLLAMA_KEEP_ALIVE
+    max_loaded_models: int = 0  # OLLAMA_MAX_LOADED_MODELS
+
+    def stated_settings(self) -> dict[str, int | str]:
+        """The server settings this section states (core/engine_settings.py's names)."""
+        return {k: getattr(self, k) for k in ("context_length", "num_parallel", "kv_cache_type",
+                                              "flash_attention", "keep_alive", "max_loaded_models")
+                if getattr(self, k) not in (0, "")}
 
 
 @dataclass(frozen=True)
@@ -99,6 +116,8 @@ class UiConfig:
 class TrackingConfig:
     uri: str = ""
     experiment: str = "sparkctl-bench"
+    # a tracking server: the most one write or read may take, all its requests together
+    timeout_s: float = 60.0
 
 
 @dataclass(frozen=True)
@@ -106,6 +125,9 @@ class ModelsConfig:
     keep_alive: str | int | float = "-1"  # see core.keepalive: a number is seconds, -1 forever
     num_ctx: int = 0  # 0: let the engine choose (Ollama: by memory size)
     registry: str = ""  # base URL for names without a host ("": https://registry.ollama.ai)
+    # the most a fit check may spend reading the registry (manifest, config blob and GGUF
+    # header together): a registry that drips its answer is given up on, never waited out
+    registry_timeout_s: float = 60.0
 
 
 @dataclass(frozen=True)
@@ -162,6 +184,15 @@ class PromoteConfig:
     # percentage points a contender may be worse than the incumbent per suite: promotion
     # needs the interval's lower bound above -margin (core/noninferiority.py says why 2 and 3)
     quality_margin_pp: dict[str, float] = field(default_factory=_default_margins)
+    # optional limits on what a faster contender may cost (None: no limit, the row is only
+    # named): compare's recommendation says keep when the interval lies wholly beyond one
+    max_ttft_increase_pct: float | None = None
+    max_memory_increase_pct: float | None = None
+
+    def limits(self) -> dict[str, float]:
+        """The limits set, keyed as services.runs.decision reads them."""
+        out = {"ttft_pct": self.max_ttft_increase_pct, "memory_pct": self.max_memory_increase_pct}
+        return {k: float(v) for k, v in out.items() if v is not None}
 
 
 @dataclass(frozen=True)
@@ -211,12 +242,31 @@ class Config:
 Check = Callable[[Any], str | None]  # returns what was expected, or None when fine
 
 
-def _number(minimum: float | None = None, exclusive: bool = False, integer: bool = False) -> Check:
+# A config is a few KiB; a file far larger is refused before it is parsed.
+CONFIG_MAX_BYTES = 1 << 20
+
+# TOML integers are unbounded in Python's reader; everything a number here sizes or is sent
+# as (an engine's option, a count) is 64-bit at most.
+_INT64 = 2**63
+
+
+def _number(minimum: float | None = None, exclusive: bool = False, integer: bool = False,
+            maximum: float | None = None) -> Check:
+    """A number check. nan and inf are refused for every key: TOML allows them, and
+    nan compares false with every bound, so a nan timeout waited forever."""
     def check(v: Any) -> str | None:
         kind = "an integer" if integer else "a number"
         ok_type = isinstance(v, int) if integer else isinstance(v, (int, float))
         if isinstance(v, bool) or not ok_type:
             return kind
+        bound = "" if minimum is None else f" {'>' if exclusive else '>='} {minimum:g}"
+        if isinstance(v, float) and not math.isfinite(v):
+            return f"a finite number{bound}"
+        if isinstance(v, int) and not -_INT64 <= v < _INT64:
+            return f"{kind}{bound} that fits in 64 bits"
+        if maximum is not None and v > maximum:
+            low = "" if minimum is None else f"from {minimum:g} "
+            return f"{kind} {low}up to {maximum:g}"
         if minimum is not None and (v <= minimum if exclusive else v < minimum):
             return f"{kind} {'>' if exclusive else '>='} {minimum:g}"
         return None
@@ -247,6 +297,13 @@ def _keep_alive(v: Any) -> str | None:
     return None
 
 
+def _server_keep_alive(v: Any) -> str | None:
+    """[engine] keep_alive: OLLAMA_KEEP_ALIVE as the server has it ("" = not stated)."""
+    if not isinstance(v, str):
+        return 'a duration string like "5m" or "-1" (forever)'
+    return None if v == "" else _keep_alive(v)
+
+
 def _boolean(v: Any) -> str | None:
     return None if isinstance(v, bool) else "true or false"
 
@@ -274,6 +331,12 @@ SECTIONS: dict[str, tuple[type, dict[str, Check]]] = {
             "kind": _string(("ollama",)),
             "host": _string(pattern=_URL, what="a URL like http://127.0.0.1:11434"),
             "timeout_s": _number(0, exclusive=True),
+            "context_length": _number(0, integer=True),
+            "num_parallel": _number(0, integer=True),
+            "kv_cache_type": _string(("", "f16", "q8_0", "q4_0")),
+            "flash_attention": _string(("", "on", "off", "auto")),
+            "keep_alive": _server_keep_alive,
+            "max_loaded_models": _number(0, integer=True),
         },
     ),
     "budget": (
@@ -290,7 +353,8 @@ SECTIONS: dict[str, tuple[type, dict[str, Check]]] = {
     ),
     "tracking": (
         TrackingConfig,
-        {"uri": _string(), "experiment": _string(pattern=r".+", what="a non-empty name")},
+        {"uri": _string(), "experiment": _string(pattern=r".+", what="a non-empty name"),
+         "timeout_s": _number(0, exclusive=True)},
     ),
     "models": (
         ModelsConfig,
@@ -298,6 +362,7 @@ SECTIONS: dict[str, tuple[type, dict[str, Check]]] = {
             "keep_alive": _keep_alive,
             "num_ctx": _number(0, integer=True),
             "registry": _string(pattern=_URL + "|", what="a URL like https://registry.ollama.ai"),
+            "registry_timeout_s": _number(0, exclusive=True),
         },
     ),
     "bench": (
@@ -308,8 +373,8 @@ SECTIONS: dict[str, tuple[type, dict[str, Check]]] = {
             "temperature": _number(0),
             "seed": _number(integer=True),
             "num_ctx": _number(256, integer=True),
-            "warmup": _number(0, integer=True),
-            "reps": _number(1, integer=True),
+            "warmup": _number(0, integer=True, maximum=MAX_WARMUP),
+            "reps": _number(1, integer=True, maximum=MAX_REPS),
             "timeout_s": _number(0, exclusive=True),
             "mode": _string(("beside", "solo")),
             "keep_alive": _keep_alive,
@@ -325,7 +390,7 @@ SECTIONS: dict[str, tuple[type, dict[str, Check]]] = {
             "n": _number(1, integer=True),
             "seed": _number(integer=True),
             "timeout_s": _number(0, exclusive=True),
-            "concurrency": _number(1, integer=True),
+            "concurrency": _number(1, integer=True, maximum=MAX_CONCURRENCY),
             "num_predict": _number(1, integer=True),
             "think": _boolean,
             "suites_dir": _string(),
@@ -333,7 +398,8 @@ SECTIONS: dict[str, tuple[type, dict[str, Check]]] = {
     ),
     "promote": (
         PromoteConfig,
-        {"quality_margin_pp": _margins},
+        {"quality_margin_pp": _margins, "max_ttft_increase_pct": _number(0),
+         "max_memory_increase_pct": _number(0)},
     ),
     "fleet": (
         FleetConfig,
@@ -451,6 +517,8 @@ def _describe(v: Any) -> str:
         return "a table"
     if isinstance(v, list):
         return "an array"
+    if isinstance(v, int) and len(str(v)) > 20:
+        return f"a {len(str(v).lstrip('-'))}-digit number"
     return repr(v)
 
 
@@ -505,9 +573,13 @@ def _bench_profiles(table: Any, origin: str, text: str) -> tuple[BenchProfile, .
 
 def parse_config(text: str, origin: str = "<config>", env: dict[str, str] | None = None) -> Config:
     """Validate TOML text into a Config; raise ConfigError with a one-line message."""
+    from sparkctl.core.safeload import Unparsable, load_toml
+
     env = os.environ if env is None else env
     try:
-        raw = tomllib.loads(text)
+        raw = load_toml(text, max_bytes=CONFIG_MAX_BYTES)
+    except Unparsable as exc:
+        raise ConfigError(f"{origin}: cannot be read as a config: {exc}") from None
     except tomllib.TOMLDecodeError as exc:
         # tomllib's message ends with "(at line N, column M)"
         m = re.search(r"\(at line (\d+), column (\d+)\)", str(exc))
@@ -544,6 +616,8 @@ def parse_config(text: str, origin: str = "<config>", env: dict[str, str] | None
                 value = ({k: float(x) for k, x in value.items()} if isinstance(value, dict)
                          else {k: float(value) for k in _default_margins()})
                 value = {**_default_margins(), **value}
+            if name == "promote" and key.startswith("max_"):  # optional: no default value to take the type from
+                value = float(value)
             values[key] = float(value) if isinstance(getattr(cls(), key), float) else value
         built[name] = cls(**values)
     built["bench"] = replace(built["bench"], profiles=_bench_profiles(raw.get("bench", {}).get("profiles"), origin, text))
@@ -715,7 +789,8 @@ def to_toml_dict(cfg: Config) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for name, (cls, _checks) in SECTIONS.items():
         section = getattr(cfg, name)
-        out[name] = {f.name: getattr(section, f.name) for f in fields(cls)}
+        # an optional key left unset is left out (TOML has no null)
+        out[name] = {f.name: getattr(section, f.name) for f in fields(cls) if getattr(section, f.name) is not None}
     profiles = out["bench"].pop("profiles", ())
     if profiles:  # back as [bench.profiles.NAME] tables, None values left out (TOML has no null)
         out["bench"]["profiles"] = {

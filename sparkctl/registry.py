@@ -24,9 +24,11 @@ from urllib.parse import urljoin
 
 import httpx
 
+from sparkctl.core.loopback import LOOPBACK_MOUNTS
 from sparkctl.core.names import DEFAULT_HOST, parse_model_name
 from sparkctl.core.ollama_manifest import MANIFEST_MEDIA_TYPE
 from sparkctl.core.redact import redact_uri
+from sparkctl.core.safeload import Unparsable, load_json
 
 REGISTRY_ENV = "SPARKCTL_REGISTRY"
 MAX_JSON_BYTES = 4 * 1024 * 1024  # manifests and config blobs are a few KiB
@@ -36,6 +38,9 @@ class RegistryError(Exception):
     """`kind`: unreachable, not_found, unauthorized, bad_reply."""
 
     def __init__(self, kind: str, message: str) -> None:
+        from sparkctl.core.termtext import safe_text
+
+        message = safe_text(message)  # may quote the registry's own reply
         super().__init__(message)
         self.kind = kind
         self.message = message
@@ -81,8 +86,11 @@ class RegistryClient:
     """Reads from registries; `bytes_read[digest]` counts every blob byte received."""
 
     def __init__(self, *, timeout_s: float = 15.0, transport: httpx.AsyncBaseTransport | None = None) -> None:
+        # http(s)_proxy/no_proxy apply (a registry is remote), except to a registry or blob
+        # host on this machine, which is always asked directly (core/loopback.py)
         self._http = httpx.AsyncClient(timeout=httpx.Timeout(timeout_s, connect=min(timeout_s, 5.0)),
                                        follow_redirects=False, transport=transport,
+                                       mounts=None if transport is not None else dict(LOOPBACK_MOUNTS),
                                        headers={"User-Agent": "sparkctl"})
         self._blob_location: dict[str, str] = {}
         self.bytes_read: dict[str, int] = {}
@@ -129,8 +137,6 @@ class RegistryClient:
         return RegistryError("bad_reply", f"the registry answered {resp.status_code} for {what} ({where}{detail})")
 
     async def _json(self, url: str, headers: Mapping[str, str], what: str) -> Any:
-        import json
-
         for _ in range(5):  # a registry may redirect a blob to its storage host
             resp = await self._send(url, headers)
             if resp.is_redirect and "location" in resp.headers:
@@ -150,7 +156,9 @@ class RegistryClient:
             finally:
                 await resp.aclose()
             try:
-                return json.loads(body)
+                return load_json(body)
+            except Unparsable as exc:
+                raise RegistryError("bad_reply", f"the {what} from {redact_uri(url)} cannot be read: {exc}") from None
             except ValueError:
                 raise RegistryError("bad_reply", f"the {what} from {redact_uri(url)} is not JSON") from None
         raise RegistryError("bad_reply", f"too many redirects for the {what}")
@@ -221,10 +229,8 @@ def _range_start(content_range: str) -> int | None:
 
 def _registry_message(body: bytes) -> str:
     """The Docker registry's `{"errors": [{"code", "message"}]}` as ": MESSAGE", else ''."""
-    import json
-
     try:
-        doc = json.loads(body)
+        doc = load_json(body)
     except ValueError:
         return ""
     errors = doc.get("errors") if isinstance(doc, dict) else None

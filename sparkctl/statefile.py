@@ -164,15 +164,21 @@ class OwnedState:
         return HEADER + tomli_w.dumps(self.to_toml())
 
 
+# sparkctl writes a few KiB here; anything far larger is not its file
+STATE_MAX_BYTES = 1 << 20
+
+
 def state_path(env: dict[str, str] | None = None) -> Path:
     return paths.state_file(env)
 
 
 def parse_state(text: str, path: Path) -> OwnedState:
+    from sparkctl.core.safeload import Unparsable, load_toml
+
     origin = str(path)
     try:
-        raw = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
+        raw = load_toml(text, max_bytes=STATE_MAX_BYTES)
+    except (tomllib.TOMLDecodeError, Unparsable) as exc:
         raise StateError(f"{origin}: invalid TOML: {exc} (sparkctl writes this file; "
                          "move it away to start afresh)") from None
     version = raw.get("version", STATE_VERSION)

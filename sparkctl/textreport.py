@@ -163,7 +163,7 @@ def render_comparison_detail(cmp) -> str:
     return "\n".join(lines)
 
 
-def render_regressions(rows, notes=()) -> str:
+def render_regressions(rows, notes=(), quality=()) -> str:
     lines: list[str] = []
     if rows:
         lines.append(f"{'MODEL':<28} {'BEFORE':>16} {'AFTER':>16} {'CHANGE':>8} {'LIMIT':>6}  VERDICT")
@@ -182,8 +182,25 @@ def render_regressions(rows, notes=()) -> str:
         changed = getattr(row, "identity_changes", None)
         if changed:
             lines.append(f"  engine changes: {'; '.join(changed)}")
-    if not rows:
+    if not rows and not quality:
         lines.append("no model has usable runs of one workload on two engine versions" + (":" if notes else ""))
+    if quality:
+        if rows:
+            lines.append("")
+        lines.append(f"{'MODEL':<28} {'SUITE':<20} {'BEFORE':>14} {'AFTER':>14} {'DIFF pp':>8} {'95% CI':>16}  VERDICT")
+        for q in quality:
+            c = q.diff.ci
+            before = f"{_num(q.before.score * 100 if q.before.score is not None else None)} @{q.before.engine_version}"
+            after = f"{_num(q.after.score * 100 if q.after.score is not None else None)} @{q.after.engine_version}"
+            lines.append(f"{q.model:<28} {q.diff.metric:<20} {before:>14} {after:>14} {c.diff_pp:>+8.1f} "
+                         f"{f'{c.ci_low_pp:+.1f} .. {c.ci_high_pp:+.1f}':>16}  "
+                         f"{'QUALITY DROP' if q.flagged else q.diff.verdict}")
+            if q.diff.gate is not None and not q.diff.gate.resolved:
+                lines.append(f"  {q.diff.gate.explain()}")
+            if q.sampling_changes:
+                lines.append(f"  sampling changes: {'; '.join(q.sampling_changes)}")
+            if q.identity_changes:
+                lines.append(f"  engine changes: {'; '.join(q.identity_changes)}")
     lines.extend(f"  ! {n}" for n in notes)
     return "\n".join(lines)
 

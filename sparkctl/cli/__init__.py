@@ -115,6 +115,16 @@ def main(argv: list[str] | None = None) -> int:
         args = argparse.Namespace(command=None, config=None)
     else:
         args = build_parser().parse_args(_join_two_word(argv))  # --help ends here, before any import below
+    if getattr(args, "handler", None) is None:
+        return _dispatch(args)  # the TUI: Textual owns the terminal
+    from sparkctl.cli.terminal import guarded_output
+
+    # what other processes and hosts say reaches the terminal without escape sequences
+    with guarded_output():
+        return _dispatch(args)
+
+
+def _dispatch(args) -> int:
     from sparkctl.core.redact import redact_text
     from sparkctl.engines.base import EngineError, EngineUnreachable
     from sparkctl.services.factory import SetupError
@@ -124,9 +134,12 @@ def main(argv: list[str] | None = None) -> int:
         # `config --init` writes the file that loading would look for: nothing to load yet
         cfg = None if (args.command == "config" and getattr(args, "init", False)) else _load_config(args)
         handler = getattr(args, "handler", None) or cmd_tui
-        if handler is not cmd_tui and args.command != "serve" and not getattr(args, "restore", False):
-            # a bench that died left models changed: put them back first (the TUI and the
-            # served TUI do it in a worker; `lanes --restore` does it itself)
+        if (handler is not cmd_tui and args.command != "serve" and not getattr(args, "restore", False)
+                and not getattr(args, "no_repair", False)):
+            # a bench that died left models changed: put them back first (`lanes --restore`
+            # does it itself; the TUI only shows it, and puts them back when asked (P) or
+            # before a bench of its own; `status --no-repair`, which the fleet runs on every
+            # host, only reads)
             from sparkctl.cli.recovery import recover_at_start
 
             recover_at_start(cfg)

@@ -7,8 +7,10 @@ import sys
 
 from sparkctl.cli.engine_args import engine_choice, validate_models
 from sparkctl.cli.sweep import add_sweep_args, cmd_sweep, sweep_requested
-from sparkctl.cli.running import ProgressLine, emit, lanes_failed, recover, run_tracked
-from sparkctl.cli.exitcodes import CliError, EXIT_BAD_INPUT, EXIT_ENGINE_ERROR, EXIT_OK, EXIT_REFUSED, EXIT_UNREACHABLE
+from sparkctl.cli.running import ProgressLine, emit, lanes_failed, not_saved, recover, run_tracked
+from sparkctl.cli.exitcodes import (CliError, EXIT_BAD_INPUT, EXIT_ENGINE_ERROR, EXIT_NOT_SAVED, EXIT_OK, EXIT_REFUSED,
+                                    EXIT_UNREACHABLE)
+from sparkctl.core.limits import MAX_REPS, MAX_WARMUP
 
 
 def register(sub) -> None:
@@ -64,15 +66,26 @@ def _validate(args, effective_kind: str = "ollama") -> None:
                              ("--ctx", args.ctx, 256), ("--num-predict", args.num_predict, 1)):
         if value is not None and value < low:
             raise CliError(f"{flag} must be >= {low}, got {value}", EXIT_BAD_INPUT)
+    for flag, value, high in (("--reps", args.reps, MAX_REPS), ("--warmup", args.warmup, MAX_WARMUP)):
+        if value is not None and value > high:
+            raise CliError(f"{flag} must be at most {high}, got {_count(value)}", EXIT_BAD_INPUT)
     if getattr(args, "until_resolved", False):
         if len(dict.fromkeys(args.models)) != 2:
             raise CliError("--until-resolved compares exactly two models", EXIT_BAD_INPUT)
         if args.max_reps < 3:
             raise CliError(f"--max-reps must be >= 3, got {args.max_reps}", EXIT_BAD_INPUT)
+        if args.max_reps > MAX_REPS:
+            raise CliError(f"--max-reps must be at most {MAX_REPS}, got {_count(args.max_reps)}", EXIT_BAD_INPUT)
     if args.timeout is not None and not (math.isfinite(args.timeout) and args.timeout > 0):
         raise CliError(f"--timeout must be a number of seconds > 0, got {args.timeout:g}", EXIT_BAD_INPUT)
     if args.prompt is not None and not args.prompt.strip():
         raise CliError("--prompt must not be empty", EXIT_BAD_INPUT)
+
+
+def _count(value: int) -> str:
+    """A count for a message: a number hundreds of digits long is shown by its size."""
+    text = str(value)
+    return text if len(text) <= 20 else f"a {len(text)}-digit number"
 
 
 class _Progress(ProgressLine):
@@ -228,7 +241,9 @@ def cmd_bench(args, cfg) -> int:
         emit(render_runs(runs), sys.stdout)
     if lanes_failed(runner_box):
         return EXIT_REFUSED
-    # a run with nothing measured (every repetition an engine error) is not a result
+    if not_saved(runs):
+        return EXIT_NOT_SAVED
+    # a run with nothing measured (every repetition an engine error or DNF) is not a result
     return EXIT_ENGINE_ERROR if any(r.status == "FAILED" for r in runs) else EXIT_OK
 
 

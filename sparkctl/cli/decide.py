@@ -34,9 +34,9 @@ def register(sub) -> None:
 
 
 def _store(cfg):
-    from sparkctl.services.factory import make_spool_and_store
+    from sparkctl.cli.history_store import history_store
 
-    return make_spool_and_store(cfg)[1]
+    return history_store(cfg)
 
 
 def _tracking_error(exc):
@@ -56,7 +56,8 @@ def cmd_compare(args, cfg) -> int:
         raise CliError("compare needs at least two different models", EXIT_BAD_INPUT)
     try:
         cmp = compare_models(_store(cfg), models, any_engine=args.any_engine, lanes=cfg.lanes,
-                             margins=cfg.promote.quality_margin_pp, any_hardware=args.any_hardware)
+                             margins=cfg.promote.quality_margin_pp, any_hardware=args.any_hardware,
+                             limits=cfg.promote.limits())
     except NothingToCompare as exc:
         raise CliError(str(exc), EXIT_REFUSED) from None
     except TrackingError as exc:
@@ -105,17 +106,18 @@ def cmd_regressions(args, cfg) -> int:
     from sparkctl.tracking.store import TrackingError
 
     try:
-        report = regression_report(_store(cfg))
+        report = regression_report(_store(cfg), margins=cfg.promote.quality_margin_pp)
     except TrackingError as exc:
         raise _tracking_error(exc) from None
     rows = report.rows
     if args.json:
-        print(json.dumps([r.to_dict() for r in rows], indent=2))
+        # speed rows (metric decode_tps), then quality rows (metric the suite's, with "suite")
+        print(json.dumps([r.to_dict() for r in rows] + [q.to_dict() for q in report.quality], indent=2))
         for note in report.notes:  # the list stays what it was; what was passed over goes to stderr
             print(f"sparkctl: note: {note}", file=sys.stderr)
     else:
         from sparkctl.textreport import render_regressions
 
-        print(render_regressions(rows, report.notes))
+        print(render_regressions(rows, report.notes, report.quality))
     sys.stdout.flush()
-    return EXIT_REFUSED if any(r.flagged for r in rows) else EXIT_OK
+    return EXIT_REFUSED if any(r.flagged for r in [*rows, *report.quality]) else EXIT_OK

@@ -8,11 +8,12 @@ import sys
 from sparkctl.cli.exitcodes import (
     EXIT_BAD_INPUT,
     EXIT_ENGINE_ERROR,
+    EXIT_NOT_SAVED,
     EXIT_OK,
     EXIT_REFUSED,
     CliError,
 )
-from sparkctl.cli.running import ProgressLine, emit, lanes_failed, recover, run_tracked
+from sparkctl.cli.running import ProgressLine, emit, lanes_failed, not_saved, recover, run_tracked
 
 SUITE_CHOICES = ("gsm8k", "ifeval")
 GRID_WIDTH = 50
@@ -245,6 +246,11 @@ def _run_eval(args, cfg) -> int:
                              ("--ctx", args.ctx, 256)):
         if value is not None and value < low:
             raise CliError(f"{flag} must be at least {low}, not {value:g}", EXIT_BAD_INPUT)
+    from sparkctl.core.limits import MAX_CONCURRENCY
+
+    if args.concurrency is not None and args.concurrency > MAX_CONCURRENCY:
+        shown = str(args.concurrency) if len(str(args.concurrency)) <= 20 else "a larger number"
+        raise CliError(f"--concurrency must be at most {MAX_CONCURRENCY}, not {shown}", EXIT_BAD_INPUT)
     if args.prompt != "sparkctl" and args.suite != "gsm8k":
         raise CliError(f"--prompt {args.prompt} is a GSM8K prompt template; IFEval sends its prompts as written",
                        EXIT_BAD_INPUT)
@@ -308,4 +314,6 @@ def _run_eval(args, cfg) -> int:
                  f"scored by {RULES_VERSION}: {same}", sys.stdout)
     if lanes_failed(runner_box):
         return EXIT_REFUSED
+    if not_saved(runs):
+        return EXIT_NOT_SAVED
     return EXIT_ENGINE_ERROR if any(r.status == "FAILED" for r in runs) else EXIT_OK

@@ -16,6 +16,7 @@ class ExitCode(IntEnum):
     REFUSED = 4  # sparkctl declined: would evict a lane, spilled, unmet precondition
     ENGINE_ERROR = 5  # the engine answered with an error
     HOOK_FAILED = 6  # the lane changed, but its [lanes] on_change hook failed
+    NOT_SAVED = 7  # the work ran, but neither the spool nor MLflow could take its run
     INTERRUPTED = 130  # Ctrl-C, SIGTERM, SIGHUP (128 + SIGINT, like a shell)
 
 
@@ -25,6 +26,7 @@ EXIT_UNREACHABLE = ExitCode.UNREACHABLE
 EXIT_REFUSED = ExitCode.REFUSED
 EXIT_ENGINE_ERROR = ExitCode.ENGINE_ERROR
 EXIT_HOOK_FAILED = ExitCode.HOOK_FAILED
+EXIT_NOT_SAVED = ExitCode.NOT_SAVED
 EXIT_INTERRUPTED = ExitCode.INTERRUPTED
 
 

@@ -107,8 +107,8 @@ def cmd_fleet(args, cfg) -> int:
     from sparkctl.services.fleet import LIVE, FleetPoller, FleetReport, fleet_hosts
 
     if args.timeout is not None:
-        if not args.timeout > 0:
-            raise CliError(f"--timeout must be > 0, got {args.timeout:g}", EXIT_BAD_INPUT)
+        if not (0 < args.timeout < float("inf")):  # nan and inf would wait forever
+            raise CliError(f"--timeout must be a number of seconds > 0, got {args.timeout:g}", EXIT_BAD_INPUT)
         cfg = replace(cfg, fleet=replace(cfg.fleet, timeout_s=args.timeout))
     bad = [h for h in args.hosts if not h.strip() or h.startswith("-") or any(c.isspace() for c in h)]
     if bad:

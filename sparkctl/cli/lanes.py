@@ -5,7 +5,8 @@ Exit codes: 0 done; 2 bad input (unknown lane, a model that already serves it, a
 name); 3 engine unreachable; 4 refused (an unmet precondition without --force, nothing to
 roll back, a switch that failed verification or lost a race: the lane is unchanged);
 5 engine error (the load failed; the lane is unchanged); 6 the lane changed but the
-[lanes] on_change hook failed. Heavy imports live in the handlers.
+[lanes] on_change hook failed; 7 the lane changed, but its MLflow record was NOT saved
+(neither the spool nor MLflow took it). Heavy imports live in the handlers.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from sparkctl.cli.exitcodes import (
     EXIT_BAD_INPUT,
     EXIT_ENGINE_ERROR,
     EXIT_HOOK_FAILED,
+    EXIT_NOT_SAVED,
     EXIT_OK,
     EXIT_REFUSED,
     EXIT_UNREACHABLE,
@@ -34,6 +36,8 @@ def _switch_args(p) -> None:
     p.add_argument("--keep-alive", type=duration, metavar="D",
                    help="keep-alive (default: forever when the current lane model is kept forever, else [models] keep_alive)")
     p.add_argument("--force", action="store_true", help="go ahead past unmet preconditions (the override is recorded)")
+    p.add_argument("--no-wait", action="store_true",
+                   help="if a bench or another lane change is running on the engine, refuse (exit 4) instead of waiting")
     p.add_argument("--json", action="store_true", help="one JSON object")
 
 
@@ -86,10 +90,12 @@ def _run(cfg, go) -> Any:
     return asyncio.run(main())
 
 
-def _switch(args, cfg, plan_fn) -> int:
+def _switch(args, cfg, plan_fn, action: str, lane: str, model: str = "") -> int:
     from sparkctl.core.names import InvalidModelName
+    from sparkctl.services.bench import BenchBusy
+    from sparkctl.services.bench.lock import LockUnavailable
     from sparkctl.services.factory import make_probes, make_spool_and_store
-    from sparkctl.services.lanes import LaneError, PromotionRefused, execute
+    from sparkctl.services.lanes import LaneError, PromotionRefused, execute, switch_lock
     from sparkctl.tracking.sync import record_run
 
     spool, store = make_spool_and_store(cfg)
@@ -97,14 +103,28 @@ def _switch(args, cfg, plan_fn) -> int:
     dry = getattr(args, "dry_run", False)
 
     async def go(engine):
-        plan = await plan_fn(engine, probes, store)
-        if dry or (plan.unmet and not args.force):
-            return plan, None
-        return plan, await execute(cfg, engine, probes, plan, force=args.force,
-                                   recorder=lambda rec: record_run(rec, spool, store))
+        # the engine's lock before the plan reads the lane and what is resident: a bench or
+        # another switch running now would change both (a dry run changes nothing: no lock)
+        lock = None
+        if not dry:
+            lock = switch_lock(engine, action, lane, model)
+            await lock.acquire(not args.no_wait, _err)
+        try:
+            plan = await plan_fn(engine, probes, store)
+            if dry or (plan.unmet and not args.force):
+                return plan, None
+            return plan, await execute(cfg, engine, probes, plan, force=args.force, lock=lock,
+                                       recorder=lambda rec: record_run(rec, spool, store))
+        finally:
+            if lock is not None:
+                lock.release()
 
     try:
         plan, outcome = _run(cfg, go)
+    except BenchBusy as exc:
+        raise CliError(f"refused: {exc} (without --no-wait the {action} waits for it)", EXIT_REFUSED) from None
+    except LockUnavailable as exc:
+        raise CliError(str(exc), EXIT_BAD_INPUT) from None
     except LaneError as exc:
         raise CliError(str(exc), EXIT_BAD_INPUT if exc.bad_input else EXIT_REFUSED) from None
     except InvalidModelName as exc:
@@ -134,6 +154,9 @@ def _switch(args, cfg, plan_fn) -> int:
     if outcome.hook is not None and not outcome.hook.ok:
         _err(f"lane {plan.lane} now serves {plan.model}, but the on_change hook failed: {outcome.hook.line()}")
         return EXIT_HOOK_FAILED
+    if outcome.record is not None and outcome.record.lost:
+        _err(f"{plan.action} of lane {plan.lane}: {outcome.record.message}")
+        return EXIT_NOT_SAVED
     return EXIT_OK
 
 
@@ -147,14 +170,15 @@ def cmd_promote(args, cfg) -> int:
         raise CliError(str(exc), EXIT_BAD_INPUT) from None
     return _switch(args, cfg, lambda engine, probes, store: plan_promotion(
         cfg, engine, probes, store, args.lane, model, swap=args.swap, num_ctx=args.ctx, keep_alive=args.keep_alive,
-        quality_from_version=(args.quality_from_version or "").strip()))
+        quality_from_version=(args.quality_from_version or "").strip()), "promote", args.lane, model)
 
 
 def cmd_rollback(args, cfg) -> int:
     from sparkctl.services.lanes import plan_rollback
 
     return _switch(args, cfg, lambda engine, probes, store: plan_rollback(
-        cfg, engine, probes, args.lane, swap=args.swap, num_ctx=args.ctx, keep_alive=args.keep_alive))
+        cfg, engine, probes, args.lane, swap=args.swap, num_ctx=args.ctx, keep_alive=args.keep_alive),
+        "rollback", args.lane)
 
 
 def _restore(cfg) -> tuple[list[str], bool]:

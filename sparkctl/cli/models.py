@@ -14,6 +14,7 @@ from typing import Any, TextIO
 
 from sparkctl.cli.argtypes import duration, positive_int
 from sparkctl.cli.exitcodes import CliError, EXIT_BAD_INPUT, EXIT_ENGINE_ERROR, EXIT_INTERRUPTED, EXIT_OK, EXIT_REFUSED, EXIT_UNREACHABLE
+from sparkctl.cli.terminal import write_control
 
 
 
@@ -80,6 +81,13 @@ def _name(raw: str) -> str:
             except InvalidModelName:
                 pass
         raise CliError(f"{exc}{hint}", EXIT_BAD_INPUT) from None
+
+
+def _typed(raw: str, name: str) -> str:
+    """The name for a registry read: as typed when it starts with a scheme (http:// picks
+    plain HTTP for its host, as Ollama's pull does), else the validated `name`."""
+    raw = raw.strip()
+    return raw if raw.lower().startswith(("http://", "https://")) else name
 
 
 def _run(cfg, fn) -> Any:
@@ -208,7 +216,7 @@ class PullPrinter:
 
     def _clear(self) -> None:
         if self._drawn:
-            self.out.write("\r\x1b[2K")
+            write_control(self.out, "\r\x1b[2K")
             self._drawn = False
 
     def update(self, view, now: float) -> None:
@@ -281,7 +289,7 @@ def cmd_pull(args, cfg) -> int:
     async def go(engine):
         from sparkctl.services.models import remote_fit_check
 
-        report = await remote_fit_check(cfg, engine, probes, name, args.ctx)
+        report = await remote_fit_check(cfg, engine, probes, _typed(args.name, name), args.ctx)
         fit[:] = [report]
         if report.cannot_fit and not args.force:
             return
@@ -353,7 +361,7 @@ def cmd_fit(args, cfg) -> int:
     hint: list[str] = []
 
     async def go(engine):
-        report = await fit_anywhere(cfg, engine, probes, name, args.ctx)
+        report = await fit_anywhere(cfg, engine, probes, _typed(args.name, name), args.ctx)
         if isinstance(report, RemoteFitReport) and not report.known:  # a mistyped local name?
             from sparkctl.services.models import did_you_mean
 

@@ -36,7 +36,10 @@ class ProgressLine:
             return
         try:
             if self.enabled:
-                sys.stderr.write("\r\033[K" + text[:160] + end)
+                from sparkctl.cli.terminal import REDRAW, write_control
+
+                write_control(sys.stderr, REDRAW)
+                sys.stderr.write(text[:160] + end)
             else:
                 sys.stderr.write(f"sparkctl: {text}{end}")
             sys.stderr.flush()
@@ -58,11 +61,17 @@ def run_stoppable(work: Callable[[], Awaitable[Any]], on_again: Callable[[], Non
     import asyncio
     import signal
 
+    from sparkctl.services.tracking import hurry_tracking
+
     async def go():
         loop, me = asyncio.get_running_loop(), asyncio.current_task()
         stopping: list[int] = []
 
         def stop(sig: int) -> None:
+            # a tracking server that drips its answers must not hold the process: from
+            # here on its writes get seconds, not their full deadline (the runs are spooled)
+            if sig != signal.SIGHUP or not stopping:
+                hurry_tracking()
             if not stopping:
                 stopping.append(sig)
                 me.cancel()
@@ -96,6 +105,15 @@ def lanes_failed(runner_box: list) -> bool:
     """Whether a lane model could not be put back (the runner already said so, loudly)."""
     restore = runner_box[0].lane_restore if runner_box else None
     return restore is not None and not restore.ok
+
+
+def not_saved(runs) -> bool:
+    """Whether a run was lost (neither the spool nor MLflow took it): said once more as the
+    last line, so a script or a user scrolling past the table cannot take it as recorded."""
+    lost = [r for r in runs if getattr(r, "not_saved", False)]
+    for r in lost:
+        emit(f"sparkctl: {r.model}: {r.sync_message}", sys.stderr)
+    return bool(lost)
 
 
 def run_tracked(work: Callable[[], Awaitable[Any]], progress: ProgressLine, *, what: str, stopped: str,

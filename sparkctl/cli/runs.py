@@ -109,7 +109,7 @@ def by_host(rows) -> dict:
 def cmd_runs(args, cfg) -> int:
     import json
 
-    from sparkctl.services.factory import make_spool_and_store
+    from sparkctl.cli.history_store import history_store
     from sparkctl.core.redact import redact_text
     from sparkctl.services.runs import list_runs, parse_since
     from sparkctl.tracking.store import TrackingError
@@ -126,7 +126,7 @@ def cmd_runs(args, cfg) -> int:
             since_ms = parse_since(args.since)
         except ValueError as exc:
             raise CliError(f"--since: {exc}", EXIT_BAD_INPUT) from None
-    _spool, store = make_spool_and_store(cfg)
+    store = history_store(cfg)
     try:
         rows = list_runs(store, model=args.model, engine_version=args.engine_version, kind=args.kind,
                          since_ms=since_ms, limit=args.limit, host=args.host)

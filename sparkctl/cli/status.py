@@ -8,6 +8,9 @@ from sparkctl.cli.exitcodes import EXIT_ENGINE_ERROR, EXIT_OK, EXIT_UNREACHABLE
 def register(sub) -> None:
     s = sub.add_parser("status", help="engine, resident models, memory budget and GPU, as text or JSON")
     s.add_argument("--json", action="store_true", help="one JSON object (keys in docs/dashboard.md)")
+    s.add_argument("--no-repair", action="store_true",
+                   help="only read: leave what a dead bench changed as it is and list it under the warnings "
+                        "(the fleet asks every host this way)")
     s.set_defaults(handler=cmd_status)
 
 

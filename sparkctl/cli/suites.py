@@ -6,6 +6,7 @@ from __future__ import annotations
 import sys
 
 from sparkctl.cli.exitcodes import EXIT_BAD_INPUT, EXIT_OK, EXIT_UNREACHABLE, CliError
+from sparkctl.cli.terminal import REDRAW, write_control
 
 
 def register(sub) -> None:
@@ -79,12 +80,13 @@ def _pull(args, cfg) -> int:
             return
         shown[name] = got
         of = f" of {total / 1e6:.1f} MB" if total else ""
-        sys.stderr.write(f"\r\033[K{name}: {got / 1e6:.1f} MB{of}")
+        write_control(sys.stderr, REDRAW)
+        sys.stderr.write(f"{name}: {got / 1e6:.1f} MB{of}")
         sys.stderr.flush()
 
     dest, how, reports = pull_all(cfg, accept_new=args.accept_new, progress=progress)
     if tty:
-        sys.stderr.write("\r\033[K")
+        write_control(sys.stderr, REDRAW)
     done = [r.pulled for r in reports if r.pulled is not None]
     failed = [(r.name, r.error) for r in reports if r.pulled is None]
     if args.json:

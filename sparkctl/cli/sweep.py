@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import sys
 
-from sparkctl.cli.exitcodes import (CliError, EXIT_BAD_INPUT, EXIT_ENGINE_ERROR, EXIT_OK,
+from sparkctl.cli.exitcodes import (CliError, EXIT_BAD_INPUT, EXIT_ENGINE_ERROR, EXIT_NOT_SAVED, EXIT_OK,
                                     EXIT_REFUSED)
-from sparkctl.cli.running import emit, recover, run_tracked
+from sparkctl.cli.running import emit, not_saved, recover, run_tracked
 
 SWEEP_FLAGS = ("profile", "depth", "concurrency", "slo", "csv", "markdown")
 
@@ -35,6 +35,7 @@ def sweep_requested(args) -> bool:
 
 def _plan_args(args, cfg):
     from sparkctl.core.latency import parse_slo
+    from sparkctl.core.limits import MAX_CONCURRENCY
     from sparkctl.core.sweep import parse_int_list
     from sparkctl.services.bench.profiles import DEFAULT_PROFILE, resolve
 
@@ -46,8 +47,8 @@ def _plan_args(args, cfg):
     except ValueError as exc:
         msg = str(exc)
         raise CliError(msg if msg.startswith("--") else f"--slo: {msg}", EXIT_BAD_INPUT) from None
-    if max(conc) > 64:
-        raise CliError(f"--concurrency: {max(conc)} is above 64", EXIT_BAD_INPUT)
+    if max(conc) > MAX_CONCURRENCY:
+        raise CliError(f"--concurrency: {max(conc)} is above {MAX_CONCURRENCY}", EXIT_BAD_INPUT)
     if args.until_resolved:
         raise CliError("--until-resolved compares two single benches; it does not combine with a sweep", EXIT_BAD_INPUT)
     if sum(bool(x) for x in (args.json, args.csv, args.markdown)) > 1:
@@ -104,6 +105,8 @@ def cmd_sweep(args, cfg, engine, settings, progress) -> int:
         emit(render_sweep(result), sys.stdout)
     if lanes_bad():
         return EXIT_REFUSED
+    if not_saved([c.run for c in result.cells]):
+        return EXIT_NOT_SAVED
     return EXIT_ENGINE_ERROR if any(c.run.status == "FAILED" for c in result.cells) else EXIT_OK
 
 

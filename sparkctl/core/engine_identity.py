@@ -105,26 +105,6 @@ def ollama_runner(children: Sequence[Sequence[str]], model_path: str) -> tuple[s
     return (candidates[0] if len(candidates) == 1 else ("", None))
 
 
-def ollama_settings(env: Mapping[str, str], env_readable: bool) -> dict[str, str]:
-    """Flash attention and KV cache type from the Ollama server's environment (what it
-    passes to its llama-server runners: OLLAMA_FLASH_ATTENTION, OLLAMA_KV_CACHE_TYPE)."""
-    if not env_readable:
-        return {FLASH_ATTN: UNKNOWN, FLASH_ATTN + "_source": "the Ollama process's environment is not readable",
-                KV_CACHE_TYPE: UNKNOWN, KV_CACHE_TYPE + "_source": "the Ollama process's environment is not readable"}
-    out = {}
-    fa = env.get("OLLAMA_FLASH_ATTENTION")
-    if fa is not None:
-        out[FLASH_ATTN] = _FA_VALUES.get(fa.strip().lower(), fa.strip().lower())
-        out[FLASH_ATTN + "_source"] = "OLLAMA_FLASH_ATTENTION"
-    else:
-        out[FLASH_ATTN] = "auto"
-        out[FLASH_ATTN + "_source"] = "OLLAMA_FLASH_ATTENTION unset (Ollama decides per GPU)"
-    kv = env.get("OLLAMA_KV_CACHE_TYPE")
-    out[KV_CACHE_TYPE] = kv.strip() if kv else "f16"
-    out[KV_CACHE_TYPE + "_source"] = "OLLAMA_KV_CACHE_TYPE" if kv else "OLLAMA_KV_CACHE_TYPE unset (f16)"
-    return out
-
-
 def version_at_least(version: str, wanted: tuple[int, ...]) -> bool:
     """'0.30.1' >= (0, 30)? False for anything that does not parse."""
     parts = []

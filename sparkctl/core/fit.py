@@ -76,14 +76,46 @@ def arch_value(model_info: Mapping[str, Any], key: str) -> Any:
     return model_info.get(f"{arch}.{key}")
 
 
+# The largest value a model's shape can plausibly hold (layers, heads, widths, windows,
+# contexts). A GGUF header or an engine's reply may carry anything a uint64 holds; a value
+# past these is treated as missing, never multiplied out (a per-layer list of 2**63 layers
+# cannot be built, and a product of such numbers overflows a float).
+MAX_SHAPE_VALUE = 2**40
+MAX_LAYERS = 65536
+
+
 def _pos_int(v: Any) -> int | None:
-    """A positive whole number, or None (bools and non-integral floats are rejected)."""
+    """A positive whole number up to MAX_SHAPE_VALUE, or None (bools and non-integral
+    floats are rejected)."""
     if isinstance(v, bool):
         return None
     if isinstance(v, int):
-        return v if v > 0 else None
-    if isinstance(v, float) and v.is_integer() and v > 0:
+        return v if 0 < v <= MAX_SHAPE_VALUE else None
+    if isinstance(v, float) and v.is_integer() and 0 < v <= MAX_SHAPE_VALUE:
         return int(v)
+    return None
+
+
+def _layers(model_info: Mapping[str, Any]) -> int | None:
+    n = _pos_int(arch_value(model_info, "block_count"))
+    return n if n is not None and n <= MAX_LAYERS else None
+
+
+def implausible_shape(model_info: Mapping[str, Any]) -> str | None:
+    """The first shape value a fit cannot use because it is out of any model's range
+    ("block_count 9223372036854775807"), or None."""
+    arch = _arch(model_info)
+    if arch is None:
+        return None
+    for key, value in model_info.items():
+        if not key.startswith(arch + ".") or isinstance(value, bool):
+            continue
+        values = value if isinstance(value, (list, tuple)) else [value]
+        limit = MAX_LAYERS if key == f"{arch}.block_count" else MAX_SHAPE_VALUE
+        for v in values:
+            if isinstance(v, (int, float)) and not isinstance(v, bool) and abs(v) > limit:
+                return f"{key.removeprefix(arch + '.')} {v:g}" if isinstance(v, float) else \
+                    f"{key.removeprefix(arch + '.')} {v}"
     return None
 
 
@@ -150,7 +182,7 @@ class SlidingWindow:
 def sliding_window(model_info: Mapping[str, Any]) -> SlidingWindow | None:
     """Which layers are windowed, and the window, or None (no window, or the pattern is unknown)."""
     arch = _arch(model_info)
-    layers = _pos_int(arch_value(model_info, "block_count"))
+    layers = _layers(model_info)
     if arch is None or layers is None:
         return None
     window = _pos_int(arch_value(model_info, "attention.sliding_window")) or SWA_DEFAULT_WINDOW.get(arch)
@@ -190,7 +222,7 @@ def kv_cache_bytes(
         raise ValueError(f"num_ctx must be >= 0, got {num_ctx}")
     if slots < 1:
         raise ValueError(f"slots must be >= 1, got {slots}")
-    layers = _pos_int(arch_value(model_info, "block_count"))
+    layers = _layers(model_info)
     if layers is None:
         return None
     head_count = _per_layer(arch_value(model_info, "attention.head_count"), layers)
@@ -327,7 +359,7 @@ def estimate_fit(
             notes.append(f"num_ctx {requested} from the model's Modelfile")
         elif env_context and env_context > 0:
             requested = env_context
-            notes.append(f"num_ctx {requested} from OLLAMA_CONTEXT_LENGTH")
+            notes.append(f"num_ctx {requested}: the server's default context (OLLAMA_CONTEXT_LENGTH, or its version's default)")
         elif total_memory_bytes is not None:
             requested = engine_default_context(total_memory_bytes)
             notes.append(

@@ -131,11 +131,13 @@ def readable(schema: int) -> bool:
 
 
 def _num(x: Any) -> float | None:
-    return float(x) if isinstance(x, (int, float)) and not isinstance(x, bool) else None
+    if isinstance(x, int) and not isinstance(x, bool):
+        return float(x) if abs(x) < 2**1000 else None  # past a float's range: not a figure
+    return x if isinstance(x, float) else None
 
 
 def _int(x: Any) -> int | None:
-    return int(x) if isinstance(x, int) and not isinstance(x, bool) else None
+    return x if isinstance(x, int) and not isinstance(x, bool) and abs(x) < 2**63 else None
 
 
 def _str(x: Any) -> str | None:

@@ -1,12 +1,15 @@
-"""A quality gate with a margin: is the contender shown to be not worse than the incumbent
-by more than `margin` percentage points, and if the sample cannot show it, how many items
-would?
+"""A quality gate with a margin: is the contender better, not worse, or worse than the
+incumbent by more than `margin` percentage points, and when the sample cannot tell, how many
+items would?
 
 "Not worse" is a non-inferiority claim. It is shown when the lower bound of the interval on
-(contender - incumbent) lies above -margin. It is never "the interval includes zero": at
-100 items, 85% -> 78% (paired, interval -15.4 to +1.3 pp) includes zero, yet the data
-allow a 15-point loss. A small sample then fails the gate by being unable to show
-anything, and the refusal says how many items would (see ``items_needed``).
+(contender - incumbent) lies above -margin; "worse" is said when the upper bound lies below
+-margin; anything else is "not resolved": the interval reaches both sides of -margin, so the
+sample is too small to say either, whatever its point estimate. The gate never reads "the
+interval includes zero": 100 paired items on which the incumbent alone is right on 12 and
+the contender alone on 5 (73 both, 10 neither: 85% -> 78%) give -7.0 pp [-15.4, +1.3],
+which includes zero, yet allow a 15-point loss. Such a sample fails the gate by being unable
+to show anything, and the refusal says how many items would resolve it (``items_needed``).
 
 Default margins (``DEFAULT_MARGINS_PP``), chosen for what the full suites can show. The
 interval's half-width at n items is about z * sqrt(V / n), where V is the per-item
@@ -58,11 +61,12 @@ def variance_per_item(p_a: float, p_b: float, *, discordant: tuple[float, float]
 
 def items_needed(diff_pp: float, margin_pp: float, variance: float, *, power: float = POWER,
                  confidence: float = CONFIDENCE) -> int | None:
-    """Items (per model, paired or per arm) for the interval's lower bound to clear
-    -margin with `power`, if the true difference were `diff_pp`: n = (z_(1-alpha/2) + z_power)^2
-    * V / (diff + margin)^2. None when the difference is at or beyond the margin: no number
-    of items shows non-inferiority then."""
-    room = (diff_pp + margin_pp) / 100.0
+    """Items (paired, or per model) for the interval to lie wholly on one side of -margin with
+    `power`, if the true difference were `diff_pp`: n = (z_(1-alpha/2) + z_power)^2 * V /
+    (diff + margin)^2. Above the margin that side is "not worse", below it "worse": the
+    formula is the same, only the sign of the room differs. None when the difference sits
+    exactly on -margin: no number of items separates a difference from itself."""
+    room = abs(diff_pp + margin_pp) / 100.0
     if room <= 0:
         return None
     z = _z(0.5 + confidence / 2.0) + _z(power)
@@ -75,9 +79,16 @@ def detectable_margin_pp(n: int, variance: float, *, power: float = POWER, confi
     return 100.0 * z * math.sqrt(variance / n)
 
 
+# What a gate concludes: its three ways, and the one word "better" inside "not worse".
+BETTER = "better"
+NOT_WORSE = "not worse"
+WORSE = "worse"
+NOT_RESOLVED = "not resolved"
+
+
 @dataclass(frozen=True)
 class GateResult:
-    """One suite's non-inferiority check (contender minus incumbent, percentage points)."""
+    """One suite's check of contender minus incumbent (percentage points) against -margin."""
 
     suite: str
     margin_pp: float
@@ -86,32 +97,86 @@ class GateResult:
     high_pp: float
     n: int  # items compared (paired) or the smaller arm
     paired: bool
-    shown: bool  # the lower bound is above -margin
-    needed: int | None  # items that would show it at the observed rates (None: none would)
+    shown: bool  # not worse: the lower bound is above -margin
+    needed: int | None  # not resolved: items that would resolve it at the observed spread (None otherwise)
     suite_items: int | None = None  # the whole suite's size, when known
+    worse: bool = False  # worse: the upper bound is below -margin
+
+    @property
+    def outcome(self) -> str:
+        """BETTER (the interval above zero), NOT_WORSE, WORSE or NOT_RESOLVED."""
+        if self.shown:
+            return BETTER if self.low_pp > 0 else NOT_WORSE
+        return WORSE if self.worse else NOT_RESOLVED
+
+    @property
+    def resolved(self) -> bool:
+        return self.shown or self.worse
+
+    @property
+    def per(self) -> str:
+        return "paired items" if self.paired else "items per model"
+
+    @property
+    def beyond_suite(self) -> bool:
+        """The items that would resolve it are more than the suite holds."""
+        return self.needed is not None and self.suite_items is not None and self.needed > self.suite_items
+
+    @property
+    def more(self) -> int | None:
+        """Items to add to the sample at hand (None: no count can be named)."""
+        return None if self.needed is None else max(1, self.needed - self.n)
+
+    def interval(self) -> str:
+        return f"{self.diff_pp:+.1f} pp [{self.low_pp:+.1f}, {self.high_pp:+.1f}]"
+
+    def verdict(self) -> str:
+        """The decision table's verdict cell."""
+        m = f"{self.margin_pp:g} pp"
+        if self.outcome == BETTER:
+            return "better"
+        if self.outcome == NOT_WORSE:
+            return f"not worse (margin {m})"
+        if self.outcome == WORSE:
+            return f"worse, beyond the {m} margin"
+        if self.needed is None:
+            return f"not resolved (the difference sits on the {m} margin)"
+        suite = f"; the suite has {self.suite_items:,}" if self.beyond_suite else ""
+        return f"not resolved: too few items (about {self.needed:,} would resolve it{suite})"
+
+    def resolution(self, power_note: bool = True) -> str:
+        """What would resolve an unresolved gate, in a clause ("" when resolved)."""
+        if self.resolved:
+            return ""
+        if self.needed is None:
+            return ("the observed difference sits on the margin, so no number of items can be named that "
+                    "would resolve it")
+        text = f"about {self.needed:,} {self.per} would resolve it at the observed spread"
+        if power_note:
+            text += " (80% power if the true difference is the one seen)"
+        if self.beyond_suite:
+            text += f", more than the suite's {self.suite_items:,}"
+        return text
 
     def explain(self) -> str:
         how = "paired" if self.paired else "independent samples"
-        head = (f"{self.diff_pp:+.1f} pp [{self.low_pp:+.1f}, {self.high_pp:+.1f}] on {self.n} items ({how})")
+        head = f"{self.interval()} on {self.n} items ({how})"
+        m = f"{self.margin_pp:g}"
         if self.shown:
-            return f"{head}: not worse by more than {self.margin_pp:g} pp (lower bound above -{self.margin_pp:g})"
-        why = (f"{head}: the lower bound {self.low_pp:+.1f} pp is below the -{self.margin_pp:g} pp margin "
-               "([promote] quality_margin_pp), so the sample does not show the contender is not worse")
-        if self.needed is None:
-            return (f"{why}; the observed difference is at or beyond the margin, so more items would not "
-                    "show it either")
-        more = ""
-        if self.suite_items is not None and self.needed > self.suite_items:
-            more = (f", more than the suite's {self.suite_items:,}: this margin cannot be shown on it at "
-                    "these rates")
-        return (f"{why}; about {self.needed:,} items{' (paired)' if self.paired else ' per model'} would show it "
-                f"at the observed rates (80% power){more}")
+            return f"{head}: not worse by more than {m} pp (lower bound above -{m})"
+        if self.worse:
+            return (f"{head}: worse by more than the {m} pp margin ([promote] quality_margin_pp): the upper "
+                    f"bound {self.high_pp:+.1f} pp is below -{m}")
+        return (f"{head}: not resolved at the {m} pp margin ([promote] quality_margin_pp): the interval reaches "
+                f"both sides of -{m}, so the sample shows neither \"not worse\" nor \"worse\"; "
+                + self.resolution())
 
 
 def judge(suite: str, diff: ProportionDiff | PairedDiff, margin_pp: float, suite_items: int | None = None) -> GateResult:
     if margin_pp < 0:
         raise ValueError(f"margin must be >= 0 percentage points, got {margin_pp}")
     shown = diff.ci_low_pp > -margin_pp
+    worse = diff.ci_high_pp < -margin_pp
     if isinstance(diff, PairedDiff):
         var = variance_per_item(diff.p_a, diff.p_b, discordant=(diff.only_a / diff.n, diff.only_b / diff.n))
         n, paired = diff.n, True
@@ -119,10 +184,12 @@ def judge(suite: str, diff: ProportionDiff | PairedDiff, margin_pp: float, suite
         var = variance_per_item(diff.p_a, diff.p_b)
         n, paired = min(diff.n_a, diff.n_b), False
     # The score intervals reported are wider than the normal approximation where items
-    # disagree rarely (or never): the estimate uses the variance the reported interval's
-    # lower half implies when that is larger, so it never promises the sample at hand.
+    # disagree rarely (or never): the estimate uses the variance that the half of the
+    # reported interval facing the margin implies when that is larger, so it never names
+    # the sample at hand.
     z = _z(0.5 + CONFIDENCE / 2.0)
-    var = max(var, n * ((diff.diff_pp - diff.ci_low_pp) / 100.0 / z) ** 2)
-    needed = None if shown else items_needed(diff.diff_pp, margin_pp, var)
+    half = (diff.diff_pp - diff.ci_low_pp) if diff.diff_pp > -margin_pp else (diff.ci_high_pp - diff.diff_pp)
+    var = max(var, n * (half / 100.0 / z) ** 2)
+    needed = None if shown or worse else items_needed(diff.diff_pp, margin_pp, var)
     return GateResult(suite, margin_pp, diff.diff_pp, diff.ci_low_pp, diff.ci_high_pp, n, paired, shown, needed,
-                      suite_items)
+                      suite_items, worse)

@@ -33,6 +33,10 @@ class BadManifest(ValueError):
     """The registry's answer is not a manifest sparkctl can read."""
 
 
+# A layer past this (8 PiB, where a float stops counting bytes exactly) is no model's.
+MAX_LAYER_SIZE = 2**53
+
+
 @dataclass(frozen=True)
 class Layer:
     media_type: str
@@ -76,6 +80,8 @@ def _layer(raw: Any, where: str) -> Layer:
         raise BadManifest(f"{where} has no sha256 digest")
     if not isinstance(size, int) or isinstance(size, bool) or size < 0:
         raise BadManifest(f"{where} has no size")
+    if size >= MAX_LAYER_SIZE:
+        raise BadManifest(f"{where} claims {size} bytes, beyond any model")
     return Layer(str(media), digest, size)
 
 

@@ -1,7 +1,7 @@
 """Whether a contender may take a lane: the preconditions of a promotion, each with its
 evidence, as plain data. Pure: the caller reads MLflow, the engine and the budget.
 
-Three preconditions, in the order they are shown:
+Three preconditions, in the order they are shown, and a fourth when limits are set:
 
 - **bench**: a valid bench of the contender on the engine kind and version serving now:
   finished, not marked invalid, 100% on the GPU, not throttled, cold prefill.
@@ -13,6 +13,12 @@ Three preconditions, in the order they are shown:
   items that would. Only an incumbent never evaluated at all leaves it "n/a".
 - **fit**: the contender fits beside the incumbent, or, when the user asked to swap,
   fits once the incumbent alone is unloaded.
+- **limits** (only with `[promote] max_ttft_increase_pct` or `max_memory_increase_pct`):
+  the contender's like-for-like bench against the incumbent's, judged as `compare`'s
+  recommendation judges them (services.runs.decision): unmet when an interval lies beyond a
+  limit, or reaches it, or the figure is missing.
+
+Every piece of evidence names the newer runs of either model it left out, and why.
 
 An unmet precondition refuses the promotion unless forced; the override is recorded.
 """
@@ -33,7 +39,7 @@ DISQUALIFYING_FLAGS = ("invalid", "placement", "throttled", "prefill-cached")
 
 @dataclass(frozen=True)
 class Precondition:
-    name: str  # "bench" | "quality" | "fit"
+    name: str  # "bench" | "quality" | "fit" | "limits"
     state: str  # MET | UNMET | NOT_APPLICABLE
     summary: str  # one line: the evidence, or why it is unmet
     details: tuple[str, ...] = ()
@@ -99,7 +105,7 @@ def judge_bench(model: str, runs: Sequence[BenchEvidence], engine_kind: str, eng
                 "bench", MET,
                 f"run {r.run_id[:8]} of {_when(r.start_ms)}: decode {r.decode_tps_median:.1f} tok/s on {engine}, "
                 f"100% GPU, cold prefill, not throttled{note}",
-                runs=(r.run_id,))
+                tuple(_newer_left_out(model, runs, r, engine_kind, engine_version)), runs=(r.run_id,))
     details = tuple(f"run {r.run_id[:8]} of {_when(r.start_ms)} on {engine}: {'; '.join(bench_problems(r))}"
                     for r in here[:5])
     if here:
@@ -113,6 +119,22 @@ def judge_bench(model: str, runs: Sequence[BenchEvidence], engine_kind: str, eng
                         f"run `sparkctl bench {model}` first")
 
 
+def _newer_left_out(model: str, runs: Sequence[BenchEvidence], pick: BenchEvidence, engine_kind: str,
+                    engine_version: str) -> list[str]:
+    """The benches of `model` newer than the one the evidence rests on, each with why it was
+    left out: the evidence never rests on an older run while a newer one goes unmentioned."""
+    out = []
+    for r in runs:
+        if r is pick or (r.start_ms or 0) <= (pick.start_ms or 0):
+            continue
+        if (r.engine_kind, r.engine_version) != (engine_kind, engine_version):
+            why = f"on {r.engine_kind} {r.engine_version}, not the engine serving now ({engine_kind} {engine_version})"
+        else:
+            why = "; ".join(bench_problems(r)) or "not usable"
+        out.append(f"a newer bench of {model} (run {r.run_id[:8]}, {_when(r.start_ms)}) was left out: {why}")
+    return out
+
+
 @dataclass(frozen=True)
 class SuiteComparison:
     """One suite: the eval runs compared (ids; "" / None where there is none), whether the
@@ -124,6 +146,7 @@ class SuiteComparison:
     shown: bool | None = None  # non-inferiority at the margin; None: not compared
     diff_text: str = ""  # "90.0% -> 87.0%, -3.0 pp [-12.1, +6.0] on 100 items (...): ..."
     problem: str = ""  # why not compared (no eval on this engine, not like for like)
+    notes: tuple[str, ...] = ()  # newer evals of either model left out, and why
 
 
 def judge_quality(incumbent: str, model: str, engine: str, suites: Iterable[SuiteComparison],
@@ -133,10 +156,11 @@ def judge_quality(incumbent: str, model: str, engine: str, suites: Iterable[Suit
         return Precondition("quality", NOT_APPLICABLE,
                             f"no eval runs of the incumbent {incumbent or '(none)'} on any engine version: "
                             "quality not compared")
-    problems, lines, runs = [], [], []
+    problems, lines, runs, notes = [], [], [], []
     older = f" (evals from {from_version} accepted: --quality-from-version)" if from_version else ""
     for s in suites:
         runs.extend(r for r in (s.incumbent_run, s.contender_run) if r)
+        notes.extend(s.notes)
         if s.problem:
             problems.append(s.problem)
             continue
@@ -144,8 +168,8 @@ def judge_quality(incumbent: str, model: str, engine: str, suites: Iterable[Suit
         if not s.shown:
             problems.append(f"{s.suite}: {model} vs {incumbent}: {s.diff_text}")
     if problems:
-        return Precondition("quality", UNMET, "; ".join(problems) + older, tuple(lines), tuple(runs))
-    return Precondition("quality", MET, "; ".join(lines) + older, (), tuple(runs))
+        return Precondition("quality", UNMET, "; ".join(problems) + older, tuple(lines + notes), tuple(runs))
+    return Precondition("quality", MET, "; ".join(lines) + older, tuple(notes), tuple(runs))
 
 
 def judge_fit(model: str, incumbent: str, verdict_line: str, refusal: str | None,

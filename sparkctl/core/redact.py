@@ -113,7 +113,8 @@ def redact_config_dict(data: Any) -> Any:
     """A copy of a config mapping (``config.to_toml_dict``) fit to print: values of keys
     named like a location (``uri``, ``url``, ``host``, ``*_uri``, ``*_url``) go through
     ``redact_uri``; values of keys named like a secret (``api_key``, ``token``...) become
-    ``***``. Nested tables are walked; other values are kept as they are."""
+    ``***``; a URL inside any other text (``[hosts.NAME] engine``, a hook's command line)
+    is redacted where it stands. Nested tables are walked; other values are kept as they are."""
     if isinstance(data, dict):
         out = {}
         for key, value in data.items():
@@ -125,10 +126,12 @@ def redact_config_dict(data: Any) -> Any:
             elif isinstance(value, str) and (k in ("uri", "url", "host") or k.endswith(("_uri", "_url", "_host"))):
                 out[key] = redact_uri(value)
             else:
-                out[key] = value
+                out[key] = redact_config_dict(value)
         return out
     if isinstance(data, list):
         return [redact_config_dict(v) for v in data]
+    if isinstance(data, str):
+        return _redact_urls_in(data)
     return data
 
 
@@ -182,6 +185,14 @@ def _redact_query(query: str) -> str:
         if eq and value and value != REDACTED and is_secret_name(name):
             parts[i] = name + "=" + REDACTED
     return "".join(parts)
+
+
+def _redact_urls_in(text: str) -> str:
+    """Only the URLs in `text` redacted (a config value is the user's own words otherwise)."""
+    try:
+        return _URL_IN_TEXT.sub(_redact_url_match, text)
+    except Exception:
+        return REDACTED
 
 
 def _redact_url_match(m: re.Match) -> str:

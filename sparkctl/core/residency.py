@@ -13,7 +13,11 @@ is "when the runner last went idle + the session". So:
   cannot be kept: sending the remainder would make *that* its session for every later
   request (the bug this module replaces);
 - a model the bench loaded that was not resident before is unloaded at the end, unless
-  the user asked to keep it.
+  the user asked to keep it;
+- lanes read again at the end win over the lanes the bench began with: a lane model the
+  bench unloaded that serves no lane any more is not loaded back (a lane change while the
+  bench ran planned memory without it), and a model the bench loaded that a lane now
+  names stays.
 
 Pure: the caller reads /api/ps and the clock and performs the steps.
 """
@@ -35,6 +39,8 @@ from sparkctl.core.snapshots import ResidentModel
 SESSION_TOLERANCE_S = 60.0
 
 KEEP, RESTORE, UNLOAD, KEPT_LOADED, EXPIRED = "keep", "restore", "unload", "kept loaded", "expired"
+RETIRED = "retired"  # was a lane model when the bench began, serves no lane at its end: not put back
+LANE_KEPT = "lane kept"  # loaded by the bench, a lane serves it at its end: left loaded
 
 
 @dataclass(frozen=True)
@@ -67,9 +73,21 @@ class Held:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "Held":
-        expires = d.get("expires_at")
-        return cls(str(d["name"]), d.get("lane") or None, d.get("context_length") or None,
-                   datetime.fromisoformat(expires) if expires else None, bool(d.get("forever")))
+        """From `to_dict`'s output; ValueError naming the field for anything else (a journal
+        file may have been damaged or edited)."""
+        if not isinstance(d, Mapping):
+            raise ValueError(f"a resident model is {type(d).__name__}, not an object")
+        name, lane, ctx, expires = d.get("name"), d.get("lane"), d.get("context_length"), d.get("expires_at")
+        if not isinstance(name, str) or not name:
+            raise ValueError("a resident model has no name")
+        if lane is not None and not isinstance(lane, str):
+            raise ValueError(f"{name}: lane is {type(lane).__name__}, not a string")
+        if ctx is not None and (isinstance(ctx, bool) or not isinstance(ctx, int) or not 0 <= ctx < 2**32):
+            raise ValueError(f"{name}: context_length is not a context length")
+        if expires is not None and not isinstance(expires, str):
+            raise ValueError(f"{name}: expires_at is {type(expires).__name__}, not a time")
+        return cls(name, lane or None, ctx or None, datetime.fromisoformat(expires) if expires else None,
+                   bool(d.get("forever")))
 
 
 @dataclass(frozen=True)
@@ -154,7 +172,7 @@ def verify(held: Held, session: Session, after: ResidentModel | None, now: datet
 class Step:
     """One thing to do (or leave) at the end of a bench, for one model."""
 
-    kind: str  # KEEP | RESTORE | UNLOAD | KEPT_LOADED | EXPIRED
+    kind: str  # KEEP | RESTORE | UNLOAD | KEPT_LOADED | EXPIRED | RETIRED | LANE_KEPT
     name: str
     why: str
     held: Held | None = None
@@ -178,13 +196,33 @@ def session_still_set(held: Held, keep_alive: str, now: datetime) -> bool:
 
 def plan(before: Iterable[Held], models: Iterable[str], disturbed: Iterable[str],
          resident_now: list[ResidentModel], lane_keep_alive: Mapping[str, Any], now: datetime,
-         keep_loaded: bool = False, sessions: Mapping[str, str] | None = None) -> list[Step]:
+         keep_loaded: bool = False, lane_now: Callable[[str], str | None] | None = None,
+         sessions: Mapping[str, str] | None = None) -> list[Step]:
     """What to do so the residency set after the bench is the set before it.
 
     `models`: what the bench measured. `disturbed`: keys of models whose runner the bench
     replaced (unloaded for solo, reloaded at another context): their session is gone even
     when they look resident now. Models the bench loaded (not held before) are unloaded
-    first, so the ones put back have room."""
+    first, so the ones put back have room. `lane_now`: the lanes as they are at the end,
+    when they changed while the bench ran (see the module's doc)."""
+    steps = _plan(before, models, disturbed, resident_now, lane_keep_alive, now, keep_loaded, sessions)
+    if lane_now is None:
+        return steps
+    out = []
+    for step in steps:
+        if step.kind == UNLOAD and lane_now(step.name):
+            step = Step(LANE_KEPT, step.name, f"lane {lane_now(step.name)} serves it now (changed while the "
+                                              "bench ran)")
+        elif step.kind == RESTORE and step.held is not None and step.held.lane and not lane_now(step.name):
+            step = Step(RETIRED, step.name, f"lane {step.held.lane} no longer serves it (changed while the bench "
+                                            "ran)", step.held)
+        out.append(step)
+    return out
+
+
+def _plan(before: Iterable[Held], models: Iterable[str], disturbed: Iterable[str],
+          resident_now: list[ResidentModel], lane_keep_alive: Mapping[str, Any], now: datetime,
+          keep_loaded: bool, sessions: Mapping[str, str] | None = None) -> list[Step]:
     before = list(before)
     held_keys = {h.key for h in before}
     disturbed = {model_key(d) for d in disturbed}

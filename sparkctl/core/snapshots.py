@@ -6,8 +6,10 @@ fill these from /proc and NVML, the engine adapters from HTTP responses.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from datetime import datetime
+
+from sparkctl.core.termtext import safe_line
 
 GIB = 1024**3
 
@@ -123,6 +125,17 @@ class HostSnapshot:
     cpu_percent: float | Unavailable = field(default_factory=lambda: Unavailable("not sampled"))
 
 
+def _safe_strings(obj: object, *names: str) -> None:
+    """Names, versions and errors an engine (or a fleet host) sent: shown on terminals and
+    in the TUI, so they lose escape sequences here, where they enter (core/termtext.py)."""
+    for name in names:
+        value = getattr(obj, name)
+        if isinstance(value, str):
+            clean = safe_line(value)
+            if clean != value:
+                object.__setattr__(obj, name, clean)
+
+
 @dataclass(frozen=True)
 class ModelDetails:
     family: str = ""
@@ -131,6 +144,11 @@ class ModelDetails:
     format: str = ""
     parent_model: str = ""
     families: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        _safe_strings(self, *(f.name for f in fields(self) if f.name != "families"))
+        if any(isinstance(f, str) and safe_line(f) != f for f in self.families):
+            object.__setattr__(self, "families", tuple(safe_line(f) for f in self.families))
 
 
 @dataclass(frozen=True)
@@ -145,6 +163,9 @@ class ResidentModel:
     context_length: int | None = None
     details: ModelDetails = ModelDetails()
 
+    def __post_init__(self) -> None:
+        _safe_strings(self, "name", "digest")
+
 
 @dataclass(frozen=True)
 class LocalModel:
@@ -157,6 +178,9 @@ class LocalModel:
     details: ModelDetails = ModelDetails()
     capabilities: tuple[str, ...] = ()
 
+    def __post_init__(self) -> None:
+        _safe_strings(self, "name", "digest")
+
 
 @dataclass(frozen=True)
 class EngineStatus:
@@ -168,3 +192,6 @@ class EngineStatus:
     version: str | None = None
     error: str | None = None
     resident: tuple[ResidentModel, ...] = ()
+
+    def __post_init__(self) -> None:
+        _safe_strings(self, "version", "error")

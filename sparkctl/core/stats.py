@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 DEFAULT_CV_THRESHOLD_PCT = 5.0
@@ -69,9 +69,10 @@ def is_stable(cv_pct: float | None, threshold: float = DEFAULT_CV_THRESHOLD_PCT)
     return cv_pct is not None and cv_pct <= threshold
 
 
-def interleave(models: Sequence[str], reps: int) -> list[tuple[str, int]]:
+def interleave(models: Sequence[str], reps: int) -> Iterator[tuple[str, int]]:
     """Run order A B A B ...: each round runs every model once, so drift (heat, clocks,
-    page cache) lands on all models alike instead of on whichever ran last."""
+    page cache) lands on all models alike instead of on whichever ran last. Lazy: the
+    schedule is never held whole (an --until-resolved bench usually stops early)."""
     if reps < 0:
         raise ValueError(f"reps must be >= 0, got {reps}")
     seen: set[str] = set()
@@ -79,4 +80,5 @@ def interleave(models: Sequence[str], reps: int) -> list[tuple[str, int]]:
         if model in seen:
             raise ValueError(f"model {model!r} is listed twice")
         seen.add(model)
-    return [(model, rep) for rep in range(reps) for model in models]
+    models = list(models)
+    return ((model, rep) for rep in range(reps) for model in models)

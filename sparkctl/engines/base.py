@@ -10,12 +10,15 @@ from dataclasses import dataclass, field
 from typing import Any, AsyncIterator, Protocol, runtime_checkable
 
 from sparkctl.core.snapshots import LocalModel, ResidentModel
+from sparkctl.core.termtext import safe_text
 
 
 class EngineError(Exception):
     """The engine answered with an error. `status` is the HTTP status, or -1 in-band."""
 
     def __init__(self, message: str, status: int = -1) -> None:
+        # the engine's own words end up on a terminal and in the TUI: no escape sequences
+        message = safe_text(message)
         super().__init__(message)
         self.message = message
         self.status = status
@@ -98,6 +101,11 @@ class PullEvent:
     digest: str | None = None
     total: int | None = None
     completed: int | None = None
+
+    def __post_init__(self) -> None:  # the engine's (or the registry's) words, shown as they come
+        object.__setattr__(self, "status", safe_text(self.status))
+        if self.digest is not None:
+            object.__setattr__(self, "digest", safe_text(self.digest))
 
 
 StreamEvent = TokenEvent | DoneEvent

@@ -22,8 +22,10 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from datetime import datetime, timezone
 from typing import Any
 
+from sparkctl.core.loopback import proxies_apply
 from sparkctl.core.names import model_key
 from sparkctl.core.snapshots import EngineStatus, LocalModel, ModelDetails, ResidentModel
+from sparkctl.core.termtext import safe_line
 from sparkctl.engines.base import (
     DoneEvent,
     EngineError,
@@ -124,8 +126,11 @@ class OllamaEngine:
         quick = httpx.Timeout(self.timeout, connect=self.connect_timeout)
         slow = httpx.Timeout(self.load_timeout, connect=self.connect_timeout)
         tls = _tls_context(self.host)
-        self._quick = ollama.AsyncClient(host=self.host, timeout=quick, verify=tls)
-        self._slow = ollama.AsyncClient(host=self.host, timeout=slow, verify=tls)
+        # a loopback server is never reached through a proxy (core/loopback.py): Go's client
+        # does the same, and `ollama ps` must not answer while sparkctl says unreachable
+        direct = {"trust_env": proxies_apply(self.host)}
+        self._quick = ollama.AsyncClient(host=self.host, timeout=quick, verify=tls, **direct)
+        self._slow = ollama.AsyncClient(host=self.host, timeout=slow, verify=tls, **direct)
         self._built = True
 
     def __repr__(self) -> str:
@@ -151,7 +156,7 @@ class OllamaEngine:
     def version_blocking(self) -> str:
         """/api/version in the calling thread (the dashboard's poll, which runs in one)."""
         try:
-            return str(self._poll.get("/api/version", "version")["version"])
+            return safe_line(self._poll.get("/api/version", "version")["version"])
         except EngineError:
             raise
         except Exception as exc:
@@ -165,6 +170,18 @@ class OllamaEngine:
             raise
         except Exception as exc:
             raise self._translate(exc, "ps") from exc
+
+    def model_path_blocking(self, model: str) -> str:
+        """Where the model's weights are (the FROM line of /api/show's Modelfile: its blob
+        path), in the calling thread: what ties a resident model to its runner process
+        (/api/ps's digest is the manifest's, not the weights blob's)."""
+        try:
+            answer = self._poll.get("/api/show", "show", {"model": model})
+        except EngineError:
+            raise
+        except Exception as exc:
+            raise self._translate(exc, "show", model) from exc
+        return modelfile_directive(str(answer.get("modelfile") or ""), "FROM") if isinstance(answer, dict) else ""
 
     async def version(self) -> str:
         return await asyncio.to_thread(self.version_blocking)
@@ -465,14 +482,16 @@ class _JsonGetter:
         self.timeout, self.connect_timeout = timeout, connect_timeout
         url = urlsplit(host)
         self._netloc, self._prefix = url.netloc, url.path.rstrip("/")
-        proxied = any(os.environ.get(v) or os.environ.get(v.upper()) for v in _PROXY_VARS)
+        self._trust_env = proxies_apply(host)
+        proxied = self._trust_env and any(os.environ.get(v) or os.environ.get(v.upper()) for v in _PROXY_VARS)
         self._plain = url.scheme == "http" and not proxied
         self._idle: list[Any] = []  # kept-alive http.client connections (list.pop/append are atomic)
         self._httpx: Any = None
 
-    def get(self, path: str, action: str) -> Any:
+    def get(self, path: str, action: str, body: Any = None) -> Any:
+        """GET `path` (POST with `body` as JSON when one is given) and the JSON answer."""
         if not self._plain:
-            return self._get_httpx(path)
+            return self._get_httpx(path, body)
         import http.client
 
         for attempt in (0, 1):
@@ -481,7 +500,11 @@ class _JsonGetter:
             except IndexError:  # none idle (or another thread took the last one)
                 conn, reused = self._connect(action), False
             try:
-                conn.request("GET", self._prefix + path)
+                if body is None:
+                    conn.request("GET", self._prefix + path)
+                else:
+                    conn.request("POST", self._prefix + path, json.dumps(body).encode(),
+                                 {"Content-Type": "application/json"})
                 response = conn.getresponse()
                 body = response.read()
             except TimeoutError as exc:
@@ -520,13 +543,14 @@ class _JsonGetter:
         conn.sock.settimeout(self.timeout)
         return conn
 
-    def _get_httpx(self, path: str) -> Any:
+    def _get_httpx(self, path: str, body: Any = None) -> Any:
         if self._httpx is None:
             import httpx
 
             self._httpx = httpx.Client(base_url=self.host, timeout=httpx.Timeout(
-                self.timeout, connect=self.connect_timeout), verify=_tls_context(self.host))
-        response = self._httpx.get(path)
+                self.timeout, connect=self.connect_timeout), verify=_tls_context(self.host),
+                trust_env=self._trust_env)
+        response = self._httpx.get(path) if body is None else self._httpx.post(path, json=body)
         if response.status_code >= 400:
             raise _status_error(response.status_code, response.text)
         return response.json()

@@ -73,7 +73,9 @@ from urllib.parse import urlsplit
 
 import httpx
 
+from sparkctl.core.loopback import proxies_apply
 from sparkctl.core.snapshots import EngineStatus, LocalModel, ModelDetails, ResidentModel
+from sparkctl.core.termtext import safe_line
 from sparkctl.engines.base import (
     DoneEvent,
     EngineError,
@@ -165,13 +167,16 @@ class OpenAICompatEngine:
         self._ident: _Identity | None = None
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         tls = _tls_context(self.host)
+        direct = proxies_apply(self.host)  # a loopback server is never asked through a proxy
         # Quick calls fail after `timeout`; a stream may wait `load_timeout` between two
         # bytes (a long prompt on a slow box); both fail fast when nobody accepts.
         self._quick = httpx.AsyncClient(
-            base_url=self.host, timeout=httpx.Timeout(timeout, connect=connect_timeout), verify=tls, headers=headers
+            base_url=self.host, timeout=httpx.Timeout(timeout, connect=connect_timeout), verify=tls, headers=headers,
+            trust_env=direct,
         )
         self._slow = httpx.AsyncClient(
-            base_url=self.host, timeout=httpx.Timeout(load_timeout, connect=connect_timeout), verify=tls, headers=headers
+            base_url=self.host, timeout=httpx.Timeout(load_timeout, connect=connect_timeout), verify=tls, headers=headers,
+            trust_env=direct,
         )
 
     def __repr__(self) -> str:
@@ -220,6 +225,9 @@ class OpenAICompatEngine:
             ident.build = ident.version if ident.version != "unknown" else ""
         else:
             ident.version = ident.server_header or "unknown"
+        # recorded with every run and shown: the server's words without escape sequences
+        ident.version, ident.build = safe_line(ident.version), safe_line(ident.build)
+        ident.server_header = safe_line(ident.server_header)
         self.kind = ident.kind
         self._ident = ident
         return ident

@@ -1,6 +1,7 @@
 """What a local engine's processes show about how it serves: the server's command line and
-the few environment variables that decide flash attention and the KV cache type, and its
-runner children (Ollama starts one runner process per loaded model: an upstream
+the few environment variables that decide flash attention and the KV cache type of an
+OpenAI-compatible server (an Ollama server's own settings have one reader of their own,
+services/engine_settings.py), and its runner children (Ollama starts one runner process per loaded model: an upstream
 llama-server since 0.30, the MLX runner for safetensors models, Ollama's own runner before).
 
 Only for an engine on this machine (a loopback URL whose port a local process listens on);
@@ -16,7 +17,6 @@ from sparkctl.probes.listeners import listener_pid
 
 # The settings that change what an engine computes, as environment variables.
 WATCHED_ENV = (
-    "OLLAMA_FLASH_ATTENTION", "OLLAMA_KV_CACHE_TYPE", "OLLAMA_NUM_PARALLEL", "OLLAMA_CONTEXT_LENGTH",
     "LLAMA_ARG_FLASH_ATTN", "LLAMA_ARG_CACHE_TYPE_K", "LLAMA_ARG_CACHE_TYPE_V",
     "VLLM_ATTENTION_BACKEND",
 )

@@ -98,5 +98,5 @@ def make_spool_and_store(cfg: Config):
         raise SetupError(f"data dir {data}: cannot create it ({exc.strerror}); set $SPARKCTL_DATA_DIR") from None
     uri = cfg.tracking.uri or default_tracking_uri(data)
     # MLflow's log lines go to <data dir>/mlflow.log (for a server URI too), never the terminal.
-    store = MlflowStore(uri, None, cfg.tracking.experiment, log_dir=data)
+    store = MlflowStore(uri, None, cfg.tracking.experiment, log_dir=data, deadline_s=cfg.tracking.timeout_s)
     return Spool(paths.spool_file()), store

@@ -33,6 +33,15 @@ def recorder_for(spool: Any, store: Any) -> Callable[[Any], Any]:
     return record
 
 
+def hurry_tracking() -> None:
+    """A stop signal arrived: writes and reads of a tracking server under way or to come
+    get a few seconds more at most, none after a second signal (the runs are in the spool
+    already, and `sparkctl sync` writes them later). Cheap and safe in a signal handler."""
+    from sparkctl.tracking.deadline import hurry
+
+    hurry()
+
+
 def recover_interrupted(spool: Any) -> list[Any]:
     """Close the runs whose sparkctl died mid-bench (KILLED, with their finished
     repetitions) and return them; MLflow is not touched (a sync writes them)."""

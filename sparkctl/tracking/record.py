@@ -83,9 +83,14 @@ class RunRecord:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> RunRecord:
         """Build a record from ``to_dict`` output; unknown keys (written by a newer
-        sparkctl) are ignored so an old version can still replay the spool."""
+        sparkctl) are ignored so an old version can still replay the spool. Anything of
+        another shape (a damaged or edited spool line) is a ValueError naming the field."""
+        _check_shape(data)
         known = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in data.items() if k in known})
+        try:
+            return cls(**{k: v for k, v in data.items() if k in known})
+        except OverflowError:  # int(inf) for a time
+            raise ValueError("start_ms or end_ms is not a time") from None
 
     def to_json(self) -> str:
         """One line of JSON (no newlines inside), suitable for a JSONL file."""
@@ -93,7 +98,36 @@ class RunRecord:
 
     @classmethod
     def from_json(cls, text: str) -> RunRecord:
-        data = json.loads(text)
+        from sparkctl.core.safeload import load_json
+
+        data = load_json(text)
         if not isinstance(data, dict):
             raise ValueError("a run record must be a JSON object")
         return cls.from_dict(data)
+
+
+def _is_number(v: Any) -> bool:
+    """A metric value MLflow can take as a float (an int of hundreds of digits cannot)."""
+    return isinstance(v, float) or (isinstance(v, int) and not isinstance(v, bool) and abs(v) < 2**1000)
+
+
+def _check_shape(data: Any) -> None:
+    """ValueError unless ``data`` has the shape ``to_dict`` gives."""
+    if not isinstance(data, dict):
+        raise ValueError(f"a run record is an object, not {type(data).__name__}")
+    for key in ("params", "tags", "step_metrics", "summary_metrics", "artifacts"):
+        if not isinstance(data.get(key, {}), dict):
+            raise ValueError(f"{key} is {type(data[key]).__name__}, not an object")
+    for key in ("experiment", "run_name", "status", "record_id"):
+        if key in data and not isinstance(data[key], str):
+            raise ValueError(f"{key} is {type(data[key]).__name__}, not a string")
+    for key in ("start_ms", "end_ms"):
+        v = data.get(key)
+        if not (isinstance(v, int) and not isinstance(v, bool) and 0 <= v < 2**63):
+            raise ValueError(f"{key} is not a time in milliseconds")
+    for name, values in data.get("step_metrics", {}).items():
+        if not isinstance(values, list) or not all(v is None or _is_number(v) for v in values):
+            raise ValueError(f"step metric {name!r} is not a list of numbers")
+    for name, value in data.get("summary_metrics", {}).items():
+        if not (value is None or _is_number(value)):
+            raise ValueError(f"summary metric {name!r} is not a number")

@@ -21,11 +21,13 @@ from pathlib import Path
 from typing import Any
 
 from sparkctl.core.residency import Held
+from sparkctl.core.safeload import load_json
 from sparkctl.tracking.spool import _fsync_dir  # the spool's: after a rename, the directory too
 
 log = logging.getLogger(__name__)
 
 JOURNAL_VERSION = 1
+JOURNAL_MAX_BYTES = 1 << 20  # a journal lists a few models: a few KiB
 RUNNING, FAILED = "running", "failed"
 
 
@@ -68,6 +70,15 @@ class ResidencyJournal:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any], path: Path | None = None) -> "ResidencyJournal":
+        """From `to_dict`'s output; ValueError (or KeyError, TypeError) for anything else."""
+        if not isinstance(d, Mapping):
+            raise ValueError(f"a journal is an object, not {type(d).__name__}")
+        for key in ("models", "before", "disturbed", "failures"):
+            if not isinstance(d.get(key) or [], list):
+                raise ValueError(f"{key!r} is {type(d[key]).__name__}, not a list")
+        for key in ("lane_keep_alive", "owner"):
+            if not isinstance(d.get(key) or {}, Mapping):
+                raise ValueError(f"{key!r} is {type(d[key]).__name__}, not an object")
         return cls(str(d["id"]), str(d["engine_key"]), str(d.get("engine", "")), str(d.get("kind", "bench")),
                    [str(m) for m in d.get("models") or []], str(d.get("mode", "beside")),
                    bool(d.get("keep_loaded")), [Held.from_dict(h) for h in d.get("before") or []],
@@ -122,7 +133,7 @@ def read_journals(directory: Path | None = None) -> list[ResidencyJournal]:
     out = []
     for p in names:
         try:
-            out.append(ResidencyJournal.from_dict(json.loads(p.read_text()), p))
+            out.append(ResidencyJournal.from_dict(load_json(p.read_bytes(), max_bytes=JOURNAL_MAX_BYTES), p))
         except (OSError, ValueError, KeyError, TypeError) as exc:
             log.warning("residency journal %s unreadable, skipped (%s)", p, exc)
     return out

@@ -11,7 +11,10 @@ Credentials are taken where MLflow takes them: user:password in the URI,
 ``MLFLOW_TRACKING_TOKEN``, ``MLFLOW_TRACKING_INSECURE_TLS``,
 ``MLFLOW_TRACKING_SERVER_CERT_PATH`` and ``MLFLOW_TRACKING_CLIENT_CERT_PATH``. Where MLflow
 would sign or decorate requests some other way (AWS SigV4, an auth plugin, request-header
-plugins) this reader raises ``Unsupported`` and the client is used.
+plugins, a workspace named in ``MLFLOW_WORKSPACE``) this reader raises ``Unsupported`` and
+the client is used. Nothing here depends on the server's schema: the REST API is the same
+across the MLflow releases pyproject admits (scripts/mlflow_store_fixtures.py checks this
+reader against each release's own server).
 """
 
 from __future__ import annotations
@@ -48,6 +51,9 @@ class RestRunReader:
         if self._client is None:
             if any(_truthy(os.environ.get(k)) for k in _EXOTIC_ENV) or _plugins_installed():
                 raise Unsupported("MLflow request plugins or signing are configured")
+            if (os.environ.get("MLFLOW_WORKSPACE") or "").strip():
+                # MLflow's client (3.10+) names it in a header the server scopes every answer by
+                raise Unsupported("MLFLOW_WORKSPACE names an MLflow workspace")
             import httpx
 
             auth = None
@@ -63,8 +69,12 @@ class RestRunReader:
             elif os.environ.get("MLFLOW_TRACKING_SERVER_CERT_PATH"):
                 verify = os.environ["MLFLOW_TRACKING_SERVER_CERT_PATH"]
             timeout = float(os.environ.get("MLFLOW_HTTP_REQUEST_TIMEOUT") or self.timeout_s)
+            from sparkctl.core.loopback import proxies_apply
+
+            # a remote server honours http(s)_proxy/no_proxy; one on this machine is asked directly
             self._client = httpx.Client(auth=auth, verify=verify, timeout=timeout,
-                                        cert=os.environ.get("MLFLOW_TRACKING_CLIENT_CERT_PATH") or None)
+                                        cert=os.environ.get("MLFLOW_TRACKING_CLIENT_CERT_PATH") or None,
+                                        trust_env=proxies_apply(self.base))
         return self._client
 
     def _call(self, method: str, path: str, **kw) -> dict[str, Any]:

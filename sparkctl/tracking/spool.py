@@ -38,6 +38,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from sparkctl.core.safeload import load_json
 from sparkctl.tracking.owner import DEAD, current_owner, owner_state
 from sparkctl.tracking.record import RunRecord
 
@@ -334,7 +335,7 @@ def _parse(raw: bytes, path: Path) -> list[tuple[int, dict]]:
             continue
         is_last = i == len(lines) - 1  # no newline after it: the writer did not finish
         try:
-            obj = json.loads(line.decode("utf-8"))
+            obj = load_json(line)
             if not isinstance(obj, dict):
                 raise ValueError("not a JSON object")
         except (UnicodeDecodeError, ValueError) as exc:

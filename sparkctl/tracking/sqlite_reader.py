@@ -8,9 +8,15 @@ latest_metrics, metrics) with the standard library's sqlite3 instead:
 
 - read-only: the file is opened ``mode=ro``; nothing is ever written, created or migrated;
 - only at a schema revision this module was checked against (``KNOWN_REVISIONS``, the
-  ``alembic_version`` MLflow keeps in the file); a test (tests/integration/
-  test_history_readers.py) fails when the installed MLflow writes another one, and the
-  same test proves the answers equal the client's;
+  ``alembic_version`` MLflow keeps in the file): the head revision of every MLflow release
+  pyproject admits. tests/integration/test_mlflow_revisions.py proves, for each, that the
+  answers equal that release's client's (recorded by scripts/mlflow_store_fixtures.py
+  under tests/data/mlflow_stores/), and tests/integration/test_history_readers.py does so
+  live with the installed MLflow, and fails when it writes a revision not listed here;
+- only in MLflow's default workspace, as MLflow's client reads a store when workspaces
+  are off: since MLflow 3.10 an experiment's name is unique per workspace, and the client
+  refuses a store that holds experiments in another one (so does this reader, with the
+  same advice) unless ``MLFLOW_ENABLE_WORKSPACES`` is set (then only the client reads);
 - only for the filters and orders ``search_filter`` parses.
 
 Anything else (another revision, a missing file, a filter it does not parse, any sqlite3
@@ -25,6 +31,7 @@ import base64
 import json
 import os
 import sqlite3
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote, unquote, urlparse
@@ -41,12 +48,40 @@ from sparkctl.tracking.search_filter import (
     parse_order_by,
 )
 
-# alembic revisions of MLflow's schema whose run tables this module reads correctly.
-# Add one only after tests/integration/test_history_readers.py passes with that MLflow.
-KNOWN_REVISIONS = frozenset({
-    "dc11669786a5",  # MLflow 3.17.x
-})
-# MLflow's workspaces (a multi-tenant server mode) scope experiments differently
+
+
+@dataclass(frozen=True)
+class Revision:
+    """What sparkctl's reader must do alike at one schema revision to answer as the client
+    of those releases does (each found by its recorded store, tests/data/mlflow_stores)."""
+
+    releases: str  # the MLflow releases whose head revision it is
+    workspaces: bool  # experiments carry MLflow's `workspace` column (3.10+)
+    looks_ahead: bool  # a page has a next-page token only when more runs follow (3.10+)
+    # a NaN metric (stored as 0 with is_nan) matches only "!=" in a filter (3.17+); before,
+    # filters compared the stored 0
+    nan_filters: bool
+
+
+# alembic revisions of MLflow's schema whose run tables this module reads correctly: the
+# head of every release from 3.7 to 3.17 (pyproject admits >=3.7,<3.18). Add one only with
+# its fixture (docs/development.md, "MLflow releases the readers know").
+KNOWN_REVISIONS: dict[str, Revision] = {
+    "bf29a5ff90ea": Revision("3.7.0", False, False, False),
+    "1bd49d398cd23": Revision("3.8.0-3.8.1", False, False, False),
+    "d3e4f5a6b7c8": Revision("3.9.0", False, False, False),
+    "1b5f0d9ad7c1": Revision("3.10.0-3.10.1", True, True, False),
+    "c3d6457b6d8a": Revision("3.11.1", True, True, False),
+    "7d34483879f0": Revision("3.12.0", True, True, False),
+    "da6fb0208061": Revision("3.13.0", True, True, False),
+    "b7e4c1a90f23": Revision("3.14.0", True, True, False),
+    "6f8d9c3b2a1e": Revision("3.15.0-3.15.2", True, True, False),
+    "b7e2c1a4d9f3": Revision("3.16.0-3.16.1", True, True, False),
+    "dc11669786a5": Revision("3.17.0-3.17.2", True, True, True),
+}
+DEFAULT_WORKSPACE = "default"  # MLflow's DEFAULT_WORKSPACE_NAME
+# MLflow's workspaces (a multi-tenant mode): another workspace than the default is read
+# through the client
 _WORKSPACE_ENV = ("MLFLOW_ENABLE_WORKSPACES", "MLFLOW_WORKSPACE")
 _BUSY_TIMEOUT_S = 20.0  # MLflow's own busy_timeout: a write in progress is waited for alike
 _ENTITY_TABLE = {METRIC: "latest_metrics", PARAM: "params", TAG: "tags"}
@@ -54,6 +89,14 @@ _ENTITY_TABLE = {METRIC: "latest_metrics", PARAM: "params", TAG: "tags"}
 
 class NoStore(Unsupported):
     """The database file does not exist yet: it holds no runs (MLflow's client would create it)."""
+
+
+class NoSuchRun(Unsupported):
+    """No run of that id: MLflow's client gives its own error for it."""
+
+
+class StoreRefused(Exception):
+    """MLflow's client refuses this store as it is (``str``: why, and what to do)."""
 
 
 class SqliteRunReader:
@@ -64,6 +107,10 @@ class SqliteRunReader:
         self.db = Path(db)
 
     def _connect(self) -> sqlite3.Connection:
+        return self._open()[0]
+
+    def _open(self) -> tuple[sqlite3.Connection, Revision]:
+        """A read-only connection, and what the file's schema revision holds."""
         if any(os.environ.get(k, "").strip().lower() not in ("", "0", "false") for k in _WORKSPACE_ENV):
             raise Unsupported("MLflow workspaces are configured")
         if not self.db.is_file():
@@ -82,15 +129,35 @@ class SqliteRunReader:
             raise Unsupported(f"no schema revision in {self.db}: {exc}") from None
         if len(rows) != 1 or rows[0][0] not in KNOWN_REVISIONS:
             con.close()
-            raise Unsupported(f"schema revision {rows!r} not known to this reader")
-        return con
+            shown = rows[0][0] if len(rows) == 1 else rows
+            raise Unsupported(f"its schema revision {shown} is not one sparkctl's reader knows")
+        revision = KNOWN_REVISIONS[rows[0][0]]
+        if revision.workspaces:
+            try:
+                foreign = con.execute("SELECT 1 FROM experiments WHERE workspace != ? LIMIT 1",
+                                      (DEFAULT_WORKSPACE,)).fetchone()
+            except sqlite3.Error as exc:
+                con.close()
+                raise Unsupported(f"sqlite: {exc}") from None
+            if foreign is not None:
+                con.close()
+                # what MLflow's SqlAlchemyStore raises when it opens such a store with workspaces off
+                raise StoreRefused("it holds experiments outside MLflow's default workspace: set "
+                                   "MLFLOW_ENABLE_WORKSPACES=true (and MLFLOW_WORKSPACE) or move them back "
+                                   "to the default workspace")
+        return con, revision
 
     # -- experiments -----------------------------------------------------------------
 
     def experiment(self, name: str) -> tuple[str, str] | None:
         """(experiment id, lifecycle stage) of the experiment called ``name``, or None."""
-        with _closing(self._connect()) as con:
-            row = _run(con, "SELECT experiment_id, lifecycle_stage FROM experiments WHERE name = ?", (name,))
+        con, revision = self._open()
+        with _closing(con):
+            if revision.workspaces:  # a name is unique per workspace: the client's is the default one
+                row = _run(con, "SELECT experiment_id, lifecycle_stage FROM experiments WHERE name = ? "
+                                "AND workspace = ?", (name, DEFAULT_WORKSPACE))
+            else:
+                row = _run(con, "SELECT experiment_id, lifecycle_stage FROM experiments WHERE name = ?", (name,))
             row = row.fetchone()
         return None if row is None else (str(row[0]), row[1])
 
@@ -103,10 +170,13 @@ class SqliteRunReader:
         clauses = parse_filter(filter_string)
         order = parse_order_by(order_by)
         offset = _offset(page_token)
-        sql, args = _search_sql(int(experiment_id), clauses, order, max_results + 1, offset)
-        with _closing(self._connect()) as con:
+        con, revision = self._open()
+        with _closing(con):
+            sql, args = _search_sql(int(experiment_id), clauses, order, max_results + 1, offset, revision)
             heads = _run(con, sql, args).fetchall()
-            more = len(heads) > max_results
+            # MLflow 3.10+ looks one run ahead; before, a full page always had a next page
+            # (the last one then empty): the token says what that release's client says
+            more = len(heads) > max_results if revision.looks_ahead else len(heads) >= max_results
             heads = heads[:max_results]
             runs = _with_data(con, heads)
         token = base64.b64encode(json.dumps({"offset": offset + max_results}).encode()).decode() if more else None
@@ -117,7 +187,7 @@ class SqliteRunReader:
         order (its get_metric_history: by timestamp, step, value)."""
         with _closing(self._connect()) as con:
             if _run(con, "SELECT 1 FROM runs WHERE run_uuid = ?", (run_id,)).fetchone() is None:
-                raise Unsupported(f"no run {run_id}")  # the client's own error says it best
+                raise NoSuchRun(f"no run {run_id}")  # the client's own error says it best
             rows = _run(con, "SELECT step, timestamp, value, is_nan FROM metrics WHERE run_uuid = ? AND key = ? "
                              "ORDER BY timestamp, step, value", (run_id, key)).fetchall()
         return [(step, ts, float("nan") if is_nan else float(value)) for step, ts, value, is_nan in rows]
@@ -173,7 +243,7 @@ _SQL_CMP = {"=": "{} = ?", "!=": "{} != ?", "<": "{} < ?", "<=": "{} <= ?", ">":
 
 
 def _search_sql(experiment_id: int, clauses: list[Clause], order: list[OrderKey], limit: int,
-                offset: int) -> tuple[str, list]:
+                offset: int, revision: Revision) -> tuple[str, list]:
     joins: list[str] = []
     join_args: list = []
     where = ["r.experiment_id = ?", "r.lifecycle_stage = 'active'"]
@@ -185,8 +255,8 @@ def _search_sql(experiment_id: int, clauses: list[Clause], order: list[OrderKey]
             continue
         table = _ENTITY_TABLE[c.entity]
         test = _SQL_CMP[c.comparator].format("e.value")
-        if c.entity == METRIC:
-            # NaN is stored as 0 with is_nan: it matches only "!=" (MLflow's rule)
+        if c.entity == METRIC and revision.nan_filters:
+            # NaN is stored as 0 with is_nan: it matches only "!=" (MLflow 3.17's rule)
             test = f"({test} OR e.is_nan = 1)" if c.comparator == "!=" else f"({test} AND e.is_nan = 0)"
         where.append(f"EXISTS (SELECT 1 FROM {table} e WHERE e.run_uuid = r.run_uuid AND e.key = ? AND {test})")
         where_args += [c.key, c.value]

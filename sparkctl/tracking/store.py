@@ -6,6 +6,11 @@ does, and that call belongs on a worker thread. Only ``MlflowClient`` with expli
 ids is used; the fluent API keeps its active run per thread and would silently start
 stray runs from a worker.
 
+A tracking server is also held to a total deadline per write or read (``deadline_s``,
+``[tracking] timeout_s``): MLflow's per-request timeout bounds each socket read, never a
+whole call, and a server that drips its answers would hold a bench's wrap-up, ``sync`` or
+``runs`` forever (``tracking/deadline.py``). A signal shortens that deadline to seconds.
+
 Every failure surfaces as ``TrackingError`` with a one-line message fit for a status bar.
 No credential ever appears in one: the tracking URI may carry ``user:token@`` (a team
 server), and MLflow's and requests' exceptions quote the full request URL, so every
@@ -22,15 +27,18 @@ import math
 import os
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
 
+from sparkctl.core.oserrors import disk_problem
 from sparkctl.core.redact import redact_text, redact_uri
+from sparkctl.tracking.deadline import DeadlinePassed, call_within
 from sparkctl.tracking.record import FILE_ARTIFACT_KEY, RunRecord
 from sparkctl.tracking.rest_reader import RestError, RestRunReader
 from sparkctl.tracking.search_filter import Unsupported
-from sparkctl.tracking.sqlite_reader import NoStore, SqliteRunReader
+from sparkctl.tracking.sqlite_reader import NoStore, NoSuchRun, SqliteRunReader, StoreRefused
 
 RECORD_ID_TAG = "sparkctl.record_id"
 # Set after everything else is logged: a run without it is a partial write, which a
@@ -47,6 +55,9 @@ LOG_FILE_MAX_BYTES = 1 << 20
 DB_LOCK_SUFFIX = ".lock"
 # How long to wait for another process that is creating the database (~6-9 s normally).
 DB_CREATE_WAIT_S = 180.0
+# The most one write or read of a tracking server may take, all its requests together
+# ([tracking] timeout_s).
+DEFAULT_DEADLINE_S = 60.0
 
 # MLflow's per-request limits for log_batch (mlflow/utils/validation.py).
 MAX_METRICS_PER_BATCH = 1000
@@ -105,6 +116,28 @@ def _configure_mlflow_env(timeout_s: float, max_retries: int) -> None:
     os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
 
 
+def _direct_to_loopback(uri: str) -> None:
+    """A tracking server on this machine is asked directly, as every loopback URL is
+    (core/loopback.py). MLflow's client is `requests`, which sends even 127.0.0.1 to
+    http(s)_proxy unless no_proxy names it: the server's host is added to no_proxy (both
+    spellings, process-wide, only while a proxy variable is set). A remote server keeps
+    the user's proxy settings untouched."""
+    from urllib.parse import urlsplit
+
+    from sparkctl.core.loopback import is_loopback_url
+
+    if not uri.startswith(("http://", "https://")) or not is_loopback_url(uri):
+        return
+    if not any(os.environ.get(v) for v in ("http_proxy", "https_proxy", "all_proxy",
+                                           "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY")):
+        return
+    host = urlsplit(uri).hostname or ""
+    for var in ("no_proxy", "NO_PROXY"):
+        entries = [e.strip() for e in os.environ.get(var, "").split(",") if e.strip()]
+        if host not in entries:
+            os.environ[var] = ",".join([*entries, host])
+
+
 # Loggers MLflow writes through while opening a store: its own, the schema migrations
 # (alembic), and what MLflow itself configures (SQLAlchemy, its huey job queue).
 _MLFLOW_LOGGERS = ("mlflow", "alembic", "sqlalchemy", "huey")
@@ -127,7 +160,7 @@ def route_mlflow_logging(log_file: Path) -> None:
             try:
                 log_file.parent.mkdir(parents=True, exist_ok=True)
                 _rotate_if_large(log_file)
-                handler = logging.FileHandler(log_file, encoding="utf-8", delay=True)
+                handler = _LogFileHandler(log_file, encoding="utf-8", delay=True)
                 handler.setFormatter(
                     _RedactingFormatter("%(asctime)s %(process)d %(levelname)s %(name)s: %(message)s")
                 )
@@ -146,6 +179,36 @@ def route_mlflow_logging(log_file: Path) -> None:
             logger.setLevel("WARNING" if name == "sqlalchemy" else level)
         # Ten lines on every import of alembic, saying nothing about the database.
         logging.getLogger("alembic.runtime.plugins").setLevel("WARNING")
+
+
+class _LogFileHandler(logging.FileHandler):
+    """MLflow's log file. When a line cannot be written (a full disk, a read-only data
+    dir), logging's own handler prints a traceback for every line, dozens of lines each;
+    this one says so in one line, once, and drops the lines after it."""
+
+    failed = False
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if not self.failed:
+            super().emit(record)
+
+    def handleError(self, record: logging.LogRecord) -> None:  # noqa: N802 - logging's name
+        import sys
+
+        if self.failed:
+            return
+        self.failed = True
+        exc = sys.exc_info()[1]
+        try:
+            sys.stderr.write(f"sparkctl: cannot write MLflow's log {self.baseFilename}: {disk_problem(exc)}; "
+                             "its lines are dropped\n")
+            sys.stderr.flush()
+        except (OSError, ValueError):
+            pass  # the terminal is gone as well
+        try:
+            self.close()
+        except (OSError, ValueError):
+            pass
 
 
 class _RedactingFormatter(logging.Formatter):
@@ -206,10 +269,12 @@ class MlflowStore:
         *,
         log_dir: Path | None = None,
         fast_reads: bool = True,
+        deadline_s: float | None = DEFAULT_DEADLINE_S,
     ) -> None:
         self.uri = uri
         self.experiment = experiment
         self.timeout_s = timeout_s
+        self.deadline_s = deadline_s
         self.max_retries = max_retries
         db = sqlite_path(uri)
         if artifact_root is None and db is not None:
@@ -230,6 +295,10 @@ class MlflowStore:
         # MLflow's client can read this store (or `fast_reads=False`, which tests use to
         # get the client's own answers).
         self._reader: Any = None
+        # why MLflow's client answered a read the fast reader could not (the first time), and
+        # who to tell: the CLI prints it once on stderr; None tells nobody
+        self.fallback_reason: str | None = None
+        self.on_fallback: Callable[[str], None] | None = None
         if fast_reads and db is not None:
             self._reader = SqliteRunReader(db)
         elif fast_reads and self.is_remote:
@@ -247,12 +316,26 @@ class MlflowStore:
     def is_remote(self) -> bool:
         return self.uri.startswith(("http://", "https://"))
 
+    def _bounded(self, action: str, fn):
+        """``fn()`` within the store's total deadline when the store is a server (a local
+        SQLite file is not: its creation alone can take most of a minute on a busy box)."""
+        if not self.is_remote:
+            return fn()
+        try:
+            return call_within(fn, self.deadline_s, name=f"sparkctl-tracking-{action}")
+        except DeadlinePassed as exc:
+            why = ("(stopped by a signal)" if exc.hurried
+                   else f"within {self.deadline_s:g} s ([tracking] timeout_s)")
+            raise TrackingError(f"MLflow server {self.display_uri} did not finish the {action} {why}",
+                                unreachable=True) from None
+
     # -- client and experiment -----------------------------------------------------
 
     def _get_client(self):
         with self._lock:
             if self._client is None:
                 _configure_mlflow_env(self.timeout_s, self.max_retries)
+                _direct_to_loopback(self.uri)
                 route_mlflow_logging(self.log_file)
                 from mlflow import MlflowClient
 
@@ -315,6 +398,14 @@ class MlflowStore:
                 f"the MLflow database schema is out of date: run `mlflow db upgrade {self.display_uri}` "
                 "(back up the database first)"
             )
+        if "database or disk is full" in low or "no space left on device" in low:
+            db = sqlite_path(self.uri)
+            where = f" holding {db.parent}" if db is not None else ""
+            return TrackingError(f"MLflow {action} failed: the disk{where} is full; free space there")
+        if "cannot disable workspaces" in low:
+            return self._refused("it holds experiments outside MLflow's default workspace: set "
+                                 "MLFLOW_ENABLE_WORKSPACES=true (and MLFLOW_WORKSPACE) or move them back "
+                                 "to the default workspace")
         unreachable_markers = (
             "connection refused",
             "max retries exceeded",
@@ -338,9 +429,16 @@ class MlflowStore:
             )
         return TrackingError(f"MLflow {action} failed: {type(exc).__name__}: {_one_line(text)}")
 
+    def _refused(self, why: str) -> TrackingError:
+        return TrackingError(f"the MLflow database {self.display_uri} cannot be used: {why}")
+
     # -- writing -------------------------------------------------------------------
 
     def write(self, record: RunRecord) -> str:
+        """Write ``record`` as one MLflow run and return its run id (within the deadline)."""
+        return self._bounded("write", lambda: self._write(record))
+
+    def _write(self, record: RunRecord) -> str:
         """Write ``record`` as one MLflow run and return its run id.
 
         The run goes to the experiment named by ``record.experiment`` (the store's own
@@ -473,6 +571,9 @@ class MlflowStore:
 
     def _metric_points(self, run_id: str, key: str) -> list[tuple[int, int, float]]:
         """(step, timestamp, value) of every value logged, in the order MLflow keeps them."""
+        return self._bounded("read", lambda: self._metric_points_now(run_id, key))
+
+    def _metric_points_now(self, run_id: str, key: str) -> list[tuple[int, int, float]]:
         answered, points = self._by_reader("read", lambda r: r.metric_points(run_id, key))
         if answered:
             return points
@@ -484,6 +585,9 @@ class MlflowStore:
 
     def read_artifact(self, run_id: str, path: str) -> str:
         """One text artifact of a run (``items.jsonl``, ``outputs.json``). Blocking."""
+        return self._bounded("read", lambda: self._read_artifact_now(run_id, path))
+
+    def _read_artifact_now(self, run_id: str, path: str) -> str:
         import tempfile
 
         answered, text = self._by_reader("read", lambda r: r.read_artifact(run_id, path))
@@ -510,6 +614,10 @@ class MlflowStore:
         page, or None after the last. ``search_runs`` cannot resume a search; a caller that
         filters further on its side (names compared by sparkctl's own rules) pages on with
         this until it has enough rows. Blocking: call from a worker thread."""
+        return self._bounded("search", lambda: self._search_runs_page_now(
+            filter_string, order_by, max_results, page_token, experiment))
+
+    def _search_runs_page_now(self, filter_string, order_by, max_results, page_token, experiment):
         max_results = max(1, min(max_results, 1000))
         answered, found = self._by_reader(
             "search", lambda r: self._reader_page(r, filter_string, order_by, max_results, page_token, experiment))
@@ -542,9 +650,14 @@ class MlflowStore:
             return False, None
         try:
             return True, call(self._reader)
+        except StoreRefused as exc:
+            raise self._refused(str(exc)) from None
         except Unsupported as exc:
             if strict:
-                raise NeedsMlflow(f"MLflow's client is needed to read {self.display_uri}: {exc}") from None
+                raise NeedsMlflow(f"MLflow's client is needed to read {self.display_uri}: {exc}",
+                                  reason=str(exc)) from None
+            if not isinstance(exc, (NoStore, NoSuchRun)):  # those the client answers as expected
+                self._fell_back(str(exc))
             return False, None
         except TrackingError:
             raise
@@ -552,6 +665,16 @@ class MlflowStore:
             raise TrackingError(f"MLflow {action} failed: {exc}") from None
         except Exception as exc:  # httpx's: connection refused, timed out...
             raise self._error(exc, action) from None
+
+    def _fell_back(self, reason: str) -> None:
+        """Say once, through ``on_fallback``, that MLflow's client reads for sparkctl's
+        reader (it costs seconds of `import mlflow` per command; the user should know why)."""
+        with self._lock:
+            if self.fallback_reason is not None:
+                return
+            self.fallback_reason = reason
+        if self.on_fallback is not None:
+            self.on_fallback(fallback_note(self.display_uri, reason))
 
     def _reader_page(self, reader, filter_string, order_by, max_results, page_token, experiment):
         name = experiment or self.experiment
@@ -570,7 +693,17 @@ class MlflowStore:
 
 class NeedsMlflow(TrackingError):
     """Only MLflow's client can answer this read (an unknown schema revision, a filter the
-    reader does not parse, a tracking URI it does not speak)."""
+    reader does not parse, a tracking URI it does not speak). ``reason``: the reader's why."""
+
+    def __init__(self, message: str, *, reason: str = "") -> None:
+        super().__init__(message)
+        self.reason = reason or message
+
+
+def fallback_note(display_uri: str, reason: str) -> str:
+    """The one line that says MLflow's (slow) client reads a store, and why."""
+    return (f"note: {display_uri} is read through MLflow's client (seconds slower): {reason}; "
+            "see docs/troubleshooting.md")
 
 
 class ReadsWithoutMlflow:
@@ -594,14 +727,16 @@ class ReadsWithoutMlflow:
             except NoStore:
                 return [], None
 
-        return store._by_reader("search", page, strict=True)[1]
+        return store._bounded("search", lambda: store._by_reader("search", page, strict=True)[1])
 
     def search_runs(self, filter_string: str = "", order_by: list[str] | None = None, max_results: int = 100,
                     experiment: str | None = None) -> list[dict[str, Any]]:
         return _all_pages(self.search_runs_page, filter_string, order_by, max_results, experiment)
 
     def metric_history(self, run_id: str, key: str) -> list[float]:
-        points = self.store._by_reader("read", lambda r: r.metric_points(run_id, key), strict=True)[1]
+        store = self.store
+        points = store._bounded("read", lambda: store._by_reader("read", lambda r: r.metric_points(run_id, key),
+                                                                 strict=True)[1])
         return [value for _, _, value in sorted(points, key=lambda p: p[0])]
 
 

@@ -12,6 +12,7 @@ import logging
 from dataclasses import dataclass
 from pathlib import Path
 
+from sparkctl.core.oserrors import disk_problem
 from sparkctl.core.redact import redact_text
 from sparkctl.tracking.record import RunRecord
 from sparkctl.tracking.spool import COMPACT_THRESHOLD_BYTES, Spool, recover_orphans
@@ -65,8 +66,8 @@ def record_run(record: RunRecord, spool: Spool, store: MlflowStore) -> SyncResul
     try:
         spool.append(record)
     except (OSError, TypeError, ValueError) as exc:
-        spooled, spool_error = False, f"{type(exc).__name__}: {exc}"
-        log.error("could not spool run %s: %s", record.record_id, spool_error)
+        spooled, spool_error = False, disk_problem(exc) if isinstance(exc, OSError) else f"{type(exc).__name__}: {exc}"
+        log.error("could not spool run %s to %s: %s", record.record_id, spool.path, spool_error)
 
     try:
         run_id = store.write(record)

@@ -27,7 +27,7 @@ from sparkctl import __version__
 from sparkctl.config import Config
 from sparkctl.core.snapshots import GIB, EngineStatus, HostSnapshot, MemInfo, Unavailable
 from sparkctl.services.status import StatusReport, build_report, openai_engines_status, poll_engine_status
-from sparkctl.tui.messages import EngineSampled, HostSampled, NamedEnginesSampled
+from sparkctl.tui.messages import EngineSampled, HostSampled, NamedEnginesSampled, RunnersSampled
 from sparkctl.tui.screens.dashboard import DashboardScreen
 from sparkctl.tui.themes import load_themes
 
@@ -75,6 +75,8 @@ class SparkApp(App):
     # lanes whose last valid bench ran on another engine version: (lane, message) pairs
     stale_lanes: var[tuple] = var(())
     pending_runs: var[int] = var(0)  # runs in the spool not yet in MLflow (y syncs them)
+    # resident model name -> its llama-server runner's facts (Ollama >= 0.30 on this machine)
+    runners: var[dict] = var({}, always_update=True)
 
     def __init__(
         self,
@@ -131,6 +133,11 @@ class SparkApp(App):
         self._undo_signals: Callable[[], None] | None = None
         self._residency_warnings: tuple[str, ...] = ()  # models a dead bench left changed
         self._drift_checked: tuple[str, str] | None = None
+        # the runners beside the resident models: read in the engine's sampling thread after
+        # the first frame (services/runners.ResidentRunners), again when the resident set changes
+        self._painted = False
+        self._runner_reader: Any = None
+        self._runner_notes: set[str] = set()  # why no runner is shown: said once each
         # model keys side-loaded from the Models screen: "contender" until promoted or unloaded,
         # kept in sparkctl's own state file so the mark outlives a restart
         from sparkctl.core.names import model_key
@@ -184,7 +191,9 @@ class SparkApp(App):
             self.sample_named_engines()
         if self.spool is not None:
             self.recover_runs()
-        self.recover_residency()
+        # views only read: what a dead bench left changed is shown on the dashboard, put back
+        # when the user asks (P), or by a bench of this TUI before it starts
+        self.check_residency()
 
     def _take_first_samples(self) -> None:
         """The prefetched samples that are in already go into the first frame itself (one
@@ -260,18 +269,27 @@ class SparkApp(App):
                 self.notify, f"recovered {len(records)} interrupted run(s) of {models} as KILLED "
                 "(their process died); `sparkctl sync` writes them to MLflow", severity="warning", timeout=15)
 
+    def action_put_back(self) -> None:
+        """P: put back what a dead bench (or a restore that failed) left changed, as
+        `sparkctl lanes --restore` does."""
+        self.put_back_residency()
+
     @work(group="recover-residency", exclusive=True, exit_on_error=False)
-    async def recover_residency(self) -> None:
+    async def put_back_residency(self) -> None:
         """Put back what a bench that died changed (services/bench/recovery.py), once it
-        holds the engine's bench lock; say what it did; warn on the dashboard if it could not.
-        Nothing is imported before a journal is seen: the first frames do not pay for it."""
+        holds the engine's bench lock, retrying restores that failed; say what it did; warn
+        on the dashboard if it could not. Started by the user, never by a view."""
         from sparkctl import paths
 
         if not await asyncio.to_thread(paths.residency_journals):
+            self.notify("nothing to put back: no bench left models changed", timeout=5)
             return
         from sparkctl.services.bench.recovery import recover_residency
 
-        report = await recover_residency(self.config, engines=[self.engine, *self.named_engines.values()])
+        report = await recover_residency(self.config, engines=[self.engine, *self.named_engines.values()],
+                                         retry_failed=True)
+        if not report.lines:
+            self.notify("nothing to put back: the bench that changed them is still running", timeout=8)
         for line in report.done + report.notes:
             self.notify(line, severity="warning", timeout=20)
         for line in report.warnings:
@@ -296,6 +314,7 @@ class SparkApp(App):
             self._rebuild()
 
     def on_ready(self) -> None:
+        self._painted = True  # the runners are read from the next engine sample on, never for the first frame
         # Everything imported and built so far lives as long as the app. Moving it out of
         # the collector's view turns 100-140 ms full collections during a 2,000 tok/s
         # stream into a few ms (measured by benchmarks/stream.py).
@@ -332,6 +351,8 @@ class SparkApp(App):
         except Exception as exc:  # a failed probe is logged and tried again next refresh
             self.log.error(f"{group} sample failed: {exc!r}")
             return
+        if group == "engine" and sample is not None:
+            self._sample_runners(sample)
         # an engine that says what it said last time changes nothing: no message to handle
         if sample is None or self._stopping or (group == "engine" and sample == self._engine_status):
             return
@@ -344,6 +365,31 @@ class SparkApp(App):
             wake.clear()
             if not self._stopping:
                 self._sample_once(group, read, message)
+
+    def _sample_runners(self, status: EngineStatus) -> None:
+        """In the engine's sampling thread: the runners beside the resident models, read only
+        when the resident set changed (a tuple comparison otherwise) and never before the
+        first frame. Their endpoints answer on loopback with short timeouts."""
+        if not self._painted or self._stopping or not status.reachable or status.error is not None:
+            return
+        if self._runner_reader is None:
+            from sparkctl.services.runners import ResidentRunners
+
+            self._runner_reader = ResidentRunners(self.engine)
+        try:
+            changed = self._runner_reader.refresh(status.resident)
+        except Exception as exc:  # extra facts: a failure is logged, the dashboard goes on without them
+            self.log.error(f"runner read failed: {exc!r}")
+            return
+        if changed and not self._stopping:
+            r = self._runner_reader
+            self.post_message(RunnersSampled(dict(r.facts), r.note, r.local))
+
+    def on_runners_sampled(self, message: RunnersSampled) -> None:
+        self.runners = message.runners
+        if message.note and message.local and message.note not in self._runner_notes:
+            self._runner_notes.add(message.note)
+            self.notify(f"runner facts not shown: {message.note}", timeout=8)
 
     def _stop_sampling(self) -> None:
         self._stopping = True
@@ -603,6 +649,9 @@ class SparkApp(App):
         if self._stop_signal is not None:
             return
         self._stop_signal = sig
+        from sparkctl.services.tracking import hurry_tracking
+
+        hurry_tracking()  # a tracking server that drips its answers must not hold the exit
         if sig == signal.SIGHUP:
             from sparkctl.tui.hangup import silence_terminal
 

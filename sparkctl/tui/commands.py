@@ -169,6 +169,10 @@ def _app_commands(app, screen) -> Iterator[Command]:
                       "shipped one (sparkctl suites pull)", _do(app, None, "app.pull_suites"))
     yield Command("Lanes", "each lane's model, since when and by what; roll one back (l on Dashboard)",
                   _do(app, "dashboard", "lanes"))
+    if hasattr(app, "action_put_back"):
+        yield Command("Put back what a dead bench changed", "load back the lane models a killed bench or a "
+                      "failed restore left changed, unload what it loaded (P on Dashboard; sparkctl lanes "
+                      "--restore)", _do(app, None, "app.put_back"))
     if hasattr(app, "action_messages"):
         yield Command("Messages", "every message this session showed, newest first, whole (N)",
                       _do(app, None, "app.messages"))

@@ -22,12 +22,14 @@ sampled every `[ui] refresh_s` in worker threads.
 - **Memory pressure** (PSI, /proc/pressure/memory): stall share over 10 s and 60 s.
 - Warnings under the resident models, one line each (the rows come first; what does not
   fit whole is counted in a last line, and `N` shows every warning whole, then the
-  messages): in red, models a bench that died (or whose restore failed) did not put back
-  (`sparkctl lanes --restore`); in yellow, lanes spilled to the CPU (decode bound by host
-  memory), lanes to bench again with the key that does it: `(h then B)` re-benches a lane
-  last benched on another engine version with the settings of that run, `(b)` a lane never
-  benched here is benched from the Bench screen, `(spilled: not now)` a bench would be
-  refused until the lane is all on the GPU; lanes not resident.
+  messages): in red, models a bench that died (or whose restore failed) did not put back;
+  the dashboard only shows them (views only read), `P` puts them back (as `sparkctl lanes
+  --restore` does), and a bench started here does it first. In yellow, lanes spilled to the
+  CPU (decode bound by host memory), lanes to bench again with the key that does it:
+  `(h then B)` re-benches a lane last benched on another engine version with the settings
+  of that run, `(b)` a lane never benched here is benched from the Bench screen,
+  `(spilled: not now)` a bench would be refused until the lane is all on the GPU; lanes not
+  resident.
 """,
     "ModelsScreen": """\
 **Models**: the engine's local models (`/api/tags`, `/api/show`).

@@ -25,3 +25,15 @@ class NamedEnginesSampled(Message):
     def __init__(self, statuses: tuple) -> None:
         super().__init__()
         self.statuses = statuses
+
+
+class RunnersSampled(Message):
+    """The llama-server runners of the resident models (name -> core.runner_facts.RunnerFacts),
+    read again when the resident set changed; `note` says why none could be read, `local`
+    whether the engine runs on this machine (only then is a note worth saying)."""
+
+    def __init__(self, runners: dict, note: str, local: bool) -> None:
+        super().__init__()
+        self.runners = runners
+        self.note = note
+        self.local = local

@@ -23,7 +23,12 @@ DEFAULT_BUDGET = {"other": "#5C6370", "cache": "#3B4252", "free": "#23292F", "re
 
 
 def theme_from_toml(text: str, origin: str) -> Theme:
-    data = tomllib.loads(text)
+    from sparkctl.core.safeload import Unparsable, load_toml
+
+    try:
+        data = load_toml(text, max_bytes=1 << 20)  # a theme is a few hundred bytes
+    except Unparsable as exc:
+        raise ValueError(f"{origin}: {exc}") from None
     name = data.get("name")
     if not isinstance(name, str) or not name:
         raise ValueError(f"{origin}: missing 'name'")

@@ -20,9 +20,17 @@ DAY_NS = 86_400 * 1_000_000_000
 
 LANES_TOML = '[lanes]\nproduction = "gpt-oss:120b"\nfast = "llama3.2:3b"\n'
 
+# The Spark-like fake loads at 262144 unless asked otherwise (Ollama's default on a >= 47 GiB
+# box since 0.15.5) while reporting version 0.12.6, whose default was 4096: to its clients it
+# is a 0.12.6 server started with OLLAMA_CONTEXT_LENGTH=262144. sparkctl reads a server's
+# settings from its process, which for a fake served from the test's own process is not an
+# Ollama process, so the tests state that setting in [engine] (as a user does for a server
+# sparkctl cannot read) and go into the [engine] table of every config built on this fake.
+SPARK_ENGINE_KEYS = "context_length = 262144\n"
+
 
 def spark_config(extra: str = "") -> Config:
-    return parse_config(LANES_TOML + extra, "test config", env={})
+    return parse_config("[engine]\n" + SPARK_ENGINE_KEYS + LANES_TOML + extra, "test config", env={})
 
 
 def qwen3_30b():

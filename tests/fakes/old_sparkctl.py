@@ -1,7 +1,10 @@
 """A FAKE older sparkctl, for the fleet tests: `status --json` as sparkctl wrote it before
 the status carried a schema version (schema 1). That is exactly today's output without its
 "schema" key, so this runs today's sparkctl in-process and drops the key; exit codes and
-everything else are today's. Run as `python old_sparkctl.py status --json`."""
+everything else are today's, its parser too: it takes the `--no-repair` every fleet ask
+carries (a real sparkctl of schema 1 has no such flag and is refused as too old for it; what
+this fake exercises is the reading of an older schema). Run as
+`python old_sparkctl.py status --json --no-repair`."""
 
 from __future__ import annotations
 

@@ -500,6 +500,12 @@ class Fault:
     kind "in_band": start the stream, send `after` lines, then a last {"error": message}.
     kind "drop": start the stream, send `after` lines, then close the socket mid-body.
     kind "stall": say nothing for `seconds`, then answer normally (a hung server).
+    kind "stall_stream": start the stream, send `after` chunk lines, then say nothing for
+    `seconds` (or until the client hangs up), then finish normally (a runner that stalls
+    mid-generation; the connection stays open, so only a client's own deadline ends it).
+
+    `match`: only requests whose prompt (generate's prompt and system, chat's messages)
+    contains this text take the fault; "" for every request.
     """
 
     kind: str
@@ -508,6 +514,7 @@ class Fault:
     after: int = 0
     times: int | None = None  # None: every request until cleared
     seconds: float = 0.0
+    match: str = ""
 
 
 @dataclass
@@ -747,13 +754,20 @@ class FakeState:
         """Hold the answer to `path` for `seconds` (to trip a client's read timeout)."""
         self.faults[path] = Fault("stall", 200, "", 0, times, seconds)
 
+    def stall_in_stream(self, path: str, seconds: float, *, after: int = 1, match: str = "",
+                        times: int | None = None) -> None:
+        """Send `after` chunk lines of the answer to `path`, then hold it for `seconds`."""
+        self.faults[path] = Fault("stall_stream", 200, "", after, times, seconds, match)
+
     def clear_faults(self) -> None:
         self.faults.clear()
 
-    def take_fault(self, path: str) -> Fault | None:
+    def take_fault(self, path: str, body: Any = None) -> Fault | None:
         with self.lock:
             fault = self.faults.get(path)
             if fault is None:
+                return None
+            if fault.match and fault.match not in _prompt_text(body):
                 return None
             if fault.times is not None:
                 fault.times -= 1
@@ -1123,7 +1137,7 @@ class _Handler(BaseHTTPRequestHandler):
         if handler is None:
             self._send(405, b"405 method not allowed", "text/plain")
             return
-        fault = self.state.take_fault(path)
+        fault = self.state.take_fault(path, body)
         if fault is not None and fault.kind == "stall":
             time.sleep(fault.seconds)
             fault = None
@@ -1633,9 +1647,22 @@ class _Handler(BaseHTTPRequestHandler):
                 first_ns = now
             last_ns = now
 
+        stalled = False
+
+        def stall_here() -> None:
+            """A "stall_stream" fault: once `after` lines are out, hold the stream."""
+            nonlocal stalled
+            if stalled or fault is None or fault.kind != "stall_stream" or chunks < fault.after:
+                return
+            stalled = True
+            until = time.monotonic() + fault.seconds
+            while time.monotonic() < until and not self._client_gone():
+                time.sleep(0.05)
+
         resident.decoding.enter()
         try:
             for (text, is_thinking), upcoming in plan:
+                stall_here()
                 if limit is not None and produced >= limit:
                     done_reason = "length"
                     break
@@ -1674,6 +1701,7 @@ class _Handler(BaseHTTPRequestHandler):
                         step()  # the end-of-sequence token: sampled, counted, never shown
                         produced += 1
             flush()  # what was still held back goes out before the final chunk
+            stall_here()
         finally:
             resident.decoding.leave()
             # What the slot holds now: the prompt + every generated token that was fed back.
@@ -1969,3 +1997,14 @@ class FakeOllama:
     # -- conveniences for tests -------------------------------------------------------------
     def calls(self, path: str) -> list[RecordedRequest]:
         return [r for r in self.requests if r.path == path]
+
+
+def _prompt_text(body: Any) -> str:
+    """The text a request asks about: generate's prompt and system, chat's message contents."""
+    if not isinstance(body, dict):
+        return ""
+    parts = [body.get("system"), body.get("prompt")]
+    for m in body.get("messages") or []:
+        if isinstance(m, dict):
+            parts.append(m.get("content"))
+    return "\n".join(p for p in parts if isinstance(p, str))

@@ -64,6 +64,7 @@ def _sha256_file(path: Path) -> str:
 @dataclass
 class RegistryState:
     manifests: dict[str, dict[str, Any]] = field(default_factory=dict)  # "ns/model:tag" -> manifest
+    raw_manifests: dict[str, bytes] = field(default_factory=dict)  # "ns/model:tag" -> body sent as it is
     private: set[str] = field(default_factory=set)  # "ns/model" answered 401
     blobs: dict[str, Blob] = field(default_factory=dict)
     sent: dict[str, int] = field(default_factory=dict)  # digest -> bytes sent by the storage host
@@ -152,6 +153,9 @@ class _Handler(BaseHTTPRequestHandler):
                 "Content-Type": "application/json",
                 "WWW-Authenticate": f'Bearer realm="https://127.0.0.1/token",service="fake",scope="repository:{repo}:pull"',
             })
+            return
+        if kind == "manifests" and f"{repo}:{ref}" in st.raw_manifests:  # a damaged or hostile one
+            self._send(200, st.raw_manifests[f"{repo}:{ref}"], {"Content-Type": MANIFEST_V2})
             return
         if kind == "manifests":
             manifest = st.manifests.get(f"{repo}:{ref}")

@@ -195,3 +195,19 @@ def test_what_another_holder_wrote_reaches_the_terminal_without_control_characte
     assert len(said) == 1 and "\x1b" not in said[0] and "\x07" not in said[0]
     assert said[0] == "waiting for another bench to finish: pid 4242 benching ]0;owned[2Jqwen3:8b on " \
                       "http://127.0.0.1:11434 since ?"
+
+
+@pytest.mark.parametrize("planted", ["[" * 4095, "[1, 2]", '{"pid": 1' + "0" * 400 + ', "since": 1}'],
+                         ids=["deep", "a-list", "huge-pid"])
+def test_a_holder_record_of_another_shape_is_not_a_crash(locks, planted):
+    url = ENGINE
+    locks.mkdir(mode=0o1777)
+    lock_path(url).write_text(planted)
+    fd = _holding(url)
+    try:
+        said = _notices_while_waiting(url)
+    finally:
+        os.close(fd)
+    # what the holder wrote is unreadable: said as unknown, as for a lock file just created
+    assert len(said) == 1 and said[0].startswith(
+        "waiting for another bench to finish: pid 0 benching ? on http://127.0.0.1:11434 since ")

@@ -97,3 +97,45 @@ async def test_warm_cache_measures_a_cached_follow_up_on_purpose():
     assert all(p.startswith(BODY) for p in prompts) and len(set(prompts)) == len(prompts)
     (record,) = records
     assert record.params["cache_policy"] == "warm" and record.tags["guard.cache_policy"] == "warm"
+
+
+# ---------------------------------------------------------------------------- an engine that stalls mid-probe
+
+
+@pytest.mark.parametrize("kind", ["bench", "sweep"])
+async def test_a_probe_that_stalls_is_bounded_by_the_ceiling(kind):
+    # The two probes that measure the template's opening are requests like any other: an
+    # engine that sends a token of one and then nothing (the connection open) is given up on
+    # at the per-request ceiling, not at the 600 s the engine adapter allows between bytes.
+    import time
+
+    from sparkctl.services.bench.profiles import resolve
+    from sparkctl.services.bench.sweep import SweepRunner
+
+    state = bench_scenario(tokens_per_s=None)
+    state.stall_in_stream("/api/generate", 60.0, after=1, match=coldness.PROBE_BODY)
+    server = FakeOllama(state).start()
+    engine = OllamaEngine(server.url, timeout=5.0, connect_timeout=1.0)
+    records = []
+    s = settings(timeout_s=2.0, warmup=0, reps=1, prompt="Say something.")
+    started = time.monotonic()
+    try:
+        if kind == "bench":
+            runner = BenchRunner(CFG, engine, FakeProbes(spark_snapshot()), s, recorder=records.append)
+            await runner.run(["llama3.2:3b"])
+        else:
+            runner = SweepRunner(CFG, engine, FakeProbes(spark_snapshot()), s, resolve("prose", CFG.bench, 10),
+                                 [0], [1], None, recorder=records.append)
+            await runner.run(["llama3.2:3b"])
+    finally:
+        await engine.close()
+        server.stop()
+    took = time.monotonic() - started
+    assert took < 15, f"the {kind} took {took:.0f} s"
+    probes = [c for c in server.calls("/api/generate") if coldness.PROBE_BODY in (c.body.get("prompt") or "")
+              + (c.body.get("system") or "")]
+    assert len(probes) == 1  # the first one stalled; the second was never sent
+    assert records and all(r.tags["bench.shared_prefix_tokens"] == "unknown" for r in records)
+    assert {r.tags["bench.shared_prefix_method"] for r in records} == {
+        "not measured: the engine did not answer a probe within the 2 s per-request ceiling"}
+    assert all(r.status == "FINISHED" for r in records)  # the repetitions themselves ran

@@ -16,7 +16,7 @@ import pytest
 from sparkctl import cli
 from sparkctl.core.snapshots import GIB
 from tests.fakes.host import FakeProbes, spark_snapshot
-from tests.fakes.model_scenarios import LANES_TOML, spark_state
+from tests.fakes.model_scenarios import LANES_TOML, SPARK_ENGINE_KEYS, spark_state
 from tests.fakes.ollama_server import FakeOllama, pull_scenario
 
 REPO = Path(__file__).resolve().parents[2]
@@ -41,7 +41,7 @@ def host(monkeypatch) -> dict:
 @pytest.fixture
 def run(fake, host, tmp_path, capsys):
     config = tmp_path / "sparkctl.toml"
-    config.write_text(f'[engine]\nhost = "{fake.url}"\n' + LANES_TOML)
+    config.write_text(f'[engine]\nhost = "{fake.url}"\n' + SPARK_ENGINE_KEYS + LANES_TOML)
 
     def go(*argv: str) -> tuple[int, str, str]:
         code = cli.main(["--config", str(config), *argv])
@@ -212,8 +212,27 @@ def test_fit_fits(run):
     code, out, _ = run("fit", "qwen3:8b")
     assert code == 0
     assert out.startswith("qwen3:8b: fits: needs 12.0 GiB of 53.0 GiB available above the 8.0 GiB reserve")
-    assert "num_ctx 40960: the engine's choice: Ollama's default for 121.0 GiB of GPU memory is 262144" in out
+    # the FAKE's 262144, as the config states it (it cannot be read from an in-process fake)
+    assert "num_ctx 40960: the engine's choice: 262144 ([engine] in " in out
+    assert "capped at the model's trained context 40960" in out
     assert "weights 4.9 GiB + KV cache 5.6 GiB + overhead 1.5 GiB" in out
+
+
+def test_fit_on_a_current_ollama_without_a_statement_takes_its_default_by_memory(fake, host, tmp_path, capsys):
+    """Ollama >= 0.15.5 defaults to 262144 on a box with >= 47 GiB of GPU memory; an older
+    one (the FAKE's own 0.12.6) to 4096. The server cannot be read here, so the fit says which
+    default it assumed, for which version."""
+    config = tmp_path / "sparkctl.toml"
+    config.write_text(f'[engine]\nhost = "{fake.url}"\n' + LANES_TOML)
+    fake.state.version = "0.17.0"
+    assert cli.main(["--config", str(config), "fit", "qwen3:8b"]) == 0
+    out = capsys.readouterr().out
+    assert "num_ctx 40960: the engine's choice: Ollama's default for 121.0 GiB of GPU memory is 262144" in out
+    assert "assumed    Ollama 0.17.0's defaults: context_length by GPU memory, num_parallel 1" in out
+    fake.state.version = "0.12.6"
+    assert cli.main(["--config", str(config), "fit", "qwen3:8b"]) == 0
+    out = capsys.readouterr().out
+    assert "num_ctx 4096: the engine's choice: 4096 (assumed: Ollama 0.12.6's default)" in out
 
 
 def test_fit_needing_production_evicted_or_not_fitting_exits_4(run, host):

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 import shutil
 import socket
 import sqlite3
@@ -21,66 +20,13 @@ import pytest
 from sparkctl.tracking.record import RunRecord
 from sparkctl.tracking.sqlite_reader import KNOWN_REVISIONS
 from sparkctl.tracking.store import MlflowStore, NeedsMlflow, TrackingError, sqlite_path
+from tests.integration.history_cases import SEARCHES, plain, records
 from tests.integration.test_team_server import MlflowServer
 from tests.integration.tracking_fixtures import (  # noqa: F401  (pytest fixtures)
     TEST_EXPERIMENT,
     copy_template_store,
     mlflow_template_db,
 )
-
-MODELS = ["qwen3:8b", "qwen3", "Qwen3:Latest", "library/qwen3:latest", "myqwen3", "llama3.2:3b", "it's"]
-
-# (filter, order_by): what services/runs writes, and more of MLflow's language
-SEARCHES = [
-    ("", None),
-    ("", ["start_time DESC"]),
-    ("", ["metrics.decode_tps_median DESC"]),
-    ("", ["metrics.`decode_tps_median` ASC", "start_time"]),
-    ("", ["params.num_ctx DESC"]),
-    ("", ["tags.`engine.version`"]),
-    ("tags.`model.name` ILIKE '%qwen3'", ["start_time DESC"]),
-    ("tags.`model.name` ILIKE '%qwen3:latest' AND tags.`engine.version` = '0.13.0'", None),
-    ("tags.`model.name` LIKE 'qwen%'", None),
-    ('tags.`model.name` = "it\'s"', None),
-    ("tags.`engine.version` != '0.13.0'", None),
-    ("tags.`sparkctl.kind` = 'eval'", None),
-    ("params.num_ctx = '8192' and attributes.status = 'FINISHED'", None),
-    ("metrics.decode_tps_median > 40", ["metrics.decode_tps_median DESC"]),
-    ("metrics.decode_tps_median != 41.5", None),
-    ("metrics.decode_tps_median <= 41.5", None),
-    ("attributes.start_time >= 1700000300000", None),
-    ("attribute.run_id = '{run_id}'", None),
-]
-
-
-def _records() -> list[RunRecord]:
-    out = []
-    for i in range(24):
-        model = MODELS[i % len(MODELS)]
-        decode = float("nan") if i == 5 else 30.0 + (i * 7) % 23 + 0.5
-        tags = {"model.name": model, "engine.kind": "ollama", "engine.version": "0.13.0" if i >= 12 else "0.12.6",
-                "guard.valid": "true" if i % 5 else "false"}
-        if i % 6 == 0:
-            tags["sparkctl.kind"] = "eval"
-        summary = {"decode_tps_median": decode} if i != 7 else {}  # one run without the metric
-        out.append(RunRecord(
-            experiment=TEST_EXPERIMENT, run_name=f"{model} run {i}", status="KILLED" if i == 3 else "FINISHED",
-            start_ms=1_700_000_000_000 + (i // 2) * 60_000,  # pairs share a start time: run id decides
-            end_ms=1_700_000_000_000 + (i // 2) * 60_000 + 5_000,
-            params={"model": model, "num_ctx": "8192" if i % 3 else "4096"}, tags=tags,
-            # spec_acceptance_pct: a per-repetition figure some repetitions do not have
-            step_metrics={"engine_decode_tps": [decode, decode + 1.0, decode - 0.5],
-                          "spec_acceptance_pct": [None, 60.0 + i, None, 58.5] if i % 2 else [71.0, None, 70.5]},
-            summary_metrics=summary,
-            artifacts={"items.jsonl": f'{{"item_id": "{i}", "passed": true}}\n'},
-        ))
-    return out
-
-
-def _plain(runs: list[dict]) -> list[dict]:
-    """NaN != NaN: compare it as a marker."""
-    return [{**r, "metrics": {k: ("NaN" if isinstance(v, float) and math.isnan(v) else v)
-                              for k, v in r["metrics"].items()}} for r in runs]
 
 
 @pytest.fixture(scope="module")
@@ -89,7 +35,7 @@ def stores(mlflow_template_db, tmp_path_factory):  # noqa: F811
     in the test experiment and one run in another experiment."""
     folder = tmp_path_factory.mktemp("readers")
     fast = copy_template_store(mlflow_template_db, folder)
-    ids = [fast.write(r) for r in _records()]
+    ids = [fast.write(r) for r in records()]
     fast.write(RunRecord(experiment="other", run_name="elsewhere", start_ms=1, end_ms=2,
                          tags={"model.name": "qwen3:8b"}))
     from mlflow import MlflowClient
@@ -103,7 +49,7 @@ def _pages(store, filter_string, order_by, size):
     pages, token = [], None
     while True:
         page, token = store.search_runs_page(filter_string, order_by, size, token)
-        pages.append(_plain(page))
+        pages.append(plain(page))
         if not token:
             return pages
 
@@ -123,7 +69,7 @@ def test_sqlite_reader_answers_without_mlflow_what_the_client_answers(stores):
     used: the same runs, metric histories; a missing experiment has no runs."""
     fast, slow, ids = stores
     light = fast.without_mlflow()
-    assert _plain(light.search_runs(max_results=50)) == _plain(slow.search_runs(max_results=50))
+    assert plain(light.search_runs(max_results=50)) == plain(slow.search_runs(max_results=50))
     assert light.search_runs(experiment="no-such") == []
     for run_id in ids[:8]:
         assert str(light.metric_history(run_id, "engine_decode_tps")) == str(
@@ -163,8 +109,8 @@ def test_imported_community_runs_read_as_mlflow_client_reads_them(stores, tmp_pa
 
 
 def test_the_installed_mlflow_writes_a_schema_the_reader_knows(mlflow_template_db):  # noqa: F811
-    """Fails when an MLflow upgrade moves its schema: check the reader against the new
-    tables (this module) and add the revision to KNOWN_REVISIONS."""
+    """Fails when the installed MLflow is outside the releases the reader knows: record its
+    store (docs/development.md, "MLflow releases the readers know") and add its revision."""
     with sqlite3.connect(mlflow_template_db) as con:
         (revision,) = con.execute("SELECT version_num FROM alembic_version").fetchone()
     assert revision in KNOWN_REVISIONS, f"MLflow's schema is now at {revision}: check sqlite_reader.py against it"
@@ -210,7 +156,7 @@ def server_stores(mlflow_template_db, tmp_path_factory):  # noqa: F811
     server = MlflowServer(db, folder / "artifacts").start()
     try:
         fast = MlflowStore(server.url, None, TEST_EXPERIMENT, timeout_s=10)
-        ids = [fast.write(r) for r in _records()[:10]]
+        ids = [fast.write(r) for r in records()[:10]]
         yield fast, MlflowStore(server.url, None, TEST_EXPERIMENT, timeout_s=10, fast_reads=False), ids
     finally:
         server.stop()
@@ -225,7 +171,7 @@ def test_rest_reader_pages_exactly_as_mlflow_client(server_stores, filter_string
 def test_rest_reader_reads_histories_and_artifacts_as_mlflow_client(server_stores):
     fast, slow, ids = server_stores
     light = fast.without_mlflow()
-    assert _plain(light.search_runs()) == _plain(slow.search_runs())
+    assert plain(light.search_runs()) == plain(slow.search_runs())
     for run_id in ids[:4]:
         assert str(light.metric_history(run_id, "engine_decode_tps")) == str(
             slow.metric_history(run_id, "engine_decode_tps"))
@@ -245,3 +191,37 @@ def test_rest_reader_says_a_server_that_went_away_is_unreachable():
     with pytest.raises(TrackingError) as info:
         store.without_mlflow().search_runs()
     assert info.value.unreachable and "unreachable" in str(info.value)
+
+
+def test_an_experiment_of_that_name_in_another_workspace_is_refused_as_the_client_refuses_it(stores, tmp_path):
+    """MLflow 3.10+ keeps experiments per workspace. A store holding one outside the
+    default workspace (here of the same name, with its own run) is refused by MLflow's
+    client while workspaces are off; the reader gives the same one-line refusal instead of
+    answering from whichever experiment of that name it met first."""
+    fast, _, _ = stores
+    shutil.copy2(sqlite_path(fast.uri), tmp_path / "mlflow.db")
+    with sqlite3.connect(tmp_path / "mlflow.db") as con:
+        (exp_id,) = con.execute("SELECT max(experiment_id) + 1 FROM experiments").fetchone()
+        con.execute("INSERT INTO experiments (experiment_id, name, artifact_location, lifecycle_stage, creation_time, "
+                    "last_update_time, workspace) VALUES (?, ?, 'file:///nowhere', 'active', 1, 1, 'team-b')",
+                    (exp_id, TEST_EXPERIMENT))
+        con.execute("INSERT INTO runs (run_uuid, name, source_type, source_name, entry_point_name, user_id, status, "
+                    "start_time, end_time, source_version, lifecycle_stage, artifact_uri, experiment_id) VALUES "
+                    "('f' || hex(randomblob(15)), 'team run', 'LOCAL', '', '', 'u', 'FINISHED', 1, 2, '', 'active', "
+                    "'file:///nowhere', ?)", (exp_id,))
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    with pytest.raises(TrackingError) as by_client:
+        MlflowStore(uri, None, TEST_EXPERIMENT, fast_reads=False).search_runs()
+    with pytest.raises(TrackingError) as by_reader:
+        MlflowStore(uri, None, TEST_EXPERIMENT).without_mlflow().search_runs()
+    assert str(by_reader.value) == str(by_client.value)
+    assert "outside MLflow's default workspace: set MLFLOW_ENABLE_WORKSPACES=true" in str(by_reader.value)
+
+
+def test_rest_reader_leaves_a_named_workspace_to_mlflow_s_client(monkeypatch):
+    """MLflow's client sends MLFLOW_WORKSPACE in a header that scopes the server's answers;
+    the REST reader does not guess it: the reads that must not import MLflow say so."""
+    monkeypatch.setenv("MLFLOW_WORKSPACE", "team-b")
+    store = MlflowStore("http://127.0.0.1:9/", None, TEST_EXPERIMENT, timeout_s=2)
+    with pytest.raises(NeedsMlflow, match="MLFLOW_WORKSPACE names an MLflow workspace"):
+        store.without_mlflow().search_runs()

@@ -141,5 +141,47 @@ def test_engine_change_note_asks_a_child_process_where_the_reader_cannot(history
     with pytest.raises(NeedsMlflow):
         store.without_mlflow().search_runs()
     notes = engine_change_notes(store, {"production": A, "fast": B}, "ollama", "0.13.0")
-    assert notes == [("production", "engine 0.13.0 since last bench of production (0.12.6): re-bench"),
-                     ("fast", "engine 0.13.0 since last bench of fast (0.12.6): re-bench")]
+    assert notes[:2] == [("production", "engine 0.13.0 since last bench of production (0.12.6): re-bench"),
+                         ("fast", "engine 0.13.0 since last bench of fast (0.12.6): re-bench")]
+    # and why it took a child process: a note without a lane, for the dashboard
+    assert len(notes) == 3 and notes[2][0] == ""
+    assert notes[2][1].startswith(f"note: {store.display_uri} is read through MLflow's client (seconds slower): "
+                                  "its schema revision dc11669786a5 is not one sparkctl's reader knows")
+
+
+# a store written by an MLflow whose schema revision sparkctl's reader does not know (a
+# release newer than pyproject's range): the child forgets every known revision first
+UNKNOWN_REVISION = "from sparkctl.tracking import sqlite_reader\nsqlite_reader.KNOWN_REVISIONS = {}\n"
+
+
+def test_runs_and_compare_say_once_that_mlflow_s_client_read_the_store(history, tmp_path):
+    """Where the reader cannot answer, the command still answers (through MLflow's client)
+    and says why it was slow: one line on stderr, however many reads it made."""
+    _, config = history
+    env = {"SPARKCTL_CONFIG": str(config)}
+    for args in (["runs", "--json"], ["compare", A, B, "--json", "--community"]):
+        done, mods = _child(UNKNOWN_REVISION + f"from sparkctl.cli import main\nsys.exit(main({args!r}))", env,
+                            tmp_path)
+        assert done.returncode == 0, done.stderr
+        assert json.loads(done.stdout)  # the answer, as without the note
+        notes = [line for line in done.stderr.splitlines() if line.startswith("note: ")]
+        assert len(notes) == 1, done.stderr
+        assert "is read through MLflow's client (seconds slower): its schema revision dc11669786a5" in notes[0]
+        assert "mlflow" in mods  # the client did read
+
+
+def test_dashboard_says_when_its_engine_change_note_came_through_mlflow_s_client(history, tmp_path):
+    _, config = history
+    state = two_models_resident()
+    state.version = "0.13.0"
+    server = FakeOllama(state).start()
+    try:
+        done, mods = _child(UNKNOWN_REVISION + DASHBOARD, {"SPARKCTL_CONFIG": str(config),
+                                                          "OLLAMA_HOST": server.url}, tmp_path, timeout=240)
+    finally:
+        server.stop()
+    assert done.returncode == 0, done.stderr
+    note = json.loads(done.stdout.strip().splitlines()[-1])["note"]
+    assert "engine 0.13.0 since last bench of production (0.12.6): re-bench" in note
+    assert "is read through MLflow's client (seconds slower): its schema revision dc11669786a5" in note
+    assert "mlflow" not in mods  # a child process of its own asked MLflow's client

@@ -229,7 +229,7 @@ def test_pull_tracker_speed_eta_and_resume_accounting():
 
 
 async def test_fit_fits_on_a_spark_and_says_which_context(engine):
-    report = await ms.fit_check(CFG, engine, probes(), "qwen3:8b", env={})
+    report = await ms.fit_check(CFG, engine, probes(), "qwen3:8b")
     assert report.verdict.kind is FitKind.FITS and not report.refused_by_default
     assert report.estimate.num_ctx == 40960 and report.estimate.context_source == "engine default"
     assert "262144" in report.context_note and "capped at the model's trained context 40960" in report.context_note
@@ -238,7 +238,7 @@ async def test_fit_fits_on_a_spark_and_says_which_context(engine):
 
 
 async def test_fit_with_user_context_adds_up(engine, server):
-    report = await ms.fit_check(CFG, engine, probes(), "qwen3:8b", 8192, env={})
+    report = await ms.fit_check(CFG, engine, probes(), "qwen3:8b", 8192)
     e = report.estimate
     info = server.state.models["qwen3:8b"].model_info()
     assert e.context_source == "user" and e.num_ctx == 8192 and report.request_num_ctx == 8192
@@ -248,7 +248,7 @@ async def test_fit_with_user_context_adds_up(engine, server):
 
 
 async def test_fit_needs_evicting_production_is_refused_by_default(engine):
-    report = await ms.fit_check(CFG, engine, probes(available_gib=20), "qwen3:30b-a3b", env={})
+    report = await ms.fit_check(CFG, engine, probes(available_gib=20), "qwen3:30b-a3b")
     v = report.verdict
     assert v.kind is FitKind.FITS_BY_EVICTING
     assert v.evicts == ("gpt-oss:120b",) and v.evicts_lanes == ("gpt-oss:120b",)
@@ -257,20 +257,20 @@ async def test_fit_needs_evicting_production_is_refused_by_default(engine):
 
 
 async def test_fit_does_not_fit(engine):
-    report = await ms.fit_check(CFG, engine, probes(), "deepseek-r1:671b", env={})
+    report = await ms.fit_check(CFG, engine, probes(), "deepseek-r1:671b")
     assert report.verdict.kind is FitKind.DOES_NOT_FIT
     assert "even after evicting every resident model" in report.verdict.reason
 
 
 async def test_fit_of_an_unknown_model_is_the_engines_404(engine):
     with pytest.raises(ModelNotFound, match="model 'mistral:latest' not found"):
-        await ms.fit_check(CFG, engine, probes(), "mistral", env={})
+        await ms.fit_check(CFG, engine, probes(), "mistral")
 
 
 async def test_fit_without_a_readable_budget_has_no_verdict(engine):
     snap = spark_snapshot()
     blind = FakeProbes(HostSnapshot(Unavailable("/proc/meminfo unreadable"), snap.pressure, snap.gpu))
-    report = await ms.fit_check(CFG, engine, blind, "qwen3:8b", env={})
+    report = await ms.fit_check(CFG, engine, blind, "qwen3:8b")
     assert report.verdict is None and report.refused_by_default
     assert "unreadable" in report.summary()
 
@@ -279,7 +279,7 @@ async def test_fit_without_a_readable_budget_has_no_verdict(engine):
 
 
 async def test_load_beside_production_verifies_gpu_lane_nvml_and_estimate(engine, server):
-    report = await ms.side_load(CFG, engine, probes(), "qwen3:8b", env={})
+    report = await ms.side_load(CFG, engine, probes(), "qwen3:8b")
     v = report.verification
     assert report.ok and v.problems == () and v.warnings == ()
     assert v.placement.label == "100% GPU"
@@ -296,7 +296,7 @@ async def test_load_beside_production_verifies_gpu_lane_nvml_and_estimate(engine
 
 
 async def test_load_sends_keep_alive_and_context(engine, server):
-    report = await ms.side_load(CFG, engine, probes(runner_gib=74.1), "qwen3:8b", keep_alive="30m", num_ctx=8192, env={})
+    report = await ms.side_load(CFG, engine, probes(runner_gib=74.1), "qwen3:8b", keep_alive="30m", num_ctx=8192)
     body = server.calls("/api/generate")[-1].body
     assert body["keep_alive"] == 1800 and body["options"]["num_ctx"] == 8192  # seconds: always accepted
     assert report.verification.actual_ctx == 8192
@@ -307,7 +307,7 @@ async def test_load_sends_keep_alive_and_context(engine, server):
 
 async def test_load_with_cpu_spill_is_reported_loudly(engine, server):
     use(server, spark_state(spill=True))
-    report = await ms.side_load(CFG, engine, probes(), "qwen3:8b", env={})
+    report = await ms.side_load(CFG, engine, probes(), "qwen3:8b")
     assert not report.ok
     spill = [p for p in report.verification.problems if p.startswith("CPU SPILL")]
     r = server.state.resident["qwen3:8b"]
@@ -317,7 +317,7 @@ async def test_load_with_cpu_spill_is_reported_loudly(engine, server):
 
 async def test_load_that_evicts_production_is_reported_loudly(engine, server):
     use(server, spark_state(evict="gpt-oss:120b"))
-    report = await ms.side_load(CFG, engine, probes(runner_gib=10.4), "qwen3:8b", env={})
+    report = await ms.side_load(CFG, engine, probes(runner_gib=10.4), "qwen3:8b")
     v = report.verification
     assert v.evicted == v.evicted_lanes == ("gpt-oss:120b",)
     assert any(p.startswith("EVICTED: gpt-oss:120b (lane production)") for p in v.problems)
@@ -327,7 +327,7 @@ async def test_load_that_evicts_production_is_reported_loudly(engine, server):
 async def test_load_out_of_memory_500_is_an_engine_error_with_the_text(engine, server):
     use(server, spark_state(out_of_memory=True))
     with pytest.raises(ms.LoadFailed) as err:
-        await ms.side_load(CFG, engine, probes(), "qwen3:8b", env={})
+        await ms.side_load(CFG, engine, probes(), "qwen3:8b")
     assert err.value.status == 500
     assert err.value.message == "model requires more system memory (70.3 GiB) than is available (45.1 GiB)"
     assert err.value.lost_lanes == ()
@@ -335,44 +335,44 @@ async def test_load_out_of_memory_500_is_an_engine_error_with_the_text(engine, s
 
 async def test_load_refused_when_it_would_evict_production_and_forced_past(engine, server):
     with pytest.raises(ms.ModelsRefused) as err:
-        await ms.side_load(CFG, engine, probes(available_gib=20), "qwen3:30b-a3b", env={})
+        await ms.side_load(CFG, engine, probes(available_gib=20), "qwen3:30b-a3b")
     assert "gpt-oss:120b (lane production)" in err.value.reason and "\n" not in err.value.reason
     assert server.calls("/api/generate") == []  # refused before anything was loaded
     server.state.models["qwen3:30b-a3b"].evicts = ["gpt-oss:120b"]
-    forced = await ms.side_load(CFG, engine, probes(available_gib=20), "qwen3:30b-a3b", force=True, env={})
+    forced = await ms.side_load(CFG, engine, probes(available_gib=20), "qwen3:30b-a3b", force=True)
     assert forced.overridden == err.value.reason
     assert forced.verification.evicted_lanes == ("gpt-oss:120b",)
 
 
 async def test_load_refused_below_the_reserve(engine, server):
     with pytest.raises(ms.ModelsRefused, match="does not fit"):
-        await ms.side_load(CFG, engine, probes(), "deepseek-r1:671b", env={})
+        await ms.side_load(CFG, engine, probes(), "deepseek-r1:671b")
 
 
 async def test_load_may_evict_a_model_without_a_lane(engine, server):
     server.state.add_resident("qwen3:8b", expires_in_s=120)  # a contender from earlier
     server.state.models["qwen3:30b-a3b"].evicts = ["qwen3:8b"]
     report = await ms.side_load(CFG, engine, probes(available_gib=20, runner_gib=88), "qwen3:30b-a3b",
-                                num_ctx=8192, env={})
+                                num_ctx=8192)
     assert report.fit.verdict.evicts == ("qwen3:8b",) and report.fit.verdict.evicts_lanes == ()
     assert report.verification.evicted == ("qwen3:8b",) and report.ok
     assert "evicted qwen3:8b (no lane)" in report.verification.notes
 
 
 async def test_load_nvml_disagreement_is_a_problem_and_no_process_a_warning(engine, server):
-    report = await ms.side_load(CFG, engine, probes(runner_gib=5), "qwen3:8b", env={})
+    report = await ms.side_load(CFG, engine, probes(runner_gib=5), "qwen3:8b")
     assert any(p.startswith("NVML DISAGREES") for p in report.verification.problems)
     await ms.unload_model(engine, "qwen3:8b")
     snap = spark_snapshot()
     gpu = snap.gpu.gpus[0].__class__(**{**snap.gpu.gpus[0].__dict__, "processes": ()})
     blind = FakeProbes(HostSnapshot(snap.meminfo, snap.pressure, snap.gpu.__class__(gpus=(gpu,))))
-    report = await ms.side_load(CFG, engine, blind, "qwen3:8b", env={})
+    report = await ms.side_load(CFG, engine, blind, "qwen3:8b")
     assert report.ok and report.verification.warnings
 
 
 async def test_load_estimate_lower_than_resident_is_a_problem(engine, server):
     server.state.models["qwen3:8b"].resident_size = 16 * GIB
-    report = await ms.side_load(CFG, engine, probes(runner_gib=84), "qwen3:8b", env={})
+    report = await ms.side_load(CFG, engine, probes(runner_gib=84), "qwen3:8b")
     assert any(p.startswith("ESTIMATE LOW") for p in report.verification.problems)
 
 

@@ -18,7 +18,7 @@ import pytest
 
 from sparkctl import cli
 from tests.fakes.host import FakeProbes, spark_snapshot
-from tests.fakes.model_scenarios import LANES_TOML
+from tests.fakes.model_scenarios import LANES_TOML, SPARK_ENGINE_KEYS
 from tests.fakes.ollama_server import FakeOllama, pull_scenario
 from tests.fakes.registry_server import FakeRegistry
 
@@ -51,7 +51,7 @@ def run(spark_fake: FakeOllama, tmp_path, capsys, monkeypatch):
                 "OLLAMA_KV_CACHE_TYPE"):
         monkeypatch.delenv(var, raising=False)
     config = tmp_path / "sparkctl.toml"
-    config.write_text(f'[engine]\nhost = "{spark_fake.url}"\n' + LANES_TOML)
+    config.write_text(f'[engine]\nhost = "{spark_fake.url}"\n' + SPARK_ENGINE_KEYS + LANES_TOML)
 
     def go(*argv: str) -> tuple[int, str, str]:
         code = cli.main(["--config", str(config), *argv])
@@ -254,3 +254,112 @@ async def test_a_storage_host_that_ignores_range_is_cut_off(registry, smol):
     sent, ranges = model_blob_sent(registry, smol)
     assert remote.header_bytes_read < 8 * 1024 * 1024
     assert ranges > 1 and sent < smol.stat().st_size
+
+
+# ---------------------------------------------------------------------------- the name's own scheme
+
+
+def test_a_name_with_http_and_a_host_is_read_over_plain_http(run, registry, smol):
+    # docs/models.md: the host, and http:// when the name starts with it, come from the name
+    # (as Ollama's pull takes them); the fake registry speaks plain HTTP only
+    registry.state.add_model("team/smol:135m", gguf=smol)
+    host = registry.url.removeprefix("http://")
+    code, out, err = run("fit", f"http://{host}/team/smol:135m", "--json")
+    assert code == 0, err
+    data = json.loads(out)
+    assert data["registry"]["source"] == f"http://{host}/v2/team/smol/manifests/135m"
+    assert data["verdict"]["kind"] == "fits"
+    code, out, err = run("fit", f"http://{host}/team/smol:135m")
+    assert code == 0 and f"from http://{host}/v2/team/smol/manifests/135m" in out
+
+
+# ---------------------------------------------------------------------------- a registry that drips
+
+
+@pytest.fixture
+def dripping_registry(monkeypatch):
+    """A FAKE registry that answers every request and then sends one byte every 0.25 s
+    (tests/fakes/slow_drip.py): per-read timeouts never fire."""
+    from tests.fakes.slow_drip import SlowDrip
+
+    with SlowDrip(interval_s=0.25, max_s=30) as drip:
+        monkeypatch.setenv("SPARKCTL_REGISTRY", drip.url)
+        yield drip
+
+
+def test_a_registry_that_drips_is_given_up_on_at_the_deadline(run, dripping_registry, spark_fake, tmp_path):
+    import time
+
+    config = tmp_path / "sparkctl.toml"
+    config.write_text(config.read_text().replace("[lanes]", "[models]\nregistry_timeout_s = 2\n\n[lanes]", 1))
+    started = time.monotonic()
+    code, out, err = run("fit", "someone/model:tag")
+    took = time.monotonic() - started
+    assert code == 3, err
+    assert took < 10, f"the check took {took:.0f} s"
+    assert err.splitlines()[0] == (f"sparkctl: someone/model:tag: fit unknown until downloaded: the registry at "
+                                   f"{dripping_registry.url} did not finish sending the manifest within 2 s "
+                                   f"([models] registry_timeout_s)")
+    assert dripping_registry.paths == ["/v2/someone/model/manifests/tag"]
+    # a pull goes ahead past the same deadline, with the fit unknown
+    spark_fake.state = pull_scenario()
+    code, out, err = run("pull", "qwen3:8b", "--json")
+    data = json.loads(out)
+    assert code == 0 and data["outcome"] == "success" and data["fit"]["known"] is False
+    assert data["fit"]["unavailable"].endswith("did not finish sending the manifest within 2 s "
+                                               "([models] registry_timeout_s)")
+
+
+# ---------------------------------------------------------------------------- hostile registries
+
+
+def _gguf_with(path: Path, **uint64: int) -> Path:
+    """A tiny llama-shaped GGUF written by llama.cpp's own writer, with the given keys as uint64."""
+    import numpy as np
+
+    w = gguf.GGUFWriter(str(path), "llama")
+    w.add_embedding_length(64)
+    w.add_head_count(4)
+    w.add_head_count_kv(4)
+    w.add_uint64("llama.context_length", 4096)
+    for key, value in {"block_count": 2, **uint64}.items():
+        w.add_uint64(f"llama.{key}", value)
+    w.add_tensor("token_embd.weight", np.zeros((32, 64), dtype=np.float32))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return path
+
+
+def test_a_header_with_a_layer_count_no_model_has_is_one_line(run, registry, tmp_path):
+    # 2**63 - 1 layers: a per-layer list of them cannot be built ("cannot fit 'int' into an
+    # index-sized integer") and a product of them overflows a float
+    registry.state.add_model("library/odd:latest", gguf=_gguf_with(tmp_path / "odd.gguf", block_count=2**63 - 1))
+    code, out, err = run("fit", "odd")
+    assert code == 4, err
+    assert err == ("sparkctl: odd: fit unknown until downloaded: the GGUF header says block_count "
+                   "9223372036854775807, out of any model's range\n")
+    assert "  download   " in out  # what is known is still said
+
+
+@pytest.mark.parametrize("body, why", [
+    (b'{"schemaVersion": 2, "layers": ' + b"[" * 50_000, "cannot be read: nested too deeply"),
+    (b'{"schemaVersion": 2, "config": {"digest": "sha256:' + b"0" * 64 + b'", "size": 1' + b"0" * 400 + b"}}",
+     "cannot be read: a number of 401 digits (over 64 bits)"),
+], ids=["deep", "huge-int"])
+def test_a_manifest_that_cannot_be_read_safely_is_one_line(run, registry, body, why):
+    registry.state.raw_manifests["library/odd:latest"] = body
+    code, out, err = run("fit", "odd")
+    assert code == 5, err
+    assert err == (f"sparkctl: odd: fit unknown until downloaded: the manifest for library/odd:latest from "
+                   f"{registry.url}/v2/library/odd/manifests/latest {why}\n")
+
+
+def test_a_manifest_layer_of_an_impossible_size_is_one_line(run, registry, smol):
+    manifest = registry.state.add_model("library/odd:latest", gguf=smol)
+    manifest["layers"][0]["size"] = 2**63 - 1
+    code, _, err = run("fit", "odd")
+    assert code == 5, err
+    assert "fit unknown until downloaded: the registry's manifest is unreadable: " in err
+    assert "claims 9223372036854775807 bytes, beyond any model" in err

@@ -164,6 +164,17 @@ async def test_bad_input_is_refused_before_any_request(serve):
         assert [r.path for r in server.requests if r.path not in ("/api/ps", "/api/version", "/api/tags")] == []
 
 
+async def test_a_repetition_count_past_its_maximum_is_refused_before_any_request(serve):
+    server = serve(bench_scenario())
+    app = build(server, config())
+    async with app.run_test(size=(120, 40)) as pilot:
+        await start(app, pilot, "llama3.2:3b", reps="99999999999999999999")
+        await pilot.pause(0.1)
+        assert app.screen.query_one("#notes").text.startswith(
+            "✘ reps must be a whole number from 1 to 1000, not '99999999999999999999'")
+        assert [r.path for r in server.requests if r.path not in ("/api/ps", "/api/version", "/api/tags")] == []
+
+
 def test_bench_screen_snapshot(snap_compare):
     server = FakeOllama(bench_scenario(tokens_per_s=50.0), port=47912).start()  # paced: below the roofline
     app = build(server, config(reps=1, warmup=0))

@@ -5,6 +5,9 @@ Ollama with Spark-like probes (61 GiB available)."""
 
 from __future__ import annotations
 
+import asyncio
+import time
+
 import pytest
 from textual.widgets import Input
 
@@ -61,6 +64,83 @@ async def test_a_model_that_fits_shows_its_verdict_and_pulls(fake, registry, smo
         assert "qwen3:8b: fits: needs " in info(screen)
         assert len(fake.calls("/api/pull")) == 1
         assert screen.query_one(PullProgressView).last.outcome == "success"
+
+
+@pytest.fixture(scope="session")
+def large_header_gguf(tmp_path_factory):
+    """A GGUF with a Gemma-3-sized header (~10 MiB: 262k tokens, 250k merges)."""
+    from tests.gguf_files import write_large_header_gguf
+
+    return write_large_header_gguf(tmp_path_factory.mktemp("gguf") / "large-header.gguf")
+
+
+async def _stalls_while(awaitable) -> list[tuple[float, float]]:
+    """(start, end) of every stretch in which the event loop did not run a 10 ms ticker
+    while `awaitable` ran: what a key press or a repaint would have waited for."""
+    done = asyncio.Event()
+    stalls: list[tuple[float, float]] = []
+
+    async def tick() -> None:
+        last = time.perf_counter()
+        while not done.is_set():
+            await asyncio.sleep(0.01)
+            now = time.perf_counter()
+            stalls.append((last + 0.01, now))
+            last = now
+
+    ticker = asyncio.create_task(tick())
+    try:
+        await awaitable
+    finally:
+        done.set()
+        await ticker
+    return stalls
+
+
+async def test_the_screen_stays_responsive_while_a_large_gguf_header_is_parsed(fake, registry, large_header_gguf,
+                                                                              tmp_path, monkeypatch):
+    """A big-vocabulary model's header (Gemma 3: ~10 MiB) costs seconds of CPU to walk; the
+    fit check parses it off the event loop, so the Models screen keeps answering keys and
+    repainting meanwhile. The parser is the real one, wrapped to note when it runs; the
+    loop's longest stall within that time is compared with the parse's own time, measured
+    here first."""
+    from sparkctl.core.gguf_header import parse_gguf_header
+    from sparkctl.services.models import remote
+
+    data = large_header_gguf.read_bytes()
+    started = time.perf_counter()
+    header = parse_gguf_header(data)
+    parse_s = time.perf_counter() - started
+    assert header.string_arrays["tokenizer.ggml.tokens"] == 262144 and header.header_bytes > 9 * 2**20
+    assert parse_s > 0.3, f"the parse took {parse_s:.2f} s: too quick to show a stall"
+
+    parses: list[tuple[float, float]] = []
+
+    def timed_parse(buf):
+        t0 = time.perf_counter()
+        try:
+            return parse_gguf_header(buf)
+        finally:
+            parses.append((t0, time.perf_counter()))
+
+    monkeypatch.setattr(remote, "parse_gguf_header", timed_parse)
+    registry.state.add_model("library/gemma3:27b", gguf=large_header_gguf)
+    app = build(fake, tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_models(app, pilot)
+        stalls = await _stalls_while(ask_pull(app, pilot, "gemma3:27b"))
+        if isinstance(app.screen, ConfirmDialog):
+            await pilot.press("n")
+            await settle(app, pilot)
+        assert "gemma3:27b" in info(screen) and "remote: from the registry manifest and GGUF header" in info(screen)
+    # the whole header was parsed (after smaller windows that ended inside it)
+    assert parses and max(b - a for a, b in parses) > parse_s / 3
+    first, last = min(a for a, _ in parses), max(b for _, b in parses)
+    worst = max((min(b, last) - max(a, first) for a, b in stalls), default=0.0)
+    ticks = sum(1 for a, b in stalls if first < b < last)
+    assert worst < min(0.5, parse_s / 2), (f"the event loop stalled {worst:.2f} s while the header was parsed "
+                                           f"(the parse alone: {parse_s:.2f} s)")
+    assert ticks >= 5, f"the event loop ran only {ticks} times in the {last - first:.2f} s of parsing"
 
 
 async def test_w_says_whether_a_model_would_fit_without_pulling_it(fake, registry, huge_kv_gguf, smol_gguf,

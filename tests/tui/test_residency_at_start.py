@@ -1,7 +1,8 @@
-"""The TUI's start repairs what a dead bench left (issue 17, point 2): the models its residency
-journal names are put back once the TUI holds the engine's bench lock, and a restore that
-fails stays a loud warning on the dashboard. Pilot tests against the FAKE Ollama
-(tests/fakes/ollama_server.py, real HTTP) and FAKE Spark probes."""
+"""What a dead bench left at the TUI's start (issue 17, point 2; issue 28, point 5: views only
+read): the dashboard shows it and touches nothing; `P` puts the models its residency journal
+names back once the TUI holds the engine's bench lock, and a restore that fails stays a loud
+warning on the dashboard. Pilot tests against the FAKE Ollama (tests/fakes/ollama_server.py,
+real HTTP) and FAKE Spark probes."""
 
 from __future__ import annotations
 
@@ -48,12 +49,22 @@ def build(server):
     return app
 
 
-async def test_the_tui_start_puts_back_what_a_dead_bench_changed():
+async def test_the_tui_start_shows_what_a_dead_bench_changed_and_p_puts_it_back():
     server = FakeOllama(default_state()).start()
     try:
         dead_bench_left(server)
         app = build(server)
         async with app.run_test(size=(140, 45)) as pilot:
+            label = app.screen.query_one("#warnings")
+            for _ in range(100):
+                await pilot.pause(0.05)
+                if label.display and "not put back yet" in label.text:
+                    break
+            await app.workers.wait_for_complete()
+            assert "not put back yet" in label.text and "P puts them back" in label.text  # as N shows it
+            assert "(P)" in str(label.render())  # the line on screen names the key
+            assert server.state.resident_names() == ["llama3.2:3b"]  # shown, not touched
+            await pilot.press("P")
             for _ in range(200):
                 await pilot.pause(0.05)
                 if "qwen3:8b" in server.state.resident_names():
@@ -78,6 +89,8 @@ async def test_a_restore_that_fails_is_a_loud_warning_on_the_dashboard():
         app = build(server)
         async with app.run_test(size=(140, 45)) as pilot:
             label = app.screen.query_one("#warnings")
+            await pilot.pause(0.2)
+            await pilot.press("P")
             for _ in range(200):
                 await pilot.pause(0.05)
                 if label.display and "not put back" in label.text:

@@ -113,6 +113,9 @@ def test_what_an_ssh_answer_means():
     assert a.failure == MISSING and "set [hosts.spark-02] sparkctl" in a.reason
     a = classify(2, b"", b"usage: sparkctl [-h]\nsparkctl: error: unrecognized arguments: --json\n", host, CFG)
     assert a.failure == TOO_OLD and "too old" in a.reason
+    # one with `status --json` but not --no-repair would put back a dead bench's models: not asked
+    a = classify(2, b"", b"usage: sparkctl [-h]\nsparkctl: error: unrecognized arguments: --no-repair\n", host, CFG)
+    assert a.failure == TOO_OLD and "too old to be read without repairing" in a.reason
     a = classify(2, b"", b"sparkctl: /home/a/sparkctl.toml:3: [engine] host: expected a URL\n", host, CFG)
     assert a.failure == REMOTE_ERROR and a.reason.endswith("[engine] host: expected a URL")
     assert classify(0, b"{not json", b"", host, CFG).failure == BAD_ANSWER
@@ -131,8 +134,9 @@ def test_the_ssh_command_never_prompts_and_never_reads_a_destination_as_an_optio
     assert argv[-3:-1] == ["--", "spark-01"]  # the name is the destination when ssh is not given
     # the remote shell sees one quoted word per value; ~/ is left for it to expand
     assert argv[-1] == ("OLLAMA_HOST='http://127.0.0.1:11434/x?a=1&b=2' "
-                        "~/'.venvs/o'\"'\"'brien/bin/sparkctl' status --json")
-    assert remote_command(HostConfig("b"), parse_config("", "x", env={})) == "sparkctl status --json"
+                        "~/'.venvs/o'\"'\"'brien/bin/sparkctl' status --json --no-repair")
+    # the fleet only reads: the host repairs nothing while it is looked at
+    assert remote_command(HostConfig("b"), parse_config("", "x", env={})) == "sparkctl status --json --no-repair"
 
 
 HOSTS_OK = """
@@ -172,3 +176,13 @@ def test_hosts_come_from_the_config_then_the_ssh_config(tmp_path, monkeypatch):
     assert hosts[0].destination == "alice@10.0.0.7" and hosts[0].lanes == {"production": "gpt-oss:120b"}
     assert hosts[1].destination == "spark-01"  # ssh resolves the alias with the same config
     assert [h.destination for h in fleet_hosts(cfg, ["spark-02", "bob@other"])] == ["spark-02", "bob@other"]
+
+
+def test_figures_past_a_float_or_an_index_are_left_out_not_a_crash():
+    # a status decoded by anything but sparkctl's bounded reader may hold any integer
+    status = parse_status({"schema": STATUS_SCHEMA, "engine": {"kind": "ollama", "reachable": True},
+                           "gpus": [{"name": "GB10", "power_w": 10 ** 400, "utilization_pct": 7}],
+                           "budget": {"total": 10 ** 400, "available": 2 ** 63, "reserve": 8}})
+    (gpu,) = status.gpus
+    assert gpu.power_w is None and gpu.utilization_pct == 7.0
+    assert status.total is None and status.available is None and status.reserve == 8

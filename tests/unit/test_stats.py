@@ -55,7 +55,7 @@ def test_is_stable(cv, threshold, stable):
     ],
 )
 def test_interleave(models, reps, order):
-    assert interleave(models, reps) == order
+    assert list(interleave(models, reps)) == order
 
 
 def test_interleave_rejects_bad_input():
@@ -63,3 +63,19 @@ def test_interleave_rejects_bad_input():
         interleave(["A"], -1)
     with pytest.raises(ValueError, match="'A' is listed twice"):
         interleave(["A", "B", "A"], 2)
+
+
+def test_interleave_never_holds_the_whole_schedule():
+    # `bench --reps 99999999999999999999` once took all 23 GB of the box building this list.
+    # In a child process capped at 1 GiB of address space, the first rounds of a schedule
+    # of 10**20 repetitions come at once, and a list would die of MemoryError instead.
+    import subprocess
+    import sys
+
+    code = ("import resource, itertools\n"
+            "resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))\n"
+            "from sparkctl.core.stats import interleave\n"
+            "print(list(itertools.islice(interleave(['A', 'B'], 10 ** 20), 5)))\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr[-500:]
+    assert done.stdout.strip() == "[('A', 0), ('B', 0), ('A', 1), ('B', 1), ('A', 2)]"

@@ -46,6 +46,7 @@ METHOD_CACHED_COUNT = "the engine's count of reused tokens (second of two probes
 METHOD_TOKEN_IDS = "common prefix of the token ids the engine returned for two probes"
 METHOD_TEMPLATE_IDS = "common prefix of two probes' token ids (engine's /apply-template + /tokenize)"
 METHOD_NONE = "not measurable: the engine returned neither reused-token counts nor token ids"
+METHOD_RUNNER = "each request's count from Ollama's llama-server runner"
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,8 @@ Where each fact comes from, best first:
   child whose --model is the model's blob, the MLX runner, or Ollama's own runner); its
   llama.cpp build from that llama-server's own /props (it listens on 127.0.0.1:<--port>);
   flash attention and the KV cache type from its command line, else from the Ollama
-  server's environment (OLLAMA_FLASH_ATTENTION, OLLAMA_KV_CACHE_TYPE). A remote Ollama
+  server's settings (OLLAMA_FLASH_ATTENTION, OLLAMA_KV_CACHE_TYPE) as the one reader of them
+  finds them: its process environment, else its systemd unit (services/engine_settings.py). A remote Ollama
   shows none of this: the runner is then inferred from the model's format and the
   version (GGUF runs on llama-server since 0.30, safetensors on MLX) and said to be
   inferred, and the build is unknown (Ollama's logs are not an API).
@@ -21,10 +22,12 @@ import asyncio
 from typing import Any
 
 from sparkctl.core import engine_identity as ei
+from sparkctl.core.engine_settings import EngineSettings, Layer, identity_tags, resolve
 from sparkctl.engines.base import ShowInfo
 
 
-async def read_identity(engine: Any, model: str, show: ShowInfo | None, version: str) -> dict[str, str]:
+async def read_identity(engine: Any, model: str, show: ShowInfo | None, version: str,
+                        cfg: Any = None) -> dict[str, str]:
     from sparkctl.probes.engine_process import engine_process
 
     kind = getattr(engine, "kind", "")
@@ -33,7 +36,9 @@ async def read_identity(engine: Any, model: str, show: ShowInfo | None, version:
     if kind == "ollama":
         if view is not None and not (view.cmdline and view.cmdline[0].rsplit("/", 1)[-1].startswith("ollama")):
             view = None  # a proxy or a container's port forward listens, not Ollama itself
-        tags.update(await _ollama(view, show, version))
+        from sparkctl.services.engine_settings import engine_settings
+
+        tags.update(await _ollama(view, show, version, await engine_settings(cfg, engine, version)))
     elif kind == "llama.cpp":
         ident = getattr(engine, "identity", None)
         build = ident().get("engine.build") if callable(ident) else None
@@ -62,7 +67,10 @@ async def read_identity(engine: Any, model: str, show: ShowInfo | None, version:
     return tags
 
 
-async def _ollama(view, show: ShowInfo | None, version: str) -> dict[str, str]:
+async def _ollama(view, show: ShowInfo | None, version: str, settings: EngineSettings | None = None
+                  ) -> dict[str, str]:
+    """`settings`: the server's, as services/engine_settings.py reads them; without them,
+    what `view` (the server's process) shows of its environment."""
     tags: dict[str, str] = {}
     runner, cmd = ei.ollama_runner(view.children, show.model_path if show else "") if view else ("", None)
     if runner:
@@ -86,8 +94,13 @@ async def _ollama(view, show: ShowInfo | None, version: str) -> dict[str, str]:
         tags.update({k: v for k, v in ei.llama_server_settings(cmd, {}).items() if not k.startswith("engine.spec")})
         for key in (ei.FLASH_ATTN, ei.KV_CACHE_TYPE):
             tags[key + "_source"] = tags[key + "_source"].replace("llama-server", "Ollama's llama-server runner")
-    elif view is not None:
-        tags.update(ei.ollama_settings(view.environ, view.environ_readable))
+    elif settings is not None or view is not None:
+        if settings is None:
+            layers = [Layer(f"the server's environment (PID {view.pid})", view.environ, complete=True)
+                      ] if view.environ_readable else []
+            settings = resolve(layers, version, "read from the server's environment" if layers
+                               else "not read: the Ollama process's environment is not readable")
+        tags.update(identity_tags(settings))
     tags[ei.RUNNER_BUILD] = build or ei.UNKNOWN
     tags[ei.RUNNER_BUILD + "_source"] = (
         "the llama-server runner's /props build_info" if build else
@@ -100,7 +113,7 @@ async def _runner_build(port: int) -> str | None:
     import httpx
 
     try:
-        async with httpx.AsyncClient(timeout=2.0) as client:
+        async with httpx.AsyncClient(timeout=2.0, trust_env=False) as client:  # loopback: never a proxy
             response = await client.get(f"http://127.0.0.1:{port}/props")
         body = response.json() if response.status_code < 400 else None
     except (httpx.HTTPError, ValueError):

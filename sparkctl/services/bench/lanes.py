@@ -23,6 +23,9 @@ class LaneRestore:
     failed: list[str] = field(default_factory=list)  # "name: why"
     unloaded: list[str] = field(default_factory=list)  # loaded by the bench, unloaded at its end
     kept_loaded: list[str] = field(default_factory=list)  # loaded by the bench, kept as asked
+    # lanes changed while the bench ran: "X: not put back, lane L no longer serves it", "Y: left
+    # loaded, lane L serves it now"
+    lane_changed: list[str] = field(default_factory=list)
     leftover: list[str] = field(default_factory=list)  # "name: why" it could not be unloaded
     notes: list[str] = field(default_factory=list)  # what could not be kept exactly, and why
     lane_models: set[str] = field(default_factory=set)  # which of the names serve a lane
@@ -44,6 +47,7 @@ class LaneRestore:
         parts = []
         for word, items in (("restored", self.restored), ("unloaded", self.unloaded),
                             ("kept loaded", self.kept_loaded), ("expired meanwhile", self.expired),
+                            ("lanes changed meanwhile", self.lane_changed),
                             ("NOT restored", self.failed), ("NOT unloaded", self.leftover)):
             if items:
                 parts.append(f"{word}: " + ", ".join(items))
@@ -64,10 +68,12 @@ class LaneRestore:
         out = [f"put back {x}" for x in self.restored]
         out += [f"unloaded {x} (the bench loaded it)" for x in self.unloaded]
         out += [f"kept {x} loaded, as asked" for x in self.kept_loaded]
+        out += list(self.lane_changed)
         out += [f"left {x} unloaded: its own keep-alive ran out during the bench" for x in self.expired]
         return out + list(self.notes)
 
     def merge(self, other: "LaneRestore") -> None:
-        for name in ("untouched", "restored", "expired", "failed", "unloaded", "kept_loaded", "leftover", "notes"):
+        for name in ("untouched", "restored", "expired", "failed", "unloaded", "kept_loaded", "leftover", "notes",
+                     "lane_changed"):
             getattr(self, name).extend(getattr(other, name))
         self.lane_models |= other.lane_models

@@ -1,6 +1,8 @@
 """One bench per engine at a time, across processes and users.
 
-Two benches on one engine each measure a share of it and both look valid. The lock is an
+Two benches on one engine each measure a share of it and both look valid. A lane change
+(promotion, rollback) takes the same lock: it loads and unloads lane models, which a bench
+running meanwhile would measure, and would put back the wrong way at its end. The lock is an
 flock on a file named after the engine's host, in a directory shared by every user of the
 machine (the kernel drops it when the holder dies, so a crash never leaves it stale). The
 holder writes who it is (pid, models, since when) into the file so a waiter can say whom
@@ -37,12 +39,16 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from sparkctl.core.redact import redact_uri
+from sparkctl.core.safeload import load_json
 
 POLL_S = 0.5
 
 
 class BenchBusy(Exception):
-    """Another bench holds the engine and the caller chose not to wait."""
+    """Another bench (or lane change) holds the engine and the caller chose not to wait."""
+
+
+BENCHING = "benching"
 
 
 @dataclass(frozen=True)
@@ -51,13 +57,18 @@ class Holder:
     models: list[str]
     since: float
     host: str
+    doing: str = BENCHING  # what the holder does with the engine: benching, promoting, rolling back
 
     def describe(self) -> str:
         try:
             since = time.strftime("%H:%M:%S", time.localtime(self.since))
         except (OverflowError, ValueError, OSError):  # read back from a file anyone could write
             since = "?"
-        return f"pid {self.pid} benching {', '.join(self.models) or '?'} on {self.host} since {since}"
+        return f"pid {self.pid} {self.doing} {', '.join(self.models) or '?'} on {self.host} since {since}"
+
+    @property
+    def what(self) -> str:
+        return "another bench" if self.doing == BENCHING else "a lane change"
 
 
 def lock_dir() -> Path:
@@ -90,10 +101,11 @@ _ADVICE = "set $SPARKCTL_LOCK_DIR to a directory of your own"
 
 
 class BenchLock:
-    def __init__(self, engine_host: str, models: list[str]) -> None:
+    def __init__(self, engine_host: str, models: list[str], doing: str = BENCHING) -> None:
         self.engine_host = engine_host
         self.shown_host = redact_uri(engine_host)  # what the file, a notice or an error may say
         self.models = list(models)
+        self.doing = doing
         self.path = lock_path(engine_host)
         self._fd: int | None = None
         self._ours = False
@@ -123,7 +135,8 @@ class BenchLock:
             os.close(fd)
             return holder or Holder(0, [], time.time(), self.shown_host)
         if ours:  # who holds it is information for waiters; only ever in our own file
-            me = {"pid": os.getpid(), "models": self.models, "since": time.time(), "host": self.shown_host}
+            me = {"pid": os.getpid(), "models": self.models, "since": time.time(), "host": self.shown_host,
+                  "doing": self.doing}
             try:
                 os.ftruncate(fd, 0)
                 os.pwrite(fd, json.dumps(me).encode(), 0)
@@ -145,9 +158,10 @@ class BenchLock:
             if holder is None:
                 return
             if not wait:
-                raise BenchBusy(f"another bench is running on {self.shown_host}: {holder.describe()}")
+                running = "another bench is running" if holder.doing == BENCHING else "a lane change is running"
+                raise BenchBusy(f"{running} on {self.shown_host}: {holder.describe()}")
             if told != (holder.pid, holder.since):
-                say(f"waiting for another bench to finish: {holder.describe()}")
+                say(f"waiting for {holder.what} to finish: {holder.describe()}")
                 told = (holder.pid, holder.since)
             await asyncio.sleep(POLL_S)
 
@@ -239,9 +253,12 @@ def _read_holder(fd: int, host: str) -> Holder | None:
     characters of it reach the caller's terminal."""
     try:
         raw = os.pread(fd, 4096, 0)
-        data = json.loads(raw.decode() or "{}")
+        data = load_json(raw.decode() or "{}")  # bounded: nesting and huge numbers are a ValueError
+        if not isinstance(data, dict) or not isinstance(data.get("pid"), int) or not 0 < data["pid"] < 2**32:
+            return None
         models = [_printable(m) for m in list(data.get("models") or [])[:20]]
-        return Holder(int(data["pid"]), models, float(data["since"]), host)
+        doing = _printable(data.get("doing") or BENCHING)[:40] or BENCHING
+        return Holder(int(data["pid"]), models, float(data["since"]), host, doing)
     except (OSError, ValueError, KeyError, TypeError, OverflowError):
         return None
 

@@ -1,8 +1,12 @@
 """Repair what a dead bench left: at the next start, put back the models it changed.
 
 A bench killed without its wrap-up (kill -9, an OOM kill, a Spark power-cycled after a
-memory freeze) leaves its residency journal behind (tracking/residency.py). Every sparkctl
-start (any CLI command, the TUI, `sync`) calls ``recover_residency``: for each journal whose
+memory freeze) leaves its residency journal behind (tracking/residency.py). Every CLI
+command that may act (not `status --no-repair`, which the fleet runs: views only read) calls
+``recover_residency`` at its start, the TUI when asked (P on the dashboard), and a bench,
+sweep, eval or promotion calls ``repair_before`` on its own engine before it looks at what
+is resident (so a TUI that only showed the warning never benches beside a dead bench's
+leftovers). For each journal whose
 owner process is dead, it takes the engine's bench lock (so no live bench is disturbed),
 puts back what the journal says was resident, unloads what the bench loaded, verifies from
 /api/ps, and says what it did. A restore that fails keeps the journal, marked failed: the
@@ -20,7 +24,7 @@ from typing import Any, Callable
 from sparkctl.core.names import same_model
 from sparkctl.tracking.residency import FAILED, ResidencyJournal, owner_dead, read_journals, residency_warnings
 
-__all__ = ["RecoveryReport", "recover_residency", "residency_warnings"]
+__all__ = ["RecoveryReport", "recover_residency", "repair_before", "residency_warnings"]
 
 
 @dataclass
@@ -61,17 +65,7 @@ async def recover_residency(cfg, *, directory: Path | None = None, retry_failed:
     from sparkctl.services.bench.lock import BenchLock, LockUnavailable, engine_key
 
     report = RecoveryReport()
-    journals = await asyncio.to_thread(read_journals, directory)
-    todo = []
-    for j in journals:
-        dead = await asyncio.to_thread(owner_dead, j)
-        if not (dead or (retry_failed and j.state == FAILED)):
-            continue
-        if j.lane and j.models and same_model(cfg.lanes.get(j.lane, ""), j.models[0]):
-            # a promotion that died after writing the lane change: what it loaded is wanted
-            await asyncio.to_thread(j.remove)
-            continue
-        todo.append(j)
+    todo = await _to_repair(cfg, directory, retry_failed)
     if not todo:
         return report
     built = [] if engines is not None else _engines_for(cfg)
@@ -103,6 +97,65 @@ async def recover_residency(cfg, *, directory: Path | None = None, retry_failed:
                 await e.close()
             except Exception:
                 pass
+    return report
+
+
+async def _to_repair(cfg, directory: Path | None, retry_failed: bool, engine_key: str | None = None
+                     ) -> list[ResidencyJournal]:
+    """Journals whose owner died (and, with `retry_failed`, live ones whose restore failed),
+    of one engine or all; a promotion that died after its lane change went through is not
+    undone (what it loaded is wanted), its journal just dropped."""
+    todo = []
+    for j in await asyncio.to_thread(read_journals, directory):
+        if engine_key is not None and j.engine_key != engine_key:
+            continue
+        dead = await asyncio.to_thread(owner_dead, j)
+        if not (dead or (retry_failed and j.state == FAILED)):
+            continue
+        if j.lane and j.models and same_model(cfg.lanes.get(j.lane, ""), j.models[0]):
+            await asyncio.to_thread(j.remove)
+            continue
+        todo.append(j)
+    return todo
+
+
+async def repair_before(cfg, engine, say: Callable[[str], None], *, lock_held: bool,
+                        directory: Path | None = None) -> RecoveryReport:
+    """Before an action changes residency on `engine` (a bench, sweep, eval, promotion), put
+    back what a dead bench left on that engine, so the action starts from what the user had.
+    `lock_held`: the caller holds the engine's bench lock (else it is taken here, and a
+    repair another bench is in the way of is left for later, said). Each line goes to `say`.
+    Costs one directory listing when there is nothing to do."""
+    from sparkctl import paths
+    from sparkctl.services.bench.lock import BenchLock, LockUnavailable, engine_key
+
+    report = RecoveryReport()
+    if directory is None and not await asyncio.to_thread(paths.residency_journals):
+        return report
+    todo = await _to_repair(cfg, directory, False, engine_key(engine.host))
+    if not todo:
+        return report
+    lock = None
+    if not lock_held:
+        lock = BenchLock(engine.host, ["putting back what a dead bench changed"])
+        try:
+            holder = await asyncio.to_thread(lock.try_acquire)
+        except LockUnavailable as exc:
+            holder, lock = None, None
+            report.warnings.append(f"what a dead bench changed is not put back first: {exc}")
+        if holder is not None:
+            report.warnings.append(f"what a dead bench changed is not put back first: another bench is running "
+                                   f"({holder.describe()})")
+            lock = None
+    try:
+        if lock_held or lock is not None:
+            for j in todo:
+                await _recover_one(engine, j, report, say)
+    finally:
+        if lock is not None:
+            lock.release()
+    for line in report.lines:
+        say(line)
     return report
 
 

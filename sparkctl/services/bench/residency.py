@@ -30,8 +30,10 @@ from typing import Any
 
 from sparkctl.core.keepalive import format_seconds
 from sparkctl.core.names import model_key
+from sparkctl.core.oserrors import disk_problem
 from sparkctl.core.redact import redact_text, redact_uri
-from sparkctl.core.residency import EXPIRED, KEEP, KEPT_LOADED, RESTORE, UNLOAD, find, plan, snapshot, verify
+from sparkctl.core.residency import (EXPIRED, KEEP, KEPT_LOADED, LANE_KEPT, RESTORE, RETIRED, UNLOAD, find, plan,
+                                    snapshot, verify)
 from sparkctl.engines.base import EngineError
 from sparkctl.services.bench.lanes import LaneRestore
 from sparkctl.tracking.residency import FAILED, ResidencyJournal
@@ -45,10 +47,12 @@ def _now() -> datetime:
 # ---- putting things back ------------------------------------------------------------------
 
 
-async def put_back(engine, j: ResidencyJournal, say: Callable[[str], None]) -> LaneRestore:
+async def put_back(engine, j: ResidencyJournal, say: Callable[[str], None],
+                   lane_now: Callable[[str], str | None] | None = None) -> LaneRestore:
     """Make the engine's residency what `j.before` says: unload what the bench loaded, load
     back (with its context and session) what it unloaded or reloaded, verify each from
-    /api/ps. Never raises for the engine: failures are in the result."""
+    /api/ps. `lane_now`: the lanes, when they changed while the bench ran (core.residency.plan).
+    Never raises for the engine: failures are in the result."""
     out = LaneRestore()
     lanes = {h.name for h in j.before if h.lane}
     try:
@@ -63,7 +67,8 @@ async def put_back(engine, j: ResidencyJournal, say: Callable[[str], None]) -> L
                 out.leftover.append(f"{m}: cannot read the engine's resident models ({why})")
         return out
     now = _now()
-    for step in plan(j.before, j.models, j.disturbed, resident, j.lane_keep_alive, now, j.keep_loaded, j.sessions):
+    for step in plan(j.before, j.models, j.disturbed, resident, j.lane_keep_alive, now, j.keep_loaded, lane_now,
+                     j.sessions):
         if step.kind == UNLOAD:
             say(f"unloading {step.name}: {step.why}")
             try:
@@ -73,6 +78,11 @@ async def put_back(engine, j: ResidencyJournal, say: Callable[[str], None]) -> L
                 out.leftover.append(f"{step.name}: {redact_text(exc.message)}")
         elif step.kind == KEPT_LOADED:
             out.kept_loaded.append(step.name)
+        elif step.kind == RETIRED:
+            say(f"not putting back {step.name}: {step.why}")
+            out.lane_changed.append(f"{step.name}: not put back, {step.why}")
+        elif step.kind == LANE_KEPT:
+            out.lane_changed.append(f"{step.name}: left loaded, {step.why}")
         elif step.kind == EXPIRED:
             out.expired.append(step.name)
         elif step.kind == KEEP:
@@ -134,6 +144,7 @@ class ResidencyGuard:
         self._disturbs = {model_key(m) for m in disturbs}  # other models it will unload (promote --swap)
         self._lane_of = lane_of or cfg.lane_of
         self.lane = lane  # a promotion's lane: recovery leaves a switch that went through alone
+        self._owned_before: Any = None  # sparkctl's own state file as the bench began (its lanes)
 
     async def begin(self, num_ctx: Callable[[str], int], say: Callable[[str], None]) -> None:
         """Note what is resident and journal it, before the bench touches anything."""
@@ -142,6 +153,8 @@ class ResidencyGuard:
         from sparkctl.services.bench.lock import engine_key
         from sparkctl.tracking.owner import current_owner
 
+        if not self.lane:  # a bench, sweep or eval: lanes are read again at its end
+            self._owned_before = await asyncio.to_thread(self._read_owned)
         now = _now()
         before = snapshot(await self.engine.ps(), self._lane_of, now)
         self._held = {h.key for h in before}
@@ -164,7 +177,7 @@ class ResidencyGuard:
             self.journal.owner = await asyncio.to_thread(current_owner)
             await asyncio.to_thread(self.journal.save, self.directory)
         except OSError as exc:  # a full disk must not stop the bench; a crash would then leave it to the user
-            say(f"residency journal not written ({exc}): if this process dies, what the bench changed "
+            say(f"residency journal not written ({disk_problem(exc)}): if this process dies, what the bench changed "
                 "cannot be put back at the next start")
             self.journal.path = None
 
@@ -208,12 +221,44 @@ class ResidencyGuard:
             except OSError as exc:
                 log.warning("residency journal %s not removed: %s", self.journal.path, exc)
 
+    def _read_owned(self) -> Any:
+        """sparkctl's own state file (lanes promotions wrote), or None without one."""
+        path = getattr(self.cfg, "state_file", "")
+        if not path:
+            return None
+        from sparkctl.statefile import StateError, read_state
+
+        try:
+            return read_state(Path(path))
+        except (StateError, OSError):
+            return None
+
+    async def lanes_now(self) -> Callable[[str], str | None] | None:
+        """The lanes as they are now, when a lane change (a promotion or rollback, written to
+        sparkctl's own state file) happened since `begin`; None when none did."""
+        before = self._owned_before
+        if before is None:
+            return None
+        after = await asyncio.to_thread(self._read_owned)
+        if after is None or after.lanes == before.lanes:
+            return None
+        lanes = dict(self.cfg.lanes)
+        for lane in set(before.lanes) | set(after.lanes):
+            if lane in after.lanes:
+                lanes[lane] = after.lanes[lane]
+            elif lane in before.lanes:  # rolled back to the user's own value, which the file kept as its base
+                lanes[lane] = before.base.get(f"lanes.{lane}", "")
+        keys = {model_key(m): ln for ln, m in lanes.items() if m}
+        return lambda name: keys.get(model_key(name))
+
     async def end(self, say: Callable[[str], None]) -> LaneRestore:
-        """Put everything back, verify, and drop the journal (or mark it failed)."""
+        """Put everything back, verify, and drop the journal (or mark it failed). Lanes are
+        read again first: what a lane change meanwhile made of them wins (core.residency)."""
         if not self.active or self.journal is None:
             return LaneRestore()
         try:
-            out = await put_back(self.engine, self.journal, say)
+            lane_now = await self.lanes_now()
+            out = await put_back(self.engine, self.journal, say, lane_now)
         except Exception as exc:  # the engine went away mid-way: say so on the runs, keep the journal
             out = LaneRestore(failed=[redact_text(f"lane restore not possible: {exc}")])
         if self.journal.path is not None:

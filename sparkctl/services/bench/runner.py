@@ -26,6 +26,7 @@ from sparkctl import __version__
 from sparkctl.config import BenchConfig, Config
 from sparkctl.core import guards, model_shape, prefill, specdec
 from sparkctl.core.budget import build_budget
+from sparkctl.core.engine_identity import version_at_least
 from sparkctl.core.gpu import is_throttled
 from sparkctl.core.keepalive import parse_keep_alive
 from sparkctl.core.names import model_key
@@ -40,9 +41,11 @@ from sparkctl.services.bench import coldness, engineid
 from sparkctl.services.bench.lanes import LaneRestore
 from sparkctl.services.bench.residency import ResidencyGuard
 from sparkctl.services.bench.lock import BenchLock
+from sparkctl.services.bench.recovery import repair_before
 from sparkctl.services.bench.sampler import GpuSampler
 from sparkctl.services.bench.specwatch import SpecWatch
 from sparkctl.services.bench.wrapup import finish_shielded
+from sparkctl.services.runners import RunnerWatch
 
 UI_BATCH_S = 0.05
 # Server time not spent loading, prefilling or decoding: waiting behind another request.
@@ -191,6 +194,9 @@ class RepResult:
     foreign: str = ""  # why load the bench did not cause was seen during this request
     prompt_evaluated: int | None = None  # prompt tokens the engine evaluated (what prefill_tps is over)
     spec: specdec.SpecCounts | None = None  # speculative decoding: drafted/accepted, as the engine said
+    spec_per_pos: tuple[int, ...] = ()  # accepted draft tokens per draft position (Ollama's runner /metrics)
+    cached_counted_apart: bool = False  # prompt_eval_count leaves the cached tokens out (Ollama 0.30.0)
+    runner_cached: int | None = None  # prompt tokens Ollama's runner says it reused for this request
     joules_per_token: float | None = None  # GPU energy over the decode window / tokens (NVML power)
 
 
@@ -213,6 +219,7 @@ class ModelRun:
     summary: dict[str, float] = field(default_factory=dict)
     stable: bool = False
     sync_message: str = ""
+    not_saved: bool = False  # neither the spool nor MLflow took the run (tracking.sync.SyncResult.lost)
     run_id: str | None = None
     num_ctx: int = 0
     ctx_note: str = ""
@@ -263,7 +270,10 @@ class BenchRunner:
         self._journal_failed = False
         self._windows: list[tuple[float, float]] = []  # every request of the bench, all models
         self._openings: dict[str, coldness.Opening] = {}  # per model: the template opening cold requests share
-        self._spec = SpecWatch(engine)
+        # Ollama's llama-server runner beside each benched model (services/runners.py)
+        self._runner = RunnerWatch(engine)
+        self._spec = SpecWatch(engine, self._runner if self._runner.active else None)
+        self._runner_said: set[str] = set()  # why a runner is not read: said once per bench
         self._identity: dict[str, dict[str, str]] = {}  # per model: runner, its build, flash attention, KV cache
         self._acceptance: dict[str, float] = {}  # per model: the last repetition's acceptance, for the live view
 
@@ -403,31 +413,57 @@ class BenchRunner:
             return coldness.NONCE_NONE
         return coldness.nonce_position(getattr(self.engine, "kind", ""), self._model_system(model))
 
-    async def measure_opening(self, model: str) -> None:
-        """Two minimal probes: the template opening every cold request of `model` shares."""
+    async def measure_opening(self, model: str, counted_per_request: bool = True) -> None:
+        """Two minimal probes: the template opening every cold request of `model` shares.
+        Not needed where Ollama's runner counts each request's reused tokens and every request
+        runs alone (`counted_per_request`; a sweep's concurrent cells cannot tell whose count
+        is whose, so a sweep still probes)."""
         if self.s.cache != prefill.COLD:
+            return
+        how = self._runner.per_request_cache(model) if counted_per_request else ""
+        if how:
+            # Ollama >= 0.30: the runner counts each request's reused tokens itself; no probes
+            self._openings[model] = coldness.Opening(
+                None, f"{coldness.METHOD_RUNNER}: {how}",
+                counts_shared=version_at_least(self.engine_version, (0, 30, 1)))
+            self.sink(Phase(f"cold prefill of {model}: the runner counts each request's cached tokens ({how})"))
             return
         opts = dict(self.options(model), num_predict=1)
         if getattr(self.engine, "kind", "") == "llama.cpp":
             opts["cache_prompt"] = True  # the probes must reuse what they share, to show it
 
+        ceiling = self.s.timeout_s
+
         async def send(prompt: str, system: str | None):
             # sent like a repetition (run_rep): the same options and keep-alive, so the
-            # probes change nothing a repetition would not
-            done = None
-            async for ev in self.engine.generate(model, prompt, options=opts, keep_alive=self.keep_alive(model),
-                                                 think=self.think_for(model), **coldness.request_kwargs(system)):
-                if isinstance(ev, DoneEvent):
-                    done = ev
-            return done
+            # probes change nothing a repetition would not; and bounded like one, by the
+            # per-request ceiling (an engine that stalls mid-probe must not hold the bench)
+            async def one():
+                done = None
+                stream = self.engine.generate(model, prompt, options=opts, keep_alive=self.keep_alive(model),
+                                              think=self.think_for(model), **coldness.request_kwargs(system))
+                try:
+                    async for ev in stream:
+                        if isinstance(ev, DoneEvent):
+                            done = ev
+                finally:
+                    aclose = getattr(stream, "aclose", None)
+                    if aclose is not None:
+                        await aclose()
+                return done
+
+            return await asyncio.wait_for(one(), timeout=ceiling)
 
         ids = getattr(self.engine, "prompt_token_ids", None)
-        token_ids = (lambda p, sy: ids(model, p, sy)) if callable(ids) else None
+        token_ids = (lambda p, sy: asyncio.wait_for(ids(model, p, sy), timeout=ceiling)) if callable(ids) else None
         try:
             opening = await coldness.measure_opening(self.nonce_position(model), self._model_system(model),
                                                      self._nonce, send, token_ids)
         except EngineError as exc:
             opening = coldness.Opening(None, f"not measured: {redact_text(exc.message)}")
+        except asyncio.TimeoutError:
+            opening = coldness.Opening(None, f"not measured: the engine did not answer a probe within the "
+                                             f"{ceiling:g} s per-request ceiling")
         self._openings[model] = opening
         self.sink(Phase(coldness.describe(opening, self.nonce_position(model))))
 
@@ -435,9 +471,26 @@ class BenchRunner:
         """The runner serving `model` (once it is loaded), its build, flash attention, KV cache."""
         try:
             self._identity[model] = await engineid.read_identity(self.engine, model, self._shows.get(model),
-                                                                 self.engine_version)
+                                                                 self.engine_version, self.cfg)
         except EngineError as exc:
             self._identity[model] = {"engine.identity_error": redact_text(exc.message)}
+        await self.locate_runner(model)
+
+    async def locate_runner(self, model: str) -> None:
+        """Ollama: the llama-server runner serving `model`, read once it is loaded; why not,
+        said once per bench (everything then works as without it)."""
+        if not self._runner.active or self._runner.facts(model) is not None:
+            return
+        show = self._shows.get(model)
+        facts = await self._runner.locate(model, show.model_path if show is not None else "")
+        if facts is not None:
+            self.sink(Phase(f"{model}'s runner: {facts.short()}"))
+            return
+        note = self._runner.notes.get(model, "")
+        if note and note not in self._runner_said:
+            self._runner_said.add(note)
+            self.sink(Phase(f"runner not read ({note}): speculative acceptance and prompt-cache counts as "
+                            "Ollama's API gives them"))
 
     # ---- one repetition ---------------------------------------------------------------------
 
@@ -445,7 +498,10 @@ class BenchRunner:
         r = RepResult(model, index, warmup)
         prompt, r.preamble, system = self._prompt(model)
         before_ps = await self._others_expiry(model)
-        spec_before = await self._spec.read(model) if self._spec.per_rep else None
+        spec_before, counters_before = await self._spec.read_full(model) if self._spec.per_rep else (None, None)
+        # no /metrics: the runner's /slots tells the request's cache count while it runs
+        peek_cache = (self._spec.per_rep and counters_before is None and self._runner.slots_on(model))
+        peek: asyncio.Future | None = None
         stream = self.engine.generate(model, prompt, options=self.options(model),
                                       keep_alive=self.keep_alive(model), think=self.think_for(model),
                                       **coldness.request_kwargs(system))
@@ -459,7 +515,7 @@ class BenchRunner:
         done: DoneEvent | None = None
 
         async def consume() -> None:
-            nonlocal t_first, t_last, done
+            nonlocal t_first, t_last, done, peek
             async for ev in stream:
                 now = time.perf_counter()
                 if isinstance(ev, TokenEvent):
@@ -467,6 +523,8 @@ class BenchRunner:
                         continue
                     if t_first is None:
                         t_first = now
+                        if peek_cache:
+                            peek = asyncio.ensure_future(self._runner.cache_n_now(model))
                     t_last = now
                     r.client_tokens += 1
                     if ev.thinking:
@@ -505,6 +563,8 @@ class BenchRunner:
             r.error = redact_text(exc.message)
             r.done_reason = "error"
             if isinstance(exc, EngineUnreachable):
+                if peek is not None:
+                    peek.cancel()
                 raise
         finally:
             aclose = getattr(stream, "aclose", None)
@@ -560,9 +620,13 @@ class BenchRunner:
         elif r.dnf or cancelled:
             r.eval_count = r.client_tokens
         if not cancelled:
-            r.spec = self._spec.rep(done, spec_before, await self._spec.read(model) if self._spec.per_rep else None)
+            spec_after, counters_after = await self._spec.read_full(model) if self._spec.per_rep else (None, None)
+            r.spec = self._spec.rep(done, spec_before, spec_after)
             if r.spec is not None and r.spec.acceptance is not None:
                 self._acceptance[model] = r.spec.acceptance * 100
+            await self._runner_cache(r, done, counters_before, counters_after, peek)
+        elif peek is not None:
+            peek.cancel()
         if not cancelled and not r.foreign:
             moved = await self._others_moved(before_ps)
             if moved:
@@ -571,6 +635,31 @@ class BenchRunner:
             self.interrupted = r
             raise asyncio.CancelledError
         return r
+
+    async def _runner_cache(self, r: RepResult, done: DoneEvent | None, before: Any, after: Any,
+                            peek: asyncio.Future | None) -> None:
+        """The request's prompt-cache count from Ollama's runner (its /metrics counter
+        differenced, else its /slots read at the first token), and what that makes of the
+        evaluated prompt tokens and the prefill rate."""
+        cache_n = None
+        if before is not None and after is not None:
+            delta = after.minus(before)
+            cache_n = delta.prompt_cached
+            r.spec_per_pos = delta.accepted_per_pos
+        elif peek is not None:
+            try:
+                cache_n = await peek
+            except Exception:  # an extra figure: a failed read changes nothing else
+                cache_n = None
+        if cache_n is None or done is None or not done.prompt_eval_count:
+            return
+        from sparkctl.services.runners import evaluated_tokens
+
+        r.prompt_cached_tokens = r.runner_cached = cache_n
+        r.cached_counted_apart = not version_at_least(self.engine_version, (0, 30, 1))
+        r.prompt_evaluated = evaluated_tokens(done.prompt_eval_count, cache_n, self.engine_version)
+        if done.prompt_eval_duration_ns > 0 and r.prompt_evaluated > 0:
+            r.prefill_tps = r.prompt_evaluated / done.prompt_eval_duration_ns * 1e9
 
     async def _others_expiry(self, model: str) -> dict[str, Any] | None:
         """Expiry of every other resident model: Ollama moves a model's expiry when one of
@@ -609,6 +698,8 @@ class BenchRunner:
         lock = BenchLock(self.engine.host, models)
         await lock.acquire(self.s.wait, lambda text: self.sink(Notice(text)))
         try:
+            # what a dead bench left changed is put back before this one looks at what is resident
+            await repair_before(self.cfg, self.engine, lambda text: self.sink(Notice(text)), lock_held=True)
             return await self._run_locked(models)
         finally:
             lock.release()
@@ -683,6 +774,7 @@ class BenchRunner:
                     if result is not None:
                         run.sync_message = result.message
                         run.run_id = result.run_id
+                        run.not_saved = bool(getattr(result, "lost", False))
 
     async def _journal(self, run: ModelRun) -> None:
         """The run so far (status KILLED until it ends) into the spool, fsynced."""
@@ -706,8 +798,8 @@ class BenchRunner:
             self.sink(Phase(self.load_phase(m)))
             await self.check_placement(runs[m], m, before=True)
             await self._idle_check(runs[m])
+            await self.read_identity(m)  # first: Ollama's runner, if read, makes the opening's probes needless
             await self.measure_opening(m)
-            await self.read_identity(m)
         # Other models' expiries from here to the first measured request: one that moves was
         # serving someone else while ours loaded and warmed up (a shared engine).
         bench_keys = {model_key(m) for m in models}
@@ -908,8 +1000,9 @@ class BenchRunner:
     def _judge_prefill(self, run: ModelRun) -> None:
         """Mark the requests served from the prompt cache, from the engine's own counts."""
         requests = run.warmups + run.reps
-        verdicts = prefill.judge([prefill.PrefillSample(r.prompt_eval_count, r.prompt_eval_duration_ns,
-                                                        r.prompt_cached_tokens) for r in requests])
+        verdicts = prefill.judge([prefill.PrefillSample(
+            (r.prompt_eval_count or 0) + (r.prompt_cached_tokens or 0) if r.cached_counted_apart else r.prompt_eval_count,
+            r.prompt_eval_duration_ns, r.prompt_cached_tokens) for r in requests])
         for r, v in zip(requests, verdicts):
             r.prefill_cached = v.cached
             r.prompt_cached_tokens = v.cached_tokens
@@ -929,8 +1022,12 @@ class BenchRunner:
 
     def _finish(self, run: ModelRun, sampler: GpuSampler | None) -> None:
         reps = run.reps
-        if run.status == "FINISHED" and (not reps or all(r.error for r in reps)):
-            run.status = "FAILED"  # nothing was measured: not a result to compare
+        if run.status == "FINISHED" and (not reps or all(r.error or r.dnf for r in reps)):
+            # nothing was measured (every repetition an error, or past the ceiling with no
+            # engine figures): not a result to compare
+            run.status = "FAILED"
+            if reps and all(r.dnf for r in reps):
+                run.flags.append(f"nothing measured: all {len(reps)} repetition(s) were DNF; the run is FAILED")
         self._judge_prefill(run)
         if any(r.reload for r in reps):
             run.flags.append("reload detected after warm-up")
@@ -982,7 +1079,15 @@ class BenchRunner:
         summ["prefill_cached_count"] = float(sum(bool(r.prefill_cached) for r in reps))
         summ["foreign_load_count"] = float(len(foreign))
         summ.update(specdec.summary([r.spec for r in ok], run.spec_total))
+        positions = [r.spec_per_pos for r in ok if r.spec_per_pos]
+        for k in range(max((len(p) for p in positions), default=0)):
+            summ[f"spec_accepted_pos{k}_total"] = float(sum(p[k] for p in positions if k < len(p)))
         opening = self._openings.get(run.model)
+        if opening is not None and opening.method.startswith(coldness.METHOD_RUNNER):
+            counted = sorted(r.runner_cached for r in run.reps if r.runner_cached is not None)
+            if counted:  # what every cold request reused: the template's opening, as the runner counted it
+                opening = replace(opening, tokens=counted[len(counted) // 2])
+                self._openings[run.model] = opening
         if opening is not None and opening.tokens is not None:
             summ["shared_prefix_tokens"] = float(opening.tokens)
         elif opening is not None and self.engine.kind == "ollama" and summ.get("prefill_tps_median"):
@@ -1108,6 +1213,9 @@ class BenchRunner:
         if opening is not None:
             tags.update(opening.tags(self.nonce_position(run.model)))
         tags.update(self._identity.get(run.model, {}))
+        tags.update(self._runner.tags(run.model))
+        if self._runner.per_request_cache(run.model):
+            tags["bench.prompt_cache_count"] = self._runner.per_request_cache(run.model)
         if run.show is not None:
             tags.update(model_shape.shape(run.show.model_info, details.get("quantization_level", "")))
         if run.residency:
@@ -1142,7 +1250,7 @@ class BenchRunner:
                                           for r in run.reps]
         step_metrics["foreign_load"] = [1.0 if r.foreign else 0.0 for r in run.reps]
         step_metrics.update(specdec.step_metrics([r.spec for r in run.reps]))
-        tags.update(self._spec.tags(run.show, run.summary))
+        tags.update(self._spec.tags(run.show, run.summary, run.model))
         artifacts = {
             "outputs.json": [
                 {"rep": r.index, "output": r.output, "thinking": r.thinking, "done_reason": r.done_reason,

@@ -17,19 +17,35 @@ from sparkctl.engines.base import DoneEvent, EngineError, ShowInfo
 
 
 class SpecWatch:
-    def __init__(self, engine: Any) -> None:
+    def __init__(self, engine: Any, runner: Any = None) -> None:
         self.engine = engine
         self.per_rep = True
         self._reads = callable(getattr(engine, "spec_counters", None))
+        # Ollama: its llama-server runner's /metrics (services/runners.RunnerWatch), where on
+        self.runner = runner
+        self.runner_counted: set[str] = set()  # models whose figures came from their runner
 
     async def read(self, model: str) -> core.SpecCounts | None:
         """The engine's cumulative figures now (None where it keeps none)."""
+        return (await self.read_full(model))[0]
+
+    async def read_full(self, model: str) -> tuple[core.SpecCounts | None, Any]:
+        """(speculative figures, the runner's whole /metrics reading or None): one read for
+        both the draft counters and the prompt-cache counter."""
+        if self.runner is not None and self.runner.metrics_on(model):
+            from sparkctl.services.runners import spec_counts
+
+            counters = await self.runner.counters(model)
+            spec = spec_counts(counters)
+            if spec is not None:
+                self.runner_counted.add(model)
+            return spec, counters
         if not self._reads:
-            return None
+            return None, None
         try:
-            return await self.engine.spec_counters(model)
+            return await self.engine.spec_counters(model), None
         except EngineError:
-            return None  # the figures are extra: a failed read never fails the repetition
+            return None, None  # the figures are extra: a failed read never fails the repetition
 
     def rep(self, done: DoneEvent | None, before: core.SpecCounts | None,
             after: core.SpecCounts | None) -> core.SpecCounts | None:
@@ -46,13 +62,28 @@ class SpecWatch:
             return None
         return after.minus(before)
 
-    def tags(self, show: ShowInfo | None, summary: dict[str, float]) -> dict[str, str]:
+    def tags(self, show: ShowInfo | None, summary: dict[str, float], model: str = "") -> dict[str, str]:
         kind = getattr(self.engine, "kind", "")
         tags: dict[str, str] = {}
         if kind == "ollama":
+            from sparkctl.services import runners
+
             tags["spec.draft"] = specdec.ollama_draft(show)
-            tags["spec.acceptance"] = specdec.OLLAMA_NOT_EXPOSED
-            tags["spec.source"] = "none (" + specdec.OLLAMA_NOT_EXPOSED + ")"
+            model = model or (show.name if show is not None else "")
+            facts = self.runner.facts(model) if self.runner is not None and model else None
+            if facts is not None and facts.spec_type:
+                tags["spec.draft"] = f"runner --spec-type {facts.spec_type}" + (
+                    f", --spec-draft-n-max {facts.draft_n_max}" if facts.draft_n_max is not None else "")
+            if model in self.runner_counted:
+                reported = any(k.startswith("spec_") for k in summary)
+                tags["spec.source"] = runners.SPEC_SOURCE if reported else f"none reported ({runners.SPEC_SOURCE})"
+                tags["spec.active"] = "true" if summary.get("spec_draft_tokens_total") else "false"
+                return tags
+            why = specdec.OLLAMA_NOT_EXPOSED
+            if facts is not None and facts.spec_type and not facts.metrics_endpoint:
+                why += "; " + runners.METRICS_OFF
+            tags["spec.acceptance"] = why
+            tags["spec.source"] = "none (" + why + ")"
             return tags
         source = getattr(self.engine, "spec_source", "") or "none"
         reported = any(k.startswith("spec_") for k in summary)

@@ -42,6 +42,7 @@ from sparkctl.services.bench.lanes import LaneRestore
 from sparkctl.services.bench.residency import ResidencyGuard
 from sparkctl.services.bench.wrapup import finish_shielded
 from sparkctl.services.bench.lock import BenchLock
+from sparkctl.services.bench.recovery import repair_before
 from sparkctl.services.bench.profiles import Profile
 from sparkctl.services.bench.runner import (
     BenchRefused, BenchRunner, BenchSettings, ModelRun, Notice, Phase, RepResult, end_residency,
@@ -126,8 +127,10 @@ class CellRunner(BenchRunner):
         super().__init__(parent.cfg, parent.engine, parent.probes, settings, sink=parent._sink,
                          recorder=None, journal=parent.journal)
         for name in ("engine_version", "_shows", "_digests", "_sizes", "_ctx", "_ctx_note",
-                     "_ctx_requested", "_sampler", "_windows", "_start_ms", "residency", "_openings", "_identity"):
+                     "_ctx_requested", "_sampler", "_windows", "_start_ms", "residency", "_openings", "_identity",
+                     "_runner", "_runner_said"):
             setattr(self, name, getattr(parent, name))
+        self._spec.runner = parent._spec.runner  # the runners the sweep located, read around each cell
         self.host_facts = dict(parent.host_facts)
         self.cell = cell
         self.profile = profile
@@ -292,6 +295,7 @@ class SweepRunner:
         lock = BenchLock(self.engine.host, models)
         await lock.acquire(self.s.wait, lambda text: self.sink(Notice(text)))
         try:
+            await repair_before(self.cfg, self.engine, lambda text: self.sink(Notice(text)), lock_held=True)
             await self._run_locked(models)
         finally:
             lock.release()
@@ -321,7 +325,7 @@ class SweepRunner:
                                    f"num_ctx {ctx}" + (" (the server's context per slot: restart it with a larger -c)"
                                                        if getattr(self.engine, "fixed_context", False) else
                                                        " (pass --ctx to reload it larger)"))
-        self.result.num_parallel = await asyncio.to_thread(_num_parallel, self.engine)
+        self.result.num_parallel = await asyncio.to_thread(_num_parallel, self.engine, self.cfg, base.engine_version)
         base.residency = ResidencyGuard(self.cfg, self.engine, models, kind="sweep", mode=s.mode,
                                         keep_loaded=s.keep_loaded)
         await base.residency.begin(base.num_ctx, lambda text: self.sink(Notice(text)))
@@ -387,8 +391,8 @@ class SweepRunner:
             if m not in warmed:
                 self.sink(Phase(base.load_phase(m)))
                 await base.check_placement(setup, m, before=True)
-                await base.measure_opening(m)
-                await base.read_identity(m)
+                await base.read_identity(m)  # first: a runner that counts cached tokens makes probes needless
+                await base.measure_opening(m, counted_per_request=False)  # cells of several requests at once
                 if base.s.warmup:
                     wr = CellRunner(base, replace(base.s, prompt=prof.prompt, num_predict=prof.num_predict),
                                     cell, prof, self.sweep_id, None, 0, None)
@@ -463,6 +467,7 @@ class SweepRunner:
                 res = await asyncio.to_thread(self.recorder, record)
                 if res is not None:
                     run.sync_message, run.run_id = res.message, res.run_id
+                    run.not_saved = bool(getattr(res, "lost", False))
                     run_id = res.run_id
             c.result = CellResult(c.cell, st, run_id=run_id, depth_tokens=cr.measured_depth(run),
                                   roofline_pct=run.summary.get("roofline_pct"), flags=tuple(run.invalid + run.flags),
@@ -491,9 +496,11 @@ def _trained_ctx(info: dict) -> int | None:
     return v if isinstance(v, int) and v > 0 else None
 
 
-def _num_parallel(engine: Any) -> str:
-    """OLLAMA_NUM_PARALLEL where this machine can see it (the local server's environment),
-    llama-server's slot count from its /props identity; '' when not visible."""
+def _num_parallel(engine: Any, cfg: Any = None, version: str | None = None) -> str:
+    """The engine's parallel slots and where that came from: llama-server's slot count from
+    its /props identity; Ollama's OLLAMA_NUM_PARALLEL from its server's settings (the one
+    reader, services/engine_settings.py: its process, its unit, else stated or assumed,
+    said so); '' for other engines. Blocking: call from a thread."""
     identity = getattr(engine, "identity", None)
     if callable(identity):
         try:
@@ -504,15 +511,7 @@ def _num_parallel(engine: Any) -> str:
             return f"{slots} slot(s)"
     if getattr(engine, "kind", "") != "ollama":
         return ""
-    try:
-        from sparkctl.probes.listeners import listener_pid
+    from sparkctl.services.engine_settings import read_engine_settings
 
-        pid = listener_pid(engine.host)
-        if pid is None:
-            return ""
-        with open(f"/proc/{pid}/environ", "rb") as f:
-            env = dict(kv.split(b"=", 1) for kv in f.read().split(b"\0") if b"=" in kv)
-        v = env.get(b"OLLAMA_NUM_PARALLEL")
-        return f"OLLAMA_NUM_PARALLEL={v.decode()}" if v else "OLLAMA_NUM_PARALLEL unset (default 1)"
-    except (OSError, ValueError):
-        return ""
+    s = read_engine_settings(cfg, engine.host, version).num_parallel
+    return f"{s.value} ({s.source})"

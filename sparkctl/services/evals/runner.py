@@ -8,7 +8,12 @@ the last few seconds of items), and KILLED on an interruption. The guards and th
 checks are the bench runner's own (composed, not copied).
 
 Per item: temperature 0 and a fixed seed; the answer is scored on the final content,
-never the thinking text; an item past the ceiling is cancelled and scored DNF.
+never the thinking text (the engine's separate field, or the text up to the last `</think>`
+where it came inline: core/suites/thinking.py); an item past the ceiling is cancelled and
+scored DNF. Each run records the sampling it sent and, where the engine's runner tells
+(Ollama's llama-server /slots), the sampling that really ran, else Ollama's layering of its
+defaults, said to be inferred (core/sampling.py): a score that moved across an engine
+upgrade names a changed default (Ollama 0.32.10 dropped repeat_penalty 1.1).
 """
 
 from __future__ import annotations
@@ -27,6 +32,8 @@ from sparkctl.config import Config
 from sparkctl.core.keepalive import parse_keep_alive
 from sparkctl.core.names import model_key
 from sparkctl.core.redact import redact_text, redact_uri
+from sparkctl.core import sampling
+from sparkctl.core.suites import thinking as thinking_rules
 from sparkctl.core.suites.sample import sample_ids
 from sparkctl.core.suites.tally import Tally
 from sparkctl.engines.base import DoneEvent, EngineError, EngineStalled, EngineUnreachable, ShowInfo, TokenEvent
@@ -40,6 +47,7 @@ from sparkctl.services.bench import (
     Notice,
     Phase,
 )
+from sparkctl.services.bench.recovery import repair_before
 from sparkctl.services.bench.residency import ResidencyGuard
 from sparkctl.services.bench.runner import end_residency
 from sparkctl.services.bench.wrapup import finish_shielded
@@ -134,13 +142,15 @@ class ItemResult:
     client_tokens: int = 0
     seconds: float = 0.0
     done_reason: str | None = None
+    thinking_removed: str = ""  # how the thinking was kept out of the scored text (core/suites/thinking.py)
 
     def row(self) -> dict[str, Any]:
         out = {"item_id": self.item_id, "prompt_sha256": self.prompt_sha256, "response": self.response,
                "verdict": self.verdict, "passed": self.passed, "dnf": self.dnf, "error": self.error,
                "tokens": self.eval_count if self.eval_count is not None else self.client_tokens,
                "thinking_tokens": self.thinking_tokens, "seconds": round(self.seconds, 3),
-               "done_reason": self.done_reason, "thinking": self.thinking}
+               "done_reason": self.done_reason, "thinking": self.thinking,
+               "thinking_removed": self.thinking_removed}
         return out
 
 
@@ -167,8 +177,11 @@ class ModelEval:
     record_id: str = field(default_factory=lambda: secrets.token_hex(16))
     run_id: str | None = None
     sync_message: str = ""
+    not_saved: bool = False  # neither the spool nor MLflow took the run (tracking.sync.SyncResult.lost)
     completed: bool = False
     started: bool = False  # its model was loaded for the eval
+    sampling_effective: dict[str, Any] = field(default_factory=dict)  # what the runner ran with
+    sampling_source: str = ""  # where that was read, or that it is inferred
 
     @property
     def summary(self) -> dict[str, float]:
@@ -225,6 +238,7 @@ class EvalRunner:
         lock = BenchLock(self.engine.host, models)
         await lock.acquire(self.s.wait, lambda text: self.sink(Notice(text)))
         try:
+            await repair_before(self.cfg, self.engine, lambda text: self.sink(Notice(text)), lock_held=True)
             return await self._run_locked(models)
         finally:
             lock.release()
@@ -268,6 +282,7 @@ class EvalRunner:
         self.sink(Phase(self.guard.load_phase(m)))
         run.started = True
         await self.guard.check_placement(run.guard, m, before=True)
+        await self.guard.read_identity(m)  # runner, build, flash attention, KV type (and Ollama's runner)
         self.sink(EvalStarted(m, self.s.suite, self.item_ids))
         queue: asyncio.Queue[tuple[int, str]] = asyncio.Queue()
         for pos, iid in enumerate(self.item_ids):
@@ -297,9 +312,42 @@ class EvalRunner:
                 w.cancel()
             await asyncio.gather(*workers, return_exceptions=True)
             raise
+        await self._read_sampling(run)
         await self.guard.check_placement(run.guard, m, before=False)
         run.completed = True
         await self._journal(run, force=True)
+
+    def options(self, model: str) -> dict[str, Any]:
+        """What every item of `model` is sent (the sampling part of the record)."""
+        opts = {"num_ctx": self.guard.num_ctx(model), "num_predict": self.s.num_predict,
+                "temperature": self.s.temperature, "seed": self.s.seed}
+        if self.s.suite == "gsm8k":
+            # lm-eval's task ends generation at these strings: a model that goes on to write
+            # the next "Q:" itself would otherwise hand the flexible rule a stray number
+            from sparkctl.core.suites.gsm8k import LM_EVAL_UNTIL
+
+            opts["stop"] = list(LM_EVAL_UNTIL)
+        return opts
+
+    async def _read_sampling(self, run: ModelEval) -> None:
+        """After the model's last item: the sampling its runner really ran with (the newest
+        task's /slots params), else what Ollama's layering makes of what was sent."""
+        m = run.model
+        watch = self.guard._runner
+        got = await watch.sampling(m) if watch.facts(m) is not None else None
+        if got is not None:
+            task, params = got
+            run.sampling_effective = params
+            run.sampling_source = f"Ollama's llama-server runner /slots (params of task {task})"
+        elif getattr(self.engine, "kind", "") == "ollama":
+            show = run.guard.show
+            run.sampling_effective = sampling.ollama_effective(
+                self.engine_version, sampling.parse_parameters(show.parameters if show else ""), self.options(m))
+            why = watch.notes.get(m) or "the runner's /slots was not readable"
+            run.sampling_source = (f"inferred: Ollama {self.engine_version}'s defaults under the model's PARAMETERs "
+                                   f"under the request's options (runner not read: {why})")
+        else:
+            run.sampling_source = "not revealed by the engine: only the options sent are known"
 
     def _tally(self, run: ModelEval, res: ItemResult) -> None:
         item = self._items[res.item_id]
@@ -334,14 +382,7 @@ class EvalRunner:
         prompt = self._prompt(item)
         res = ItemResult(item.id, pos, hashlib.sha256(prompt.encode()).hexdigest())
         self.sink(ItemStarted(model, item.id, pos))
-        opts = {"num_ctx": self.guard.num_ctx(model), "num_predict": self.s.num_predict,
-                "temperature": self.s.temperature, "seed": self.s.seed}
-        if self.s.suite == "gsm8k":
-            # lm-eval's task ends generation at these strings: a model that goes on to write
-            # the next "Q:" itself would otherwise hand the flexible rule a stray number
-            from sparkctl.core.suites.gsm8k import LM_EVAL_UNTIL
-
-            opts["stop"] = list(LM_EVAL_UNTIL)
+        opts = self.options(model)
         stream = self.engine.generate(model, prompt, options=opts,
                                       keep_alive=self.guard.keep_alive(model),
                                       think=self.guard.think_for(model))
@@ -430,8 +471,11 @@ class EvalRunner:
         end = time.perf_counter()
         flush(end)
         res.seconds = end - t_send
-        res.response = "".join(answer)
-        res.thinking = "".join(thinking)
+        # thinking is never scored: the engine's own field, or inline up to its end marker
+        scored = thinking_rules.answer_of("".join(answer), "".join(thinking))
+        res.response = scored.answer
+        res.thinking = "".join(thinking) + scored.removed
+        res.thinking_removed = scored.how
         if done:
             res.done_reason = done[0].done_reason
             res.eval_count = done[0].eval_count or None
@@ -470,6 +514,7 @@ class EvalRunner:
                     if result is not None:
                         run.sync_message = result.message
                         run.run_id = result.run_id
+                        run.not_saved = bool(getattr(result, "lost", False))
 
     def _finish(self, run: ModelEval) -> None:
         g = run.guard
@@ -578,6 +623,18 @@ class EvalRunner:
             tags["guard.lane_restore"] = g.lane_restore
         if g.residency:
             tags["guard.residency"] = g.residency
+        tags.update(self.guard._identity.get(run.model, {}))
+        tags.update(self.guard._runner.tags(run.model))
+        tags["sampling.sent"] = sampling.canonical(self.options(run.model))
+        if run.sampling_effective:
+            tags["sampling.effective"] = sampling.canonical(run.sampling_effective)
+        if run.sampling_source:
+            tags["sampling.effective_source"] = run.sampling_source
+        removal: dict[str, int] = {}
+        for r in run.items.values():
+            if not r.dnf and r.error is None:
+                removal[r.thinking_removed] = removal.get(r.thinking_removed, 0) + 1
+        tags["eval.thinking_removal"] = thinking_rules.describe(removal)
         tags.update(self.workload(run).to_tags())
         identity = getattr(self.engine, "identity", None)
         if callable(identity):

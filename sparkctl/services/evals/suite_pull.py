@@ -50,7 +50,11 @@ def offline_hint(spec: SuiteSpec) -> str:
 def _http_fetch(url: str, progress: Progress) -> bytes:
     import httpx
 
-    with httpx.stream("GET", url, follow_redirects=True, timeout=httpx.Timeout(30.0)) as resp:
+    from sparkctl.core.loopback import LOOPBACK_MOUNTS
+
+    # a mirror elsewhere goes through http(s)_proxy as the user set it; one on this machine never
+    with httpx.Client(follow_redirects=True, timeout=httpx.Timeout(30.0), mounts=dict(LOOPBACK_MOUNTS)) as client, \
+            client.stream("GET", url) as resp:
         if resp.status_code != 200:
             from sparkctl.core.redact import redact_uri
 

@@ -48,7 +48,9 @@ def ssh_config_names(path: Path, _depth: int = 0) -> list[str]:
     for line in text.splitlines():
         key, words = _words(line)
         if key == "host":
-            names += [w for w in words if not any(c in w for c in "*?!")]
+            # patterns are not names; nor is a word with control characters (no host has one,
+            # and it would reach the terminal as an escape sequence)
+            names += [w for w in words if not any(c in w for c in "*?!") and w.isprintable()]
         elif key == "include" and _depth < MAX_INCLUDE_DEPTH:
             for pattern in words:
                 pattern = os.path.expanduser(pattern)

@@ -12,8 +12,10 @@ down now is shown with its last known state and that state's age, across restart
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import os
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
@@ -32,7 +34,9 @@ from sparkctl.core.fleet import (
     parse_status,
     schema_note,
 )
-from sparkctl.services.fleet.ssh import Answer, ask_status
+from sparkctl.core.safeload import load_json
+from sparkctl.core.termtext import safe_tree
+from sparkctl.services.fleet.ssh import MAX_OUTPUT, Answer, ask_status
 
 # the state of a host in the fleet view
 LIVE = "live"  # answered; its engine answered too
@@ -77,6 +81,9 @@ class HostView:
         if self.status is None:
             return []
         out = fleet_warnings(self.status, self.host.lanes or None, self.benches) if self.current else []
+        # the host's own hint names a command to run there, not here
+        out = [w.replace("(`sparkctl lanes --restore`)", f"(run `sparkctl lanes --restore` on {self.name})")
+               for w in out]
         note = self.schema_note
         return out + ([note] if note else [])
 
@@ -120,6 +127,21 @@ def state_of(status: HostStatus) -> str:
     return {"up": LIVE, "down": ENGINE_DOWN, "error": ENGINE_ERROR}[status.engine_state]
 
 
+# A host name that is safe as a file name as it stands: no '/', no leading dot (so never
+# '.' or '..'), nothing a shell or a terminal treats specially, not too long.
+_PLAIN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.@-]{0,127}")
+
+
+def cache_file_name(name: str) -> str:
+    """The cache file of host `name`. Names come from the command line and from an ssh
+    config's Host lines, so they are not trusted as paths: a plain name keeps its own file
+    name (readable in the data dir), any other is hashed; a hashed name starts with '_',
+    which no plain one does, so the two can never meet."""
+    if _PLAIN_NAME.fullmatch(name):
+        return f"{name}.json"
+    return "_" + hashlib.sha256(name.encode("utf-8", "surrogatepass")).hexdigest()[:32] + ".json"
+
+
 def default_cache_dir() -> Path:
     from sparkctl import paths
 
@@ -147,15 +169,18 @@ class FleetPoller:
     # ---- the last known state, on disk ----------------------------------------------------
 
     def _cache_path(self, name: str) -> Path:
-        return self.cache_dir / f"{name}.json"
+        path = self.cache_dir / cache_file_name(name)
+        if path.parent != self.cache_dir:  # cannot happen with cache_file_name; never write outside it
+            raise OSError(f"fleet cache name {name!r} leaves {self.cache_dir}")
+        return path
 
     def _read_cache(self, name: str) -> tuple[HostStatus, datetime] | None:
         try:
             # O_NOFOLLOW: a link planted where the cache goes is not read
             fd = os.open(self._cache_path(name), os.O_RDONLY | os.O_NOFOLLOW)
             with os.fdopen(fd, encoding="utf-8") as fh:
-                data = json.load(fh)
-            return parse_status(data["status"]), datetime.fromisoformat(data["seen_at"])
+                data = load_json(fh.read(MAX_OUTPUT + 1), max_bytes=MAX_OUTPUT)
+            return parse_status(safe_tree(data["status"])), datetime.fromisoformat(data["seen_at"])
         except (OSError, ValueError, KeyError, TypeError, StatusFormatError):
             return None
 

@@ -14,7 +14,6 @@ failed (exit 255: host down, key refused, name unknown), sparkctl is not install
 from __future__ import annotations
 
 import asyncio
-import json
 import math
 import os
 import re
@@ -26,7 +25,9 @@ from typing import Any
 
 from sparkctl.config import Config, HostConfig
 from sparkctl.core.fleet import HostStatus, StatusFormatError, parse_status
-from sparkctl.core.redact import redact_text
+from sparkctl.core.redact import redact_text, redact_uri
+from sparkctl.core.safeload import Unparsable, load_json
+from sparkctl.core.termtext import safe_line, safe_tree
 
 # why a host gave no status
 SSH_ERROR = "ssh"
@@ -41,8 +42,10 @@ READ_GRACE_S = 1.0  # after ssh exits: a ControlPersist master may hold a pipe o
 
 # ssh's chatter on stderr that is not the reason for anything
 _NOISE = re.compile(r"^(Warning: Permanently added|\*\*|Pseudo-terminal|Connection to .* closed\.)")
-# argparse on a sparkctl without `status --json` (or without `status` at all)
-_TOO_OLD = re.compile(r"unrecognized arguments: --json|invalid choice: 'status'")
+# argparse on a sparkctl without `status --json` (or without `status` at all), or without
+# `status --no-repair` (which would put back a dead bench's models while being looked at)
+_TOO_OLD = re.compile(r"unrecognized arguments: (--json|--no-repair)|invalid choice: 'status'")
+_NO_READ_ONLY = re.compile(r"unrecognized arguments: --no-repair")
 
 
 @dataclass(frozen=True)
@@ -64,13 +67,32 @@ def _command_word(cmd: str) -> str:
     return shlex.quote(cmd)
 
 
+def _engine_is_secret(host: HostConfig) -> bool:
+    """Whether [hosts.NAME] engine carries a credential (user:token@, ?api_key=...): what
+    sparkctl redacts everywhere else must not stand in ssh's argv, which `ps` shows to
+    every user of the machine."""
+    return bool(host.engine) and redact_uri(host.engine) != host.engine
+
+
 def remote_command(host: HostConfig, cfg: Config) -> str:
     """What the remote user's shell runs. The engine URL, when the fleet config names one,
-    goes as OLLAMA_HOST, which sparkctl there takes over its own config."""
-    words = [_command_word(host.sparkctl or cfg.fleet.sparkctl), "status", "--json"]
+    goes as OLLAMA_HOST, which sparkctl there takes over its own config. A URL with a
+    credential in it is not written into the command: the remote shell reads it from the
+    session's stdin (``remote_stdin``) into its environment. `--no-repair`: the fleet only
+    reads; a dead bench's models are left as they are and come back as a warning (a sparkctl
+    there too old for it is refused, never asked without it)."""
+    words = [_command_word(host.sparkctl or cfg.fleet.sparkctl), "status", "--json", "--no-repair"]
+    if _engine_is_secret(host):
+        return "IFS= read -r OLLAMA_HOST && export OLLAMA_HOST && " + " ".join(words)
     if host.engine:
         words.insert(0, "OLLAMA_HOST=" + shlex.quote(host.engine))
     return " ".join(words)
+
+
+def remote_stdin(host: HostConfig) -> bytes:
+    """What ssh sends on the session's stdin: the secret engine URL for ``remote_command``'s
+    `read`, or nothing."""
+    return (host.engine + "\n").encode("utf-8") if _engine_is_secret(host) else b""
 
 
 def ssh_argv(host: HostConfig, cfg: Config, ssh: str = "ssh") -> list[str]:
@@ -91,22 +113,30 @@ def _last_line(stderr: str) -> str:
 def classify(code: int | None, stdout: bytes, stderr: bytes, host: HostConfig, cfg: Config) -> Answer:
     """What a finished ssh's exit code and output mean (see the module's doc)."""
     err = stderr.decode("utf-8", errors="replace")
-    line = redact_text(_last_line(err))
+    line = safe_line(redact_text(_last_line(err)))
     command = host.sparkctl or cfg.fleet.sparkctl
     if code == 255:
         return Answer(None, SSH_ERROR, line or "ssh failed (exit 255)", code)
     if code in (126, 127):
         return Answer(None, MISSING, f"sparkctl not found there ({command!r}: {line or f'exit {code}'}); "
                       f"install it or set [hosts.{host.name}] sparkctl", code)
+    if _NO_READ_ONLY.search(err):
+        return Answer(None, TOO_OLD, f"sparkctl there is too old to be read without repairing what a dead bench "
+                      f"changed (no `status --no-repair`; {line}): upgrade it", code)
     if _TOO_OLD.search(err):
         return Answer(None, TOO_OLD, f"sparkctl there is too old for `status --json` ({line}): upgrade it", code)
+    if len(stdout) > MAX_OUTPUT:
+        return Answer(None, BAD_ANSWER, f"it answered more than {MAX_OUTPUT // (1024 * 1024)} MiB: not a status", code)
     text = stdout.decode("utf-8", errors="replace").strip()
     if text:
         try:
-            obj = json.loads(text)
+            obj = load_json(text)
+        except Unparsable as exc:
+            return Answer(None, BAD_ANSWER, f"its status cannot be read: {exc}", code)
         except ValueError:
             obj = None
         if obj is not None:
+            obj = safe_tree(obj)  # the host's text is shown here: no escape sequences reach a terminal
             try:
                 return Answer(parse_status(obj), exit_code=code)
             except StatusFormatError as exc:
@@ -117,15 +147,19 @@ def classify(code: int | None, stdout: bytes, stderr: bytes, host: HostConfig, c
     return Answer(None, REMOTE_ERROR, f"sparkctl there failed: {line}", code)
 
 
-async def _read(stream: asyncio.StreamReader | None) -> bytes:
+async def _read(stream: asyncio.StreamReader | None, out: bytearray) -> bytes:
+    """Everything up to the end into `out`, keeping at most MAX_OUTPUT + 1 bytes: the rest is
+    read and dropped, so a host that says too much still finishes (a reader that stopped
+    would leave it blocked on a full pipe until the timeout, "no answer" from a host that
+    did answer)."""
     if stream is None:
         return b""
-    out = bytearray()
-    while len(out) <= MAX_OUTPUT:
+    while True:
         chunk = await stream.read(65536)
         if not chunk:
             break
-        out += chunk
+        if len(out) <= MAX_OUTPUT:
+            out += chunk[:MAX_OUTPUT + 1 - len(out)]
     return bytes(out)
 
 
@@ -149,13 +183,22 @@ async def ask_status(host: HostConfig, cfg: Config, ssh: str = "ssh") -> Answer:
     """Run ssh once, at most [fleet] timeout_s; never raises for anything the host does."""
     started = time.monotonic()
     timeout = cfg.fleet.timeout_s
+    feed = remote_stdin(host)
     try:
         proc = await asyncio.create_subprocess_exec(
-            *ssh_argv(host, cfg, ssh), stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE, start_new_session=True)
+            *ssh_argv(host, cfg, ssh), stdin=asyncio.subprocess.PIPE if feed else asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, start_new_session=True)
     except OSError as exc:
         return Answer(None, SSH_ERROR, f"cannot run {ssh}: {exc.strerror or exc}")
-    readers = [asyncio.ensure_future(_read(proc.stdout)), asyncio.ensure_future(_read(proc.stderr))]
+    if feed and proc.stdin is not None:
+        # one short line: it fits the pipe's buffer, so this never waits on the host
+        try:
+            proc.stdin.write(feed)
+            proc.stdin.close()
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # ssh already exited: its exit code says why
+    got = [bytearray(), bytearray()]
+    readers = [asyncio.ensure_future(_read(proc.stdout, got[0])), asyncio.ensure_future(_read(proc.stderr, got[1]))]
     try:
         try:
             code = await asyncio.wait_for(proc.wait(), timeout)
@@ -163,6 +206,9 @@ async def ask_status(host: HostConfig, cfg: Config, ssh: str = "ssh") -> Answer:
             await _stop(proc)
             for r in readers:
                 r.cancel()
+            if len(got[0]) > MAX_OUTPUT:  # it was answering: more than any status, without end
+                return Answer(None, BAD_ANSWER, f"it sent more than {MAX_OUTPUT // (1024 * 1024)} MiB without "
+                              f"finishing: not a status", None, time.monotonic() - started)
             return Answer(None, TIMEOUT, f"no answer within {timeout:g} s", None, time.monotonic() - started)
         # ssh has exited; its pipes close with it unless a background master holds one
         done, pending = await asyncio.wait(readers, timeout=READ_GRACE_S)

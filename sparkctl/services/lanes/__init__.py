@@ -14,10 +14,11 @@ from sparkctl.services.lanes.promote import (
     plan_promotion,
     plan_rollback,
     promotion_record,
+    switch_lock,
 )
 
 __all__ = [
     "KIND_PROMOTION", "HookResult", "LaneError", "LaneRow", "NothingToRollBack", "PromotionOutcome",
     "PromotionPlan", "PromotionRefused", "execute", "lane_rows", "plan_promotion", "plan_rollback",
-    "promotion_record", "rollback_target", "run_hook",
+    "promotion_record", "rollback_target", "run_hook", "switch_lock",
 ]

@@ -44,16 +44,45 @@ def quality_comparisons(store, incumbent: str, model: str, kind: str, version: s
         inc_id = ev.incumbent_run.run_id if ev.incumbent_run else ""
         con_id = ev.contender_run.run_id if ev.contender_run else None
         if ev.diff is None:
-            out.append(rules.SuiteComparison(suite, inc_id, con_id, problem=ev.problem))
+            out.append(rules.SuiteComparison(suite, inc_id, con_id, problem=ev.problem, notes=ev.notes))
             continue
         gate = ev.diff.gate
         text = f"{_pct(ev.incumbent_run)} -> {_pct(ev.contender_run)}, {gate.explain() if gate else ''}"
-        out.append(rules.SuiteComparison(suite, inc_id, con_id, bool(gate and gate.shown), text))
+        out.append(rules.SuiteComparison(suite, inc_id, con_id, bool(gate and gate.shown), text, notes=ev.notes))
     return out
 
 
+def limits_check(store, plan_model: str, incumbent: str, margins: dict[str, float] | None,
+                 limits: dict[str, float]) -> rules.Precondition | None:
+    """The [promote] limits (max_ttft_increase_pct, max_memory_increase_pct) on the
+    contender's like-for-like benches against the incumbent's, judged as compare's
+    recommendation judges them: unmet when an interval lies beyond a limit or cannot tell.
+    None when no limit is set; n/a when the lane has no model yet."""
+    if not limits:
+        return None
+    if not incumbent:
+        return rules.Precondition("limits", rules.NOT_APPLICABLE, "the lane has no model to compare with")
+    from sparkctl.services.runs.decide import NothingToCompare, compare_models
+    from sparkctl.services.runs.decision import decision_table
+
+    try:
+        cmp = compare_models(store, [incumbent, plan_model], lanes={"lane": incumbent}, margins=margins,
+                             limits=limits)
+    except NothingToCompare as exc:
+        return rules.Precondition("limits", rules.UNMET, f"cannot check the [promote] limits: {exc}")
+    (decision,) = decision_table(cmp).decisions
+    runs = tuple(s.run.run_id for s in cmp.sides if s.run is not None)
+    found = decision.limit_checks
+    notes = tuple(n for n in cmp.notes if "newer bench" in n)  # benches of either model left out, and why
+    if all(ok is True for ok, _ in found):
+        return rules.Precondition("limits", rules.MET, "; ".join(text for _, text in found), notes, runs)
+    return rules.Precondition("limits", rules.UNMET, "; ".join(text for ok, text in found if ok is not True),
+                              tuple(text for ok, text in found if ok is True) + notes, runs)
+
+
 def evidence_checks(store, plan_model: str, incumbent: str, kind: str, version: str,
-                    margins: dict[str, float] | None = None, from_version: str = "") -> list[rules.Precondition]:
+                    margins: dict[str, float] | None = None, from_version: str = "",
+                    limits: dict[str, float] | None = None) -> list[rules.Precondition]:
     """Bench and quality preconditions from MLflow (blocking). A store that cannot be read
     leaves them unmet: no evidence is no evidence."""
     from sparkctl.tracking.store import TrackingError
@@ -69,4 +98,8 @@ def evidence_checks(store, plan_model: str, incumbent: str, kind: str, version: 
                                                           from_version), from_version)
     except (TrackingError, ValueError) as exc:
         quality = rules.Precondition("quality", rules.UNMET, f"cannot compare quality: {exc}")
-    return [bench, quality]
+    try:
+        limit = limits_check(store, plan_model, incumbent, margins, dict(limits or {}))
+    except TrackingError as exc:
+        limit = rules.Precondition("limits", rules.UNMET, f"cannot read the runs: {exc}")
+    return [bench, quality] + ([limit] if limit is not None else [])

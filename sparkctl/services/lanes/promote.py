@@ -2,6 +2,12 @@
 write the lane change to sparkctl's own state file, run the on_change hook, record it all
 in MLflow as a run of kind ``promotion``.
 
+A switch holds the engine's bench lock (services/bench/lock.py) from before it reads the
+lane until it is recorded: a bench running meanwhile would measure the switch's loads and,
+at its end, put back the model the switch demoted; two switches of one lane would each put
+back what the other changed. Under the lock the lane is read again from sparkctl's own
+state file, so a switch that waited for another one finds the lane it left.
+
 The switch never leaves a lane worse than it found it: the contender is loaded beside the
 incumbent (with the lane's context and keep-alive) and verified from /api/ps and NVML;
 only then is the lane changed, and only with ``swap`` is the incumbent unloaded (and
@@ -32,7 +38,9 @@ from sparkctl.core.residency import is_forever
 from sparkctl.core.names import same_model, validate_model_name
 from sparkctl.core.snapshots import ResidentModel
 from sparkctl.core.workload import WorkloadIdentity
+from sparkctl.core.names import model_key
 from sparkctl.engines.base import EngineError, EngineUnreachable
+from sparkctl.services.bench.lock import BenchLock
 from sparkctl.services.bench.residency import ResidencyGuard
 from sparkctl.services.bench.wrapup import finish_shielded
 from sparkctl.services.lanes.evidence import evidence_checks
@@ -259,11 +267,11 @@ async def plan_promotion(cfg: Config, engine, probes, store, lane: str, model: s
     settings = lane_settings(cfg, _find(resident, incumbent), now, num_ctx=num_ctx, keep_alive=keep_alive)
     kind = getattr(engine, "kind", "ollama")
     evidence = asyncio.to_thread(evidence_checks, store, model, incumbent, kind, version,
-                                 cfg.promote.quality_margin_pp, quality_from_version)
-    (fit, fit_check_, swap_first, settings), (bench, quality) = await asyncio.gather(
+                                 cfg.promote.quality_margin_pp, quality_from_version, cfg.promote.limits())
+    (fit, fit_check_, swap_first, settings), (bench, quality, *limits) = await asyncio.gather(
         _fit_check(cfg, engine, probes, model, incumbent, settings, swap), evidence)
     return PromotionPlan("promote", lane, model, incumbent, kind, version, engine.host,
-                         (bench, quality, fit_check_), fit, swap, swap_first, settings, resident,
+                         (bench, quality, fit_check_, *limits), fit, swap, swap_first, settings, resident,
                          {model: _digest(digests, model), incumbent: _digest(digests, incumbent)},
                          quality_from_version=quality_from_version,
                          unloads=unload_plan(cfg, "promote", lane, incumbent, swap, swap_first))
@@ -364,14 +372,72 @@ def _who() -> tuple[str, str]:
     return user, socket.gethostname()
 
 
+def switch_lock(engine, action: str, lane: str, model: str = "") -> BenchLock:
+    """The engine's bench lock, held by a promotion or rollback of `lane` (not yet taken)."""
+    what = f"{model} to lane {lane}" if model else f"lane {lane}"
+    return BenchLock(engine.host, [what], doing="promoting" if action == "promote" else "rolling back")
+
+
 async def execute(cfg: Config, engine, probes, plan: PromotionPlan, *, force: bool = False,
                   recorder: Callable[[RunRecord], Any] | None = None, state_path: Path | None = None,
-                  run_hooks: bool = True, clock: Callable[[], float] = time.monotonic) -> PromotionOutcome:
-    """Switch the lane to `plan.model` (refuses unmet preconditions unless `force`)."""
+                  run_hooks: bool = True, clock: Callable[[], float] = time.monotonic,
+                  lock: BenchLock | None = None, wait: bool = False,
+                  say: Callable[[str], None] = lambda _t: None) -> PromotionOutcome:
+    """Switch the lane to `plan.model` (refuses unmet preconditions unless `force`).
+
+    `lock`: the engine's lock, taken by the caller before it planned (the CLI). Without one,
+    it is taken here (`wait`: wait for a bench or another switch, saying so through `say`;
+    else BenchBusy naming the holder), and a plan made before it is checked against what
+    the engine holds now."""
     out = PromotionOutcome(plan, forced=force and bool(plan.unmet))
     if plan.unmet and not force:
         raise PromotionRefused(plan)
     state_path = state_path or (Path(cfg.state_file) if cfg.state_file else None)
+    own = lock is None
+    if lock is None:
+        lock = switch_lock(engine, plan.action, plan.lane, plan.model)
+        await lock.acquire(wait, say)
+    try:
+        out.error = await _changed_since_plan(cfg, engine, plan, state_path, residency=own)
+        if out.error:
+            return out
+        return await _execute_locked(cfg, engine, probes, plan, out, recorder, state_path, run_hooks, clock)
+    finally:
+        if own:
+            lock.release()
+
+
+async def _changed_since_plan(cfg: Config, engine, plan: PromotionPlan, state_path: Path | None,
+                              residency: bool) -> str:
+    """Why the plan no longer holds, read under the lock ("" when it does): the lane names
+    another model now (a switch that ran first), or, for a plan made before the lock was
+    taken, the engine holds other models than the plan saw."""
+    if state_path is not None:
+        try:
+            state = await asyncio.to_thread(read_state, state_path)
+            current = effective_lane(state, plan.lane, user_file_value(cfg, f"lanes.{plan.lane}"))
+        except (StateError, OSError):
+            current = plan.incumbent  # unreadable: the write's own check says so later
+        if not same_model(current or "", plan.incumbent or ""):
+            return (f"lane {plan.lane} changed to {current or '(none)'} while this {plan.action} ran "
+                    f"(another sparkctl?); nothing was loaded or written: check the lane again")
+    if residency:
+        try:
+            now = {model_key(m.name) for m in await engine.ps()}
+        except EngineError:
+            return ""  # the switch itself says what the engine does
+        before = {model_key(m.name) for m in plan.resident_before}
+        if now != before:
+            gone, new = sorted(before - now), sorted(now - before)
+            what = "; ".join(p for p in (f"unloaded: {', '.join(gone)}" if gone else "",
+                                         f"loaded: {', '.join(new)}" if new else "") if p)
+            return (f"the engine's resident models changed since this {plan.action} was planned ({what}); "
+                    "nothing was loaded or written: check it again")
+    return ""
+
+
+async def _execute_locked(cfg: Config, engine, probes, plan: PromotionPlan, out: PromotionOutcome,
+                          recorder, state_path: Path | None, run_hooks: bool, clock) -> PromotionOutcome:
     out.record_id = new_record_id()
     started_ms = int(time.time() * 1000)
     # What is resident now is journaled before anything changes: if the switch fails, or this

@@ -61,7 +61,6 @@ from sparkctl.services.models.fit import (
     override_blocker,
     override_offered,
     judge_model,
-    kv_cache_type,
 )
 from sparkctl.services.models.load import (
     parse_keep_alive,
@@ -125,7 +124,6 @@ __all__ = [
     "override_blocker",
     "override_offered",
     "judge_model",
-    "kv_cache_type",
     "parse_keep_alive",
     "keep_alive_label",
     "Verification",

@@ -4,7 +4,6 @@ choose, judged against the live budget, and the guard's refusal built from it.""
 from __future__ import annotations
 
 import asyncio
-import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -12,6 +11,7 @@ from typing import Any
 
 from sparkctl.config import Config
 from sparkctl.core.budget import MemoryBudget, Pool, build_budget, choose_pool
+from sparkctl.core.engine_settings import ASSUMED, FIT_SETTINGS, EngineSettings
 from sparkctl.core.fit import (
     KV_CACHE_TYPE_BYTES,
     FitEstimate,
@@ -26,7 +26,8 @@ from sparkctl.core.fmt import gib
 from sparkctl.core.names import unique_by_name, validate_model_name
 from sparkctl.core.snapshots import GpuMemory, HostSnapshot, MemInfo, ResidentModel
 from sparkctl.engines.base import ModelNotFound
-from sparkctl.services.models.common import _find, _is_local, lane_map, not_found
+from sparkctl.services.engine_settings import read_engine_settings
+from sparkctl.services.models.common import _find, lane_map, not_found
 
 
 # ---------------------------------------------------------------------------- fit
@@ -46,6 +47,7 @@ class FitReport:
     request_num_ctx: int | None  # what a load will send (None: the engine decides)
     host: HostSnapshot | None = None
     engine_version: str | None = None
+    settings: EngineSettings | None = None  # the server's settings the estimate assumed, and where from
 
     @property
     def refused_by_default(self) -> bool:
@@ -77,6 +79,7 @@ class FitReport:
         for note in e.notes:
             if not note.startswith("num_ctx "):
                 out.append(f"  note       {note}")
+        out.extend(f"  {line}" for line in settings_lines(self.settings))
         return out
 
     def to_dict(self) -> dict[str, Any]:
@@ -102,7 +105,23 @@ class FitReport:
             },
             "resident": [{"name": m.name, "size": m.size, "size_vram": m.size_vram} for m in self.resident],
             "already_resident": self.already_resident,
+            "engine_settings": None if self.settings is None else self.settings.to_dict(),
         }
+
+
+def settings_lines(settings: EngineSettings | None) -> list[str]:
+    """Where the server's settings came from; when some could not be read, which values
+    were assumed and from where (the verdict is only as good as they are)."""
+    if settings is None:
+        return []
+    out = [f"server     settings {settings.where}"]
+    assumed = settings.assumed_line(FIT_SETTINGS)
+    if assumed:
+        out.append(f"assumed    {assumed}")
+        if any(settings.get(n).source.startswith(ASSUMED) for n in FIT_SETTINGS):
+            out.append("           (for a server sparkctl cannot read, state its settings in [engine]: docs/engines.md)")
+    out.extend(f"note       {n}" for n in settings.notes)
+    return out
 
 
 _MODELFILE_NUM_CTX = re.compile(r"^\s*num_ctx\s+(\d+)\s*$", re.MULTILINE)
@@ -111,14 +130,6 @@ _MODELFILE_NUM_CTX = re.compile(r"^\s*num_ctx\s+(\d+)\s*$", re.MULTILINE)
 def modelfile_num_ctx(parameters: str) -> int | None:
     m = _MODELFILE_NUM_CTX.search(parameters or "")
     return int(m.group(1)) if m else None
-
-
-def _env_int(env: Mapping[str, str], key: str) -> int | None:
-    try:
-        v = int(env.get(key, "").strip())
-    except ValueError:
-        return None
-    return v if v > 0 else None
 
 
 def gpu_memory_total(host: HostSnapshot) -> int:
@@ -132,7 +143,7 @@ def gpu_memory_total(host: HostSnapshot) -> int:
 
 
 def context_note(e: FitEstimate, *, total_gpu: int, trained: int | None, modelfile: int | None,
-                 env_ctx: int | None, parallel: int = 1) -> str:
+                 env_ctx: int | None, parallel: int = 1, ctx_source: str = "", parallel_source: str = "") -> str:
     """Which context the estimate assumes and why, in one line."""
     if e.context_source == "user":
         why = "as asked (--ctx / the form)"
@@ -141,14 +152,14 @@ def context_note(e: FitEstimate, *, total_gpu: int, trained: int | None, modelfi
     elif modelfile:
         why = f"the engine's choice: the model's Modelfile sets num_ctx {modelfile}"
     elif env_ctx:
-        why = f"the engine's choice: OLLAMA_CONTEXT_LENGTH={env_ctx} (read from sparkctl's environment)"
+        why = f"the engine's choice: {ctx_source or f'OLLAMA_CONTEXT_LENGTH={env_ctx}'}"
     else:
         why = (f"the engine's choice: Ollama's default for {gib(total_gpu)} of GPU memory is "
                f"{engine_default_context(total_gpu)}")
     if trained is not None and any("capped" in n for n in e.notes):
         why += f", capped at the model's trained context {trained}"
     if parallel > 1:
-        why += f", x{parallel} parallel slots"
+        why += f", x{parallel} parallel slots" + (f" ({parallel_source})" if parallel_source else "")
     hint = "" if e.context_source == "user" else "; set --ctx or [models] num_ctx to plan for another"
     return f"num_ctx {e.num_ctx}: {why}{hint}"
 
@@ -160,10 +171,10 @@ async def fit_check(
     name: str,
     num_ctx: int | None = None,
     *,
-    env: Mapping[str, str] | None = None,
+    settings: EngineSettings | None = None,
 ) -> FitReport:
-    """Estimate the resident size of `name` and judge it against the live budget."""
-    env = os.environ if env is None else env
+    """Estimate the resident size of `name` and judge it against the live budget, with the
+    server's own settings (services/engine_settings.py) unless `settings` are given."""
     name = validate_model_name(name)
     show, local, resident, version = await asyncio.gather(
         engine.show(name), engine.tags(), engine.ps(), engine.version(), return_exceptions=True
@@ -178,22 +189,8 @@ async def fit_check(
     if stored is None:
         raise not_found(name, local)
     return await judge_model(cfg, engine.host, probes, name, stored.size, show.model_info, tuple(resident),
-                             num_ctx, env=env, modelfile_ctx=modelfile_num_ctx(show.parameters),
+                             num_ctx, settings=settings, modelfile_ctx=modelfile_num_ctx(show.parameters),
                              engine_version=version)
-
-
-def kv_cache_type(env: Mapping[str, str]) -> tuple[str, float]:
-    """OLLAMA_KV_CACHE_TYPE and its bytes per element (f16 when unset or unknown).
-
-    Ollama applies a quantised type only with flash attention, which it turns on where the
-    model and GPU allow unless OLLAMA_FLASH_ATTENTION says otherwise; an explicit "off"
-    (0/false) keeps f16 here too."""
-    kind = env.get("OLLAMA_KV_CACHE_TYPE", "").strip().lower()
-    if kind not in KV_CACHE_TYPE_BYTES:
-        return "f16", KV_CACHE_TYPE_BYTES["f16"]
-    if kind != "f16" and env.get("OLLAMA_FLASH_ATTENTION", "").strip().lower() in ("0", "false"):
-        return "f16", KV_CACHE_TYPE_BYTES["f16"]
-    return kind, KV_CACHE_TYPE_BYTES[kind]
 
 
 async def judge_model(
@@ -206,21 +203,25 @@ async def judge_model(
     resident: tuple[ResidentModel, ...],
     num_ctx: int | None = None,
     *,
-    env: Mapping[str, str],
+    settings: EngineSettings | None = None,
     modelfile_ctx: int | None = None,
     engine_version: str | None = None,
 ) -> FitReport:
     """The verdict for a model of `size` bytes with this `model_info` (GGUF metadata), at
     the context the engine would choose here, beside what is `resident`. The one judge for
     stored models (/api/show) and remote ones (the registry's GGUF header)."""
-    host = await asyncio.to_thread(probes.read)
+    if settings is None:
+        host, settings = await asyncio.gather(
+            asyncio.to_thread(probes.read), asyncio.to_thread(read_engine_settings, cfg, engine_host, engine_version))
+    else:
+        host = await asyncio.to_thread(probes.read)
 
-    # The engine's environment is only knowable when it runs here (this shell's variables
-    # stand in for it); a remote engine gets Ollama's defaults.
-    local_engine = _is_local(engine_host)
-    env_ctx = _env_int(env, "OLLAMA_CONTEXT_LENGTH") if local_engine else None
-    parallel = (_env_int(env, "OLLAMA_NUM_PARALLEL") if local_engine else None) or 1
-    cache_type, cache_bytes = kv_cache_type(env) if local_engine else ("f16", KV_CACHE_TYPE_BYTES["f16"])
+    # The server's settings, never this shell's: its process, its unit, what [engine] states
+    # for a server that cannot be read, else Ollama's defaults (each says where it came from)
+    ctx_value = settings.context_length.value
+    env_ctx = ctx_value if isinstance(ctx_value, int) and ctx_value > 0 else None
+    parallel = int(settings.num_parallel.value or 1)
+    cache_type, cache_bytes = settings.kv_cache(KV_CACHE_TYPE_BYTES)
     if num_ctx is not None and num_ctx > 0:
         request, source = num_ctx, "user"
     elif cfg.models.num_ctx > 0:
@@ -249,7 +250,7 @@ async def judge_model(
         budget = build_budget(host.meminfo, host.gpu, resident, cfg.lane_of,
                               cfg.budget.reserve_gib, cfg.budget.warn_gib)
         gpus = max(1, len(host.gpu.gpus))
-        max_loaded = (_env_int(env, "OLLAMA_MAX_LOADED_MODELS") if local_engine else None) or 3 * gpus
+        max_loaded = settings.max_models(gpus)
         verdict = judge_fit(
             estimate,
             budget.available,
@@ -264,9 +265,12 @@ async def judge_model(
     else:
         unavailable = f"memory budget unreadable: {host.meminfo.reason}"
     note = context_note(estimate, total_gpu=total_gpu, trained=model_context_length(model_info),
-                        modelfile=modelfile_ctx, env_ctx=env_ctx, parallel=parallel)
+                        modelfile=modelfile_ctx, env_ctx=env_ctx, parallel=parallel,
+                        ctx_source=(settings.context_length.source if settings.context_length.read
+                                    else f"{env_ctx} ({settings.context_length.source})"),
+                        parallel_source=settings.num_parallel.source)
     if cache_type != "f16":
-        note += f"; KV cache {cache_type} (OLLAMA_KV_CACHE_TYPE)"
+        note += f"; KV cache {cache_type} ({settings.kv_cache_type.source})"
     return FitReport(
         model=name,
         size=size,
@@ -280,6 +284,7 @@ async def judge_model(
         request_num_ctx=request,
         host=host,
         engine_version=engine_version,
+        settings=settings,
     )
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -255,7 +255,6 @@ async def side_load(
     num_ctx: int | None = None,
     force: bool = False,
     clock: Callable[[], float] = time.monotonic,
-    env: Mapping[str, str] | None = None,
     fit: FitReport | None = None,
     remember_session: bool = True,
 ) -> LoadReport:
@@ -271,7 +270,7 @@ async def side_load(
     name = validate_model_name(name)
     ka = parse_keep_alive(keep_alive if keep_alive is not None else cfg.models.keep_alive)
     if fit is None:
-        fit = await fit_check(cfg, engine, probes, name, num_ctx, env=env)
+        fit = await fit_check(cfg, engine, probes, name, num_ctx)
     why = refusal_reason(fit)
     if why and not force:
         raise ModelsRefused(why, fit=fit)

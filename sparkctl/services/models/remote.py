@@ -7,7 +7,17 @@ or the cap (64 MiB) is reached. The fetch therefore stays under twice the header
 (or the first window), never the weights. The metadata goes through the same judge as a
 stored model's /api/show `model_info` (`fit.judge_model`).
 
-Failure is an answer: an unreachable registry, an unknown or private name, a model that
+Every read is bounded twice: by the client's per-read timeout, and all of them together by
+one deadline (`[models] registry_timeout_s`), so a registry that answers one byte at a time
+ends the check instead of holding it.
+
+Each parse runs in a worker thread, not on the event loop: a big vocabulary's header
+(Gemma 3: 262k tokens and 250k merges, ~10 MiB) takes seconds of pure-Python work on a
+small CPU, and the TUI's loop would freeze meanwhile. The thread still takes turns at the
+GIL with the loop (every few ms), which keeps keys and repaints flowing; the result is
+small (string arrays are counted, not kept), so a process would only add its start-up.
+
+Failure is an answer: an unreachable registry, a registry past that deadline, an unknown or private name, a model that
 is not GGUF (safetensors on the MLX runner), or a header that does not parse within the
 cap each give what is known (the download size, once the manifest came) and
 "fit unknown until downloaded".
@@ -15,16 +25,18 @@ cap each give what is known (the download size, once the manifest came) and
 
 from __future__ import annotations
 
+import asyncio
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from sparkctl.config import Config
-from sparkctl.core.fit import FitKind, sliding_window
+from sparkctl.core.fit import FitKind, implausible_shape, sliding_window
 from sparkctl.core.fmt import size as size_label
 from sparkctl.core.gguf_header import GGUFHeader, HeaderIncomplete, NotGGUF, file_type_label, model_info, parse_gguf_header
 from sparkctl.core.names import unique_by_name, validate_model_name
+from sparkctl.core.redact import redact_uri
 from sparkctl.core.ollama_manifest import BadManifest, ModelConfig, OllamaManifest, parse_config, parse_manifest
 from sparkctl.engines.base import ModelNotFound
 from sparkctl.registry import RegistryClient, RegistryError, registry_override, registry_ref
@@ -206,7 +218,8 @@ async def read_header(client: RegistryClient, ref: Any, digest: str, blob_size: 
         if want > len(have):
             have += await client.read_range(ref, digest, len(have), want - 1)
         try:
-            return parse_gguf_header(have)
+            # immutable bytes: the thread runs on if this worker is cancelled meanwhile
+            return await asyncio.to_thread(parse_gguf_header, bytes(have))
         except HeaderIncomplete as exc:
             if len(have) >= min(cap, blob_size) or len(have) < want:
                 raise HeaderIncomplete(exc.needed, len(have)) from None
@@ -214,60 +227,88 @@ async def read_header(client: RegistryClient, ref: Any, digest: str, blob_size: 
 
 
 async def read_remote_model(name: str, *, registry: str = "", client: RegistryClient | None = None,
-                            cap: int = MAX_HEADER_BYTES, initial: int = INITIAL_HEADER_READ) -> RemoteModel:
-    """Manifest, config and GGUF header of `name` on its registry; failures become `problem`."""
-    name = validate_model_name(name)
+                            cap: int = MAX_HEADER_BYTES, initial: int = INITIAL_HEADER_READ,
+                            deadline_s: float | None = None) -> RemoteModel:
+    """Manifest, config and GGUF header of `name` on its registry; failures become `problem`.
+
+    `name` as the user typed it: a leading `http://` chooses plain HTTP for its host, as
+    Ollama's pull does (the validated name has no scheme any more). `deadline_s`: the most
+    all the reads together may take (None: no total bound, only per-read timeouts)."""
     ref = registry_ref(name, registry)
+    name = validate_model_name(name)
     own = client is None
     client = client or RegistryClient()
-    remote = RemoteModel(name=name, source=ref.shown)
+    got: list[RemoteModel] = [RemoteModel(name=name, source=ref.shown)]  # what is known so far
+    step = ["the manifest"]
+    try:
+        return await asyncio.wait_for(_read_remote(name, ref, client, cap, initial, got, step), deadline_s)
+    except asyncio.TimeoutError:
+        known = got[-1]
+        layer = known.manifest.model_layer if known.manifest is not None else None
+        read = client.bytes_read.get(layer.digest, 0) if layer is not None else 0
+        return RemoteModel(**{**known.__dict__, "header_bytes_read": read, "problem_kind": "unreachable",
+                              "problem": f"the registry at {redact_uri(ref.base_url)} did not finish sending "
+                                         f"{step[0]} within {deadline_s:g} s ([models] registry_timeout_s)"})
+    finally:
+        if own:
+            await client.close()
+
+
+async def _read_remote(name: str, ref: Any, client: RegistryClient, cap: int, initial: int,
+                       got: list[RemoteModel], step: list[str]) -> RemoteModel:
+    """read_remote_model's reads; `got` and `step` say how far it came when it is cut off."""
+    remote = got[-1]
 
     def failed(kind: str, why: str, **kw: Any) -> RemoteModel:
         return RemoteModel(**{**remote.__dict__, **kw, "problem": why, "problem_kind": kind})
 
     try:
-        try:
-            manifest = parse_manifest(await client.manifest(ref))
-        except RegistryError as exc:
-            return failed(exc.kind, exc.message)
-        except BadManifest as exc:
-            return failed("bad_reply", f"the registry's manifest is unreadable: {exc}")
-        remote = RemoteModel(name=name, source=ref.shown, manifest=manifest)
-        config: ModelConfig | None = None
-        try:
-            config = parse_config(await client.blob_json(ref, manifest.config.digest))
-        except RegistryError:
-            config = None  # the layers alone still give the sizes and the header
-        remote = RemoteModel(name=name, source=ref.shown, manifest=manifest, config=config)
-        layer = manifest.model_layer
-        if config is not None and config.format and config.format.lower() != "gguf":
-            return failed("not_gguf", f"the model's format is {config.format}, not GGUF: "
-                                      f"its architecture cannot be read from a header")
-        if layer is None:
-            return failed("not_gguf", "the manifest has no GGUF model layer "
-                                      "(application/vnd.ollama.image.model)")
-        try:
-            header = await read_header(client, ref, layer.digest, layer.size, cap=cap, initial=initial)
-        except NotGGUF as exc:
-            return failed("not_gguf", f"the weights are not GGUF ({exc})",
-                          header_bytes_read=client.bytes_read.get(layer.digest, 0))
-        except HeaderIncomplete as exc:
-            read = client.bytes_read.get(layer.digest, 0)
-            if exc.have >= cap:
-                limit = f"the {size_label(cap)} cap"
-            elif exc.have >= layer.size:
-                limit = "the end of the blob (a truncated GGUF)"
-            else:
-                limit = "what the storage host sent"
-            return failed("header", f"the GGUF header does not end within {limit} "
-                                    f"({size_label(read)} read)", header_bytes_read=read)
-        except RegistryError as exc:
-            return failed(exc.kind, exc.message, header_bytes_read=client.bytes_read.get(layer.digest, 0))
-        return RemoteModel(name=name, source=ref.shown, manifest=manifest, config=config, header=header,
-                           header_bytes_read=client.bytes_read.get(layer.digest, 0))
-    finally:
-        if own:
-            await client.close()
+        manifest = parse_manifest(await client.manifest(ref))
+    except RegistryError as exc:
+        return failed(exc.kind, exc.message)
+    except BadManifest as exc:
+        return failed("bad_reply", f"the registry's manifest is unreadable: {exc}")
+    remote = RemoteModel(name=name, source=ref.shown, manifest=manifest)
+    got.append(remote)
+    step[0] = "the config blob"
+    config: ModelConfig | None = None
+    try:
+        config = parse_config(await client.blob_json(ref, manifest.config.digest))
+    except RegistryError:
+        config = None  # the layers alone still give the sizes and the header
+    remote = RemoteModel(name=name, source=ref.shown, manifest=manifest, config=config)
+    got.append(remote)
+    step[0] = "the GGUF header"
+    layer = manifest.model_layer
+    if config is not None and config.format and config.format.lower() != "gguf":
+        return failed("not_gguf", f"the model's format is {config.format}, not GGUF: "
+                                  f"its architecture cannot be read from a header")
+    if layer is None:
+        return failed("not_gguf", "the manifest has no GGUF model layer "
+                                  "(application/vnd.ollama.image.model)")
+    try:
+        header = await read_header(client, ref, layer.digest, layer.size, cap=cap, initial=initial)
+    except NotGGUF as exc:
+        return failed("not_gguf", f"the weights are not GGUF ({exc})",
+                      header_bytes_read=client.bytes_read.get(layer.digest, 0))
+    except HeaderIncomplete as exc:
+        read = client.bytes_read.get(layer.digest, 0)
+        if exc.have >= cap:
+            limit = f"the {size_label(cap)} cap"
+        elif exc.have >= layer.size:
+            limit = "the end of the blob (a truncated GGUF)"
+        else:
+            limit = "what the storage host sent"
+        return failed("header", f"the GGUF header does not end within {limit} "
+                                f"({size_label(read)} read)", header_bytes_read=read)
+    except RegistryError as exc:
+        return failed(exc.kind, exc.message, header_bytes_read=client.bytes_read.get(layer.digest, 0))
+    odd = implausible_shape(model_info(header))
+    if odd is not None:
+        return failed("header", f"the GGUF header says {odd}, out of any model's range",
+                      header_bytes_read=client.bytes_read.get(layer.digest, 0))
+    return RemoteModel(name=name, source=ref.shown, manifest=manifest, config=config, header=header,
+                       header_bytes_read=client.bytes_read.get(layer.digest, 0))
 
 
 async def remote_fit_check(cfg: Config, engine: Any, probes: Any, name: str, num_ctx: int | None = None, *,
@@ -275,9 +316,9 @@ async def remote_fit_check(cfg: Config, engine: Any, probes: Any, name: str, num
                            cap: int = MAX_HEADER_BYTES) -> RemoteFitReport:
     """The fit verdict for `name` as the registry has it, beside what the engine holds now."""
     env = os.environ if env is None else env
-    name = validate_model_name(name)
-    remote = await read_remote_model(name, registry=registry_override(cfg.models.registry, env),
-                                     client=client, cap=cap)
+    typed, name = name, validate_model_name(name)  # `typed` keeps an http:// scheme for the registry
+    remote = await read_remote_model(typed, registry=registry_override(cfg.models.registry, env),
+                                     client=client, cap=cap, deadline_s=cfg.models.registry_timeout_s)
     if remote.header is None or remote.manifest is None or remote.manifest.weights is None:
         return RemoteFitReport(remote, None)
     resident = tuple(unique_by_name(await engine.ps()))
@@ -286,7 +327,7 @@ async def remote_fit_check(cfg: Config, engine: Any, probes: Any, name: str, num
     except Exception:  # noqa: BLE001 - the version is decoration here; ps already answered
         version = None
     fit = await judge_model(cfg, engine.host, probes, name, remote.manifest.weights, model_info(remote.header),
-                            resident, num_ctx, env=env, engine_version=version)
+                            resident, num_ctx, engine_version=version)
     return RemoteFitReport(remote, fit)
 
 
@@ -295,6 +336,6 @@ async def fit_anywhere(cfg: Config, engine: Any, probes: Any, name: str, num_ctx
                        client: RegistryClient | None = None) -> FitReport | RemoteFitReport:
     """A stored model's fit from the engine; a model that is not stored, from its registry."""
     try:
-        return await fit_check(cfg, engine, probes, name, num_ctx, env=env)
+        return await fit_check(cfg, engine, probes, name, num_ctx)
     except ModelNotFound:
         return await remote_fit_check(cfg, engine, probes, name, num_ctx, env=env, client=client)

@@ -15,11 +15,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from sparkctl.core import compare
+from sparkctl.core import compare, workload
+from sparkctl.core import engine_identity as ei
 from sparkctl.core.names import model_key
 from sparkctl.core.workload import BENCH
 from sparkctl.services.runs import engine_changes
-from sparkctl.services.runs.pairing import Mismatch, match, matching_command
+from sparkctl.services.runs.pairing import Mismatch, left_out, match, matching_command, why_not_compared
 from sparkctl.services.runs.quality import (
     SUITES,
     QualityDiff,
@@ -114,6 +115,7 @@ class Comparison:
     quality: list[QualityDiff] = field(default_factory=list)  # accuracies, in percentage points
     evidence: list[SuiteEvidence] = field(default_factory=list)  # per contender and suite, compared or not
     margins: dict[str, float] = field(default_factory=dict)
+    limits: dict[str, float] = field(default_factory=dict)  # [promote] limits the recommendation applies
 
     def to_dict(self) -> dict[str, Any]:
         from sparkctl.services.runs.decision import decision_table
@@ -161,19 +163,23 @@ def _values(reps: RunReps) -> dict[str, list[float]]:
 
 def compare_models(store, models: list[str], *, any_engine: bool = False, lanes: dict[str, str] | None = None,
                    experiment: str | None = None, margins: dict[str, float] | None = None,
-                   any_hardware: bool = False) -> Comparison:
+                   any_hardware: bool = False, limits: dict[str, float] | None = None) -> Comparison:
     """Each model's newest usable plain bench that shares the baseline's workload identity,
     on the engine and the hardware class (GPU, memory, driver) of the baseline's newest
     usable run (unless `any_engine`, `any_hardware`), and each later model against the
-    baseline (the incumbent lane model when one is among `models`)."""
+    baseline (the incumbent lane model when one is among `models`). `limits`: the [promote]
+    limits the recommendation turns into blockers (PromoteConfig.limits())."""
     asked = list(models)
     models, lane_of = incumbent_first(asked, lanes)
     notes: list[str] = []
     if models[0] != asked[0]:
         notes.append(f"baseline: {models[0]} (lane {lane_of[models[0]]}, the incumbent), whatever the order given")
     candidates: dict[str, list[RunRow]] = {}
+    benches: dict[str, list[RunRow]] = {}  # every plain bench, usable or not: to name the newer ones left out
     for m in models:
-        rows = [r for r in list_runs(store, model=m, limit=HISTORY, experiment=experiment) if usable(r)]
+        benches[m] = [r for r in list_runs(store, model=m, limit=HISTORY, experiment=experiment)
+                      if r.identity.kind == BENCH]
+        rows = [r for r in benches[m] if usable(r)]
         if not rows:
             raise NothingToCompare(f"no finished, valid bench run of {m} in the store (sweep cells, evals and "
                                    f"lane changes are not benches): run `sparkctl bench {m}`")
@@ -208,7 +214,13 @@ def compare_models(store, models: list[str], *, any_engine: bool = False, lanes:
         raise NothingToCompare(
             "no like-for-like benches: " + "; ".join(found.reasons())
             + f". Run `{cmd}`{prompt_note} for runs that match", command=cmd, models=models, num_ctx=ctx)
-    notes.extend(found.skipped)
+    engines = None if any_engine else [(first.engine_kind, first.engine_version)]
+    for m, pick in zip(models, found.runs):
+        note = left_out("bench", m, benches[m], pick,
+                        lambda r, pick=pick: why_not_compared(r, pick, usable=usable, engines=engines,
+                                                              same_hardware=not any_hardware))
+        if note:
+            notes.append(note)
     identity = found.identity
     if not identity.recorded:
         notes.append(f"the runs compared predate the workload identity: it is inferred from what they "
@@ -242,7 +254,7 @@ def compare_models(store, models: list[str], *, any_engine: bool = False, lanes:
     if any_engine and len({(s.run.engine_kind, s.run.engine_version) for s in sides}) > 1:
         kind = "mixed"
     return Comparison({"kind": kind, "version": first.engine_version} if any_engine else engine,
-                      sides, diffs, notes, quality, evidence, margins)
+                      sides, diffs, notes, quality, evidence, margins, dict(limits or {}))
 
 
 def _same_hardware(candidates: dict[str, list[RunRow]], models: list[str], notes: list[str]) -> None:
@@ -332,12 +344,45 @@ class RegressionRow:
 
 
 @dataclass
+class QualityChange:
+    """One model's accuracy on one suite, its newest eval against its newest on the previous
+    engine version (the same eval workload), with what changed between them besides the
+    version: the sampling that ran (core.sampling) and the engine's identity."""
+
+    model: str
+    diff: QualityDiff  # after minus before, in percentage points
+    before: RunRow
+    after: RunRow
+    sampling_changes: list[str] = field(default_factory=list)
+    identity_changes: list[str] = field(default_factory=list)
+
+    @property
+    def flagged(self) -> bool:
+        return self.diff.verdict == compare.WORSE
+
+    def to_dict(self) -> dict[str, Any]:
+        d = self.diff
+        return {"model": self.model, "metric": d.metric, "suite": d.suite, "workload": self.after.identity.describe(),
+                "before": {"engine_version": self.before.engine_version, "value": self.before.score,
+                           "run_id": self.before.run_id, "sampling": self.before.sampling or None,
+                           "sampling_source": self.before.sampling_source or None},
+                "after": {"engine_version": self.after.engine_version, "value": self.after.score,
+                          "run_id": self.after.run_id, "sampling": self.after.sampling or None,
+                          "sampling_source": self.after.sampling_source or None},
+                "change_pp": d.ci.diff_pp, "ci_low_pp": d.ci.ci_low_pp, "ci_high_pp": d.ci.ci_high_pp,
+                "method": d.ci.method, "verdict": d.verdict, "flagged": self.flagged,
+                "sampling_changes": self.sampling_changes, "engine_changes": self.identity_changes}
+
+
+@dataclass
 class RegressionReport:
     rows: list[RegressionRow]
     notes: list[str]  # runs that could have been compared but were not, and why
+    quality: list[QualityChange] = field(default_factory=list)  # evals across an engine change
 
 
-def regression_report(store, *, limit: int = 2000, experiment: str | None = None) -> RegressionReport:
+def regression_report(store, *, limit: int = 2000, experiment: str | None = None,
+                      margins: dict[str, float] | None = None) -> RegressionReport:
     """For each model and workload identity (a plain bench, or one sweep cell): its newest
     usable run against its newest usable run of the same identity on the previous engine
     version of the same kind; decode tok/s per repetition the runs used. A newer run that is
@@ -373,7 +418,52 @@ def regression_report(store, *, limit: int = 2000, experiment: str | None = None
         rows.append(engine_changes.annotate(RegressionRow(label, "decode_tps", before, after, result),
                                             a.values.get("acceptance", []), b.values.get("acceptance", [])))
     notes.extend(_workload_changed(unmatched, groups))
-    return RegressionReport(rows, notes)
+    return RegressionReport(rows, notes, _quality_changes(store, everything, notes, margins))
+
+
+def _quality_changes(store, everything: list[RunRow], notes: list[str],
+                     margins: dict[str, float] | None) -> list[QualityChange]:
+    """Per model and eval workload (suite file, template, rules, context, ceiling, thinking):
+    its newest usable eval against the newest usable one on the previous engine version,
+    judged against the suite's quality margin as the promotion gate judges (worse: the
+    interval wholly below -margin)."""
+    from sparkctl.core import sampling
+    from sparkctl.services.runs.quality import quality_diff, usable_eval
+
+    groups: dict[tuple, list[RunRow]] = {}
+    for r in everything:  # newest first
+        if r.identity.kind == workload.EVAL:
+            groups.setdefault((r.model_key, r.engine_kind, r.identity), []).append(r)
+    out = []
+    for runs in groups.values():
+        good = [r for r in runs if usable_eval(r, r.suite)]
+        if not good:
+            continue
+        after = good[0]
+        before = next((r for r in good[1:] if r.engine_version != after.engine_version), None)
+        if before is None:
+            continue
+        try:
+            diff = quality_diff(store, before, after, margin_for(after.suite, margins))
+        except ValueError as exc:  # a run without item counts
+            notes.append(f"{after.model} {after.suite}: not compared across {before.engine_version} -> "
+                         f"{after.engine_version}: {exc}")
+            continue
+        changed = sampling.changes(sampling.parse(before.sampling), sampling.parse(after.sampling))
+        if changed:
+            how = sorted({_source_word(r.sampling_source) for r in (before, after)})
+            changed = [f"{c} ({' / '.join(how)})" for c in changed]
+        out.append(QualityChange(after.model, diff, before, after, changed,
+                                 ei.changes(engine_changes.identity_of(before), engine_changes.identity_of(after))))
+    return out
+
+
+def _source_word(source: str) -> str:
+    if source.startswith("Ollama's llama-server runner"):
+        return "runner /slots"
+    if source.startswith("inferred"):
+        return "inferred from Ollama's defaults"
+    return source or "sent"
 
 
 def _workload_changed(unmatched: list[RunRow], groups: dict[tuple, list[RunRow]]) -> list[str]:

@@ -65,14 +65,15 @@ def engine_change_notes(store, lanes: dict[str, str], engine_kind: str, engine_v
     The store's reads without MLflow (SQLite read directly, a server over REST) answer;
     where only MLflow's client can (a schema revision sparkctl's reader does not know),
     the same query runs in a short-lived child process, so its ~200 MB and seconds of
-    import stay out of the TUI. Raises TrackingError when the store cannot be read."""
-    from sparkctl.tracking.store import NeedsMlflow
+    import stay out of the TUI, and a last entry with no lane ("") says so and why.
+    Raises TrackingError when the store cannot be read."""
+    from sparkctl.tracking.store import NeedsMlflow, fallback_note
 
     try:
         return [(s.lane, s.message, s.run is not None)
                 for s in stale_lanes(store.without_mlflow(), lanes, engine_kind, engine_version)]
-    except NeedsMlflow:
-        pass
+    except NeedsMlflow as exc:
+        why = fallback_note(store.display_uri, exc.reason)
     ask = {"uri": store.uri, "experiment": store.experiment, "lanes": lanes, "kind": engine_kind,
            "version": engine_version}
     # the URI may hold a password: stdin, never argv (which `ps` shows to everyone)
@@ -82,7 +83,9 @@ def engine_change_notes(store, lanes: dict[str, str], engine_kind: str, engine_v
         from sparkctl.tracking.store import TrackingError
 
         raise TrackingError((done.stderr.strip().splitlines() or ["the engine-change check failed"])[-1])
-    return [(str(lane), str(message), bool(has_run)) for lane, message, has_run in json.loads(done.stdout)]
+    # the last entry, with no lane: why the answer took a child process (the dashboard says so)
+    return [(str(lane), str(message), bool(has_run)) for lane, message, has_run in json.loads(done.stdout)] + [
+        ("", why, False)]
 
 
 def _child() -> int:

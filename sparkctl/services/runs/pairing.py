@@ -8,8 +8,9 @@ Every decision uses this: compare (benches and evals), promotion's evidence, reg
 from __future__ import annotations
 
 import shlex
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from datetime import datetime, timezone
 
 from sparkctl.core.workload import EVAL, Difference, WorkloadIdentity
 from sparkctl.services.runs.rows import RunRow
@@ -17,7 +18,8 @@ from sparkctl.services.runs.rows import RunRow
 
 @dataclass(frozen=True)
 class Match:
-    """One run per model, all of one identity; `skipped` says when it is not each model's newest."""
+    """One run per model, all of one identity. `skipped`: the models whose newest run is not
+    the one compared (their newer runs are named with why by ``left_out``)."""
 
     runs: tuple[RunRow, ...]
     skipped: tuple[str, ...] = ()
@@ -59,16 +61,60 @@ def match(rows_by_model: Sequence[Sequence[RunRow]], models: Sequence[str]) -> M
                 break
             picks.append(same)
         else:
-            skipped = []
-            for model, rows, pick in zip(models, rows_by_model, picks):
-                if rows[0] is not pick:
-                    skipped.append(f"{model}: its newest run {rows[0].run_id[:8]} ({rows[0].identity.describe()}) "
-                                   f"has no match; compared run {pick.run_id[:8]}, the newest that has one")
+            skipped = [model for model, rows, pick in zip(models, rows_by_model, picks) if rows[0] is not pick]
             return Match(tuple(picks), tuple(skipped))
     newest = tuple(rows[0] for rows in rows_by_model)
     diffs = tuple((m, tuple(newest[0].identity.differences(r.identity)))
                   for m, r in zip(models[1:], newest[1:]))
     return Mismatch(tuple(models), newest, diffs)
+
+
+def when(ms: int | None) -> str:
+    if ms is None:
+        return "time unknown"
+    return datetime.fromtimestamp(ms / 1000, tz=timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+
+
+SHOWN_LEFT_OUT = 3  # newer runs named one by one; the rest are counted
+
+
+def left_out(what: str, model: str, rows: Sequence[RunRow], pick: RunRow, why: Callable[[RunRow], str]) -> str:
+    """A note naming the runs of `model` newer than `pick` (the one a decision rests on) that
+    were left out, each with why ("" when there are none): a decision never rests on an
+    older run while a newer one sits unmentioned. `rows`: the model's runs of this kind,
+    newest first, usable or not; `what`: "bench", "gsm8k eval"."""
+    newer = [r for r in rows if r.run_id != pick.run_id and (r.start_ms or 0) > (pick.start_ms or 0)]
+    if not newer:
+        return ""
+    said = [f"run {r.run_id[:8]} ({when(r.start_ms)}): {why(r)}" for r in newer[:SHOWN_LEFT_OUT]]
+    rest = f"; and {len(newer) - SHOWN_LEFT_OUT} more" if len(newer) > SHOWN_LEFT_OUT else ""
+    plural = what + ("es" if what.endswith("ch") else "s")
+    head = (f"a newer {what} of {model} was left out" if len(newer) == 1
+            else f"{len(newer)} newer {plural} of {model} were left out")
+    return f"{head} (compared: run {pick.run_id[:8]} of {when(pick.start_ms)}): {'; '.join(said)}{rest}"
+
+
+def why_not_compared(r: RunRow, pick: RunRow, *, usable: Callable[[RunRow], bool],
+                     engines: Sequence[tuple[str, str]] | None = None, same_hardware: bool = True) -> str:
+    """Why run `r` was not compared where `pick` was, in words: not finished, invalid, no
+    figures, another engine or hardware, or what of its workload differs. `engines`: the
+    (kind, version) pairs compared (None: any; a version "" stands for any of that kind)."""
+    if r.status != "FINISHED":
+        return f"status {r.status}"
+    if r.valid is False:
+        flags = [f for f in r.flags if f != "invalid"]
+        return "marked invalid" + (f" ({', '.join(flags)})" if flags else "")
+    if not usable(r):
+        return "it recorded no figures to compare"
+    if engines is not None and not any(r.engine_kind == k and v in ("", r.engine_version) for k, v in engines):
+        allowed = " or ".join(f"{k} {v}".strip() for k, v in engines)
+        return f"on {r.engine_kind} {r.engine_version}, not {allowed}"
+    if same_hardware and r.hardware != pick.hardware:
+        return f"on other hardware ({r.host or '?'}: {r.hardware.label})"
+    diffs = r.identity.differences(pick.identity)
+    if diffs:
+        return "not like for like: " + "; ".join(d.text() for d in diffs) + " (this run vs the one compared)"
+    return "the other model has no run that matches it"
 
 
 def matching_command(models: Sequence[str], identity: WorkloadIdentity, engine_flags: Sequence[str] = ()) -> str:

@@ -22,7 +22,7 @@ from typing import Any
 from sparkctl.core import compare
 from sparkctl.core.noninferiority import DEFAULT_MARGINS_PP, GateResult, judge
 from sparkctl.core.suites.tally import primary_metric
-from sparkctl.services.runs.pairing import Mismatch, match, matching_command
+from sparkctl.services.runs.pairing import Mismatch, left_out, match, matching_command, why_not_compared
 from sparkctl.services.runs.query import list_runs, run_params
 from sparkctl.services.runs.rows import RunRow
 
@@ -80,7 +80,8 @@ class QualityDiff:
         else:
             out.update(n_a=c.n_a, n_b=c.n_b)
         if self.gate is not None:
-            out.update(margin_pp=self.gate.margin_pp, non_inferior=self.gate.shown, items_needed=self.gate.needed)
+            out.update(margin_pp=self.gate.margin_pp, non_inferior=self.gate.shown, worse_beyond_margin=self.gate.worse,
+                       items_needed=self.gate.needed)
         return out
 
 
@@ -117,8 +118,10 @@ def quality_diff(store, a: RunRow, b: RunRow, margin_pp: float | None = None) ->
         (ca, na), (cb, nb) = _counts(a), _counts(b)
         ci = compare.proportion_diff(ca, na, cb, nb)
     gate = None if margin_pp is None else judge(a.suite, ci, margin_pp, SUITE_ITEMS.get(a.suite))
-    return QualityDiff(a.suite, primary_metric(a.suite), a.model, b.model, a.run_id, b.run_id, ci,
-                       compare.verdict(ci, higher_is_better=True), gate)
+    # with a margin the verdict is the gate's (better / not worse / worse / not resolved): an
+    # interval that excludes zero but reaches inside the margin is not "worse"
+    verdict = gate.outcome if gate is not None else compare.verdict(ci, higher_is_better=True)
+    return QualityDiff(a.suite, primary_metric(a.suite), a.model, b.model, a.run_id, b.run_id, ci, verdict, gate)
 
 
 def margin_for(suite: str, margins: dict[str, float] | None) -> float:
@@ -177,5 +180,14 @@ def suite_evidence(store, suite: str, incumbent: str, contender: str, inc_rows: 
                              problem=f"{suite}: not like for like: " + "; ".join(found.reasons())
                              + f"; run `{cmd}` for a matching pair", command=cmd)
     a, b = found.runs
+    engines = None if not engine_kind else [(engine_kind, v) for v in (versions or [""])]
+    notes = []
+    for model, rows, pick in ((incumbent, inc_rows, a), (contender, con_rows, b)):
+        mine = [r for r in rows if r.kind == "eval" and r.suite == suite]
+        note = left_out(f"{suite} eval", model, mine, pick,
+                        lambda r, pick=pick: why_not_compared(r, pick, usable=lambda x: usable_eval(x, suite),
+                                                              engines=engines, same_hardware=False))
+        if note:
+            notes.append(note)
     return SuiteEvidence(suite, incumbent, contender, a, b, quality_diff(store, a, b, margin_pp),
-                         notes=found.skipped)
+                         notes=tuple(notes))

@@ -15,6 +15,7 @@ from sparkctl.core import engine_identity, workload
 from sparkctl.core.fleet import HardwareClass
 from sparkctl.core.gpu import is_throttled
 from sparkctl.core.names import model_key
+from sparkctl.core.termtext import safe_line
 from sparkctl.core.workload import WorkloadIdentity
 
 # Tags written by the bench (services/bench/runner.py to_record) and read back here.
@@ -97,6 +98,10 @@ class RunRow:
     mem_total_gib: float | None = None
     spec_acceptance_pct: float | None = None  # speculative decoding: accepted / drafted tokens, whole run
     engine_identity: str = ""  # "runner=llama-server; runner_build=b6500; flash_attn=on; kv_cache_type=f16"
+    # evals: the sampling that ran (the runner's /slots, or inferred) else what was sent, as
+    # core.sampling.canonical JSON, and where it was read
+    sampling: str = ""
+    sampling_source: str = ""
     # what the run measured (core.workload): what compare, regressions, promotion and the
     # re-bench key match on; inferred (identity.recorded False) for runs older than it
     identity: WorkloadIdentity = WorkloadIdentity(KIND_BENCH, recorded=False)
@@ -213,7 +218,8 @@ def flags_of(tags: dict[str, str], params: dict[str, str], dnf_count: int | None
 
 def row_from_run(run: dict[str, Any]) -> RunRow:
     """A ``RunRow`` from one run dict of ``MlflowStore.search_runs``; tolerant of runs
-    written by older versions or by hand (missing keys become None or "")."""
+    written by older versions or by hand (missing keys become None or ""). The words shown
+    lose control characters: a team server holds runs any of its users wrote."""
     tags: dict[str, str] = run.get("tags") or {}
     params: dict[str, str] = run.get("params") or {}
     metrics: dict[str, Any] = run.get("metrics") or {}
@@ -225,14 +231,14 @@ def row_from_run(run: dict[str, Any]) -> RunRow:
     kind = KIND_PROMOTION if identity.kind == workload.ROLLBACK else identity.kind
     return RunRow(
         run_id=str(run.get("run_id") or ""),
-        run_name=str(run.get("run_name") or ""),
+        run_name=safe_line(run.get("run_name") or ""),
         # a run a guard refused is FAILED in MLflow (it has no other word): REFUSED here
         status="REFUSED" if tags.get("guard.refused") else str(run.get("status") or ""),
         start_ms=None if start is None else int(start),
-        model=tags.get(TAG_MODEL) or params.get("model") or "",
-        engine_kind=tags.get(TAG_ENGINE_KIND, ""),
-        engine_version=tags.get(TAG_ENGINE_VERSION, ""),
-        host=tags.get(TAG_HOST, ""),
+        model=safe_line(tags.get(TAG_MODEL) or params.get("model") or ""),
+        engine_kind=safe_line(tags.get(TAG_ENGINE_KIND, "")),
+        engine_version=safe_line(tags.get(TAG_ENGINE_VERSION, "")),
+        host=safe_line(tags.get(TAG_HOST, "")),
         kind=kind,
         decode_tps_median=_metric(metrics, "decode_tps_median"),
         decode_tps_cv_pct=_metric(metrics, "decode_tps_cv_pct"),
@@ -242,12 +248,12 @@ def row_from_run(run: dict[str, Any]) -> RunRow:
         roofline_pct=_metric(metrics, "roofline_pct"),
         valid=_bool_tag(tags, "guard.valid"),
         dnf_count=dnf_count,
-        flags=flags_of(tags, params, dnf_count),
+        flags=tuple(safe_line(f) for f in flags_of(tags, params, dnf_count)),
         prompt_sha256=params.get("prompt_sha256", ""),
         num_ctx=params.get("num_ctx", ""),
         num_predict=params.get("num_predict", ""),
         cache_policy=params.get("cache_policy") or tags.get("guard.cache_policy", ""),
-        suite=tags.get("eval.suite", ""),
+        suite=safe_line(tags.get("eval.suite", "")),
         gsm8k_strict=_metric(metrics, "gsm8k_strict"),
         gsm8k_flexible=_metric(metrics, "gsm8k_flexible"),
         ifeval_prompt_strict=_metric(metrics, "ifeval_prompt_strict"),
@@ -257,11 +263,14 @@ def row_from_run(run: dict[str, Any]) -> RunRow:
         decode_tps_min=_metric(metrics, "decode_tps_min"),
         decode_tps_max=_metric(metrics, "decode_tps_max"),
         resident_gib=_metric(metrics, "resident_gib"),
-        gpu_name=tags.get("gpu.name", ""),
-        gpu_driver=tags.get("gpu.driver", ""),
+        gpu_name=safe_line(tags.get("gpu.name", "")),
+        gpu_driver=safe_line(tags.get("gpu.driver", "")),
         mem_total_gib=_float_tag(tags, "host.mem_total_gib"),
         spec_acceptance_pct=_metric(metrics, "spec_acceptance_pct_total"),
         engine_identity=engine_identity.compact(tags),
+        sampling=tags.get("sampling.effective") or tags.get("sampling.sent", ""),
+        sampling_source=(tags.get("sampling.effective_source", "") if tags.get("sampling.effective")
+                         else "sent" if tags.get("sampling.sent") else ""),
         identity=identity,
     )
 

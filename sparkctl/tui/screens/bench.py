@@ -17,6 +17,7 @@ from textual.screen import Screen
 from textual.binding import Binding
 from textual.widgets import Button, Collapsible, DataTable, Header, Input, Label, ProgressBar, Select, Switch
 
+from sparkctl.core.limits import MAX_REPS, MAX_WARMUP
 from sparkctl.services.bench import (
     BenchFinished,
     BenchRefused,
@@ -377,20 +378,22 @@ class BenchScreen(Screen):
             if unknown:
                 return self._refuse(unknown)
 
-        def number(field: str, kind, low: float, what: str):
+        def number(field: str, kind, low: float, what: str, high: float | None = None):
             raw = self.query_one(f"#{field}", Input).value.strip()
             try:
                 value = kind(raw)
-                if value < low or (kind is float and not value > 0):
+                if value < low or (kind is float and not value > 0) or (high is not None and value > high):
                     raise ValueError
             except ValueError:
-                self._refuse(f"{what} must be a {'whole ' if kind is int else ''}number >= {low:g}, not {raw!r}")
+                within = f"from {low:g} to {high:g}" if high is not None else f">= {low:g}"
+                shown = raw if len(raw) <= 20 else raw[:17] + "..."
+                self._refuse(f"{what} must be a {'whole ' if kind is int else ''}number {within}, not {shown!r}")
                 raise
             return value
 
         try:
-            reps = number("reps", int, 1, "reps")
-            warmup = number("warmup", int, 0, "warm-up")
+            reps = number("reps", int, 1, "reps", MAX_REPS)
+            warmup = number("warmup", int, 0, "warm-up", MAX_WARMUP)
             num_predict = number("num_predict", int, 1, "num_predict")
             timeout = number("timeout", float, 0.001, "the ceiling")
         except ValueError:

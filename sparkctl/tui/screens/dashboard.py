@@ -5,8 +5,8 @@ from __future__ import annotations
 from rich.cells import cell_len
 from rich.text import Text
 from textual.app import ComposeResult
-from textual.containers import Horizontal, Vertical
 from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
 from textual.widgets import DataTable, Header, Label, Static
 
@@ -27,6 +27,7 @@ from sparkctl.tui.widgets.warning_lines import WarningLine, WarningLines
 
 SPARK_EVERY = 3  # redraw the history sparklines every this many samples
 RESIDENT_COLUMNS = ("Model", "Lane", "Size", "Processor", "Context", "Until", "Quant")
+RUNNER_COLUMN = "Runner"  # wide terminals, once a runner is known: ctx per slot x slots, KV, FA, build
 WIDE = 100  # terminal columns from which the resident table shows Quant (below: in Models)
 
 
@@ -71,7 +72,8 @@ def _shape(text: Text | str) -> tuple[int, ...]:
 
 class DashboardScreen(Screen):
     BINDINGS = [("r", "app.refresh_now", "Refresh now"), ("l", "lanes", "Lanes"),
-                Binding("N", "warnings", "Warnings and messages", show=False)]
+                Binding("N", "warnings", "Warnings and messages", show=False),
+                Binding("P", "app.put_back", "Put back", show=False)]
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
@@ -122,7 +124,19 @@ class DashboardScreen(Screen):
             self.app.push_screen(NotesScreen("Warnings, then messages (newest first)", [*warnings, *messages]))
 
     def _resident_columns(self) -> tuple[str, ...]:
-        return RESIDENT_COLUMNS if self.app.size.width >= WIDE else RESIDENT_COLUMNS[:-1]
+        if self.app.size.width < WIDE:
+            return RESIDENT_COLUMNS[:-1]
+        return RESIDENT_COLUMNS + ((RUNNER_COLUMN,) if self._runners() else ())
+
+    def _runners(self) -> dict:
+        """This machine's runners (the fleet's view of another host has none)."""
+        return getattr(self.app, "runners", None) or {}
+
+    def _show_runners(self, _runners: dict) -> None:
+        self.on_resize()  # a Runner column comes or goes
+        if self.app.report is not None:
+            self._rows_key = None
+            self._show_report(self.app.report)
 
     def on_resize(self) -> None:
         if getattr(self, "_columns", None) not in (None, self._resident_columns()):
@@ -151,6 +165,7 @@ class DashboardScreen(Screen):
         another host feeds the same widgets from that host's status instead)."""
         self.watch(self.app, "report", self._show_report, init=True)
         self.watch(self.app, "stale_lanes", self._show_drift, init=True)
+        self.watch(self.app, "runners", self._show_runners, init=False)
         if self.app.config.engines:
             self.query_one("#engines", Panel).border_title = "Bench engines"
             self.watch(self.app, "engines_status", self._show_engines, init=True)
@@ -182,7 +197,10 @@ class DashboardScreen(Screen):
         spilled: set[str] = set()
         if r is not None:
             for w in r.residency_warnings:
-                add(Text(f"⚠ {w}", style="bold red"), w, "error")
+                # a view only shows it; the repair is the user's to start
+                line = Text(f"⚠ {w}", style="bold red")
+                line.append(" (P)", style="dim")
+                add(line, f"{w}; P puts them back (what `sparkctl lanes --restore` does)", "error")
             for row in r.rows:
                 if row.lane is None:
                     continue
@@ -192,8 +210,11 @@ class DashboardScreen(Screen):
                     spilled.add(row.lane)
                     add(Text(f"⚠ {spill_headline(row.lane, m.name, m.size, m.size_vram)}", style="bold yellow"),
                         whole, "warning")
+        notes = [entry[1] for entry in getattr(self, "_stale", ()) if not entry[0]]
         for entry in getattr(self, "_stale", ()):
             lane, message = entry[0], entry[1]
+            if not lane:
+                continue  # a note, not a lane: how the history was read (below)
             has_run = bool(entry[2]) if len(entry) > 2 else True
             blocker = rebench_blocker(has_run, lane in spilled)
             if lane in spilled:
@@ -212,6 +233,8 @@ class DashboardScreen(Screen):
                 add(line, f"lane {lane}: {model} is not resident: the router's next request to it loads it cold",
                     "warning")
             self._attribution(r, add)
+        for message in notes:  # the history read through MLflow's client (slower): said, dim
+            add(Text(message, style="dim"), message, "info")
         self.query_one("#warnings", WarningLines).show(items)
 
     def _attribution(self, r: StatusReport, add) -> None:
@@ -277,6 +300,7 @@ class DashboardScreen(Screen):
 
     def _show_resident(self, r: StatusReport) -> None:
         table = self.query_one("#resident", DataTable)
+        runners = self._runners()
         rows = []
         for row in r.rows:
             m = row.model
@@ -292,8 +316,9 @@ class DashboardScreen(Screen):
                 str(m.context_length) if m.context_length else "n/a",
                 row.until,
                 m.details.quantization_level or "-",
+                runners[m.name].short() if m.name in runners else "-",
             ))
-        width = len(self._columns)  # narrow: the last (Quant) left out
+        width = len(self._columns)  # narrow: Quant left out; Runner only once one is known
         key = [tuple(str(c) for c in row[:width]) for row in rows]
         if key != getattr(self, "_rows_key", None):
             self._rows_key = key

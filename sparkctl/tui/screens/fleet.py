@@ -424,6 +424,9 @@ class HostDashboardScreen(DashboardScreen, inherit_bindings=False):
         self.query_one("#first-run", Static).display = False
         self.query_one("#resident", DataTable).display = True
 
+    def _runners(self) -> dict:
+        return {}  # this machine's runners say nothing about another host's models
+
     def _engine_down_for(self) -> float | None:
         return None
 

@@ -129,13 +129,18 @@ async def apply_switch(app, plan, force: bool) -> tuple[str, bool]:
     from dataclasses import replace
 
     from sparkctl.engines.base import EngineError
+    from sparkctl.services.bench import BenchBusy
+    from sparkctl.services.bench.lock import LockUnavailable
     from sparkctl.services.lanes import execute
 
+    what = "promotion" if plan.action == "promote" else plan.action
     try:
+        # never waits: a bench or another lane change running now is named, and the user retries
         out = await execute(app.config, app.engine, app.probes, plan, force=force, recorder=app.recorder)
     except EngineError as exc:
-        what = "promotion" if plan.action == "promote" else plan.action
         return f"{what} failed: {exc.message}; lane {plan.lane} unchanged", True
+    except (BenchBusy, LockUnavailable) as exc:
+        return f"{what} refused: {exc}; lane {plan.lane} unchanged", True
     if out.changed:
         import asyncio
         from pathlib import Path

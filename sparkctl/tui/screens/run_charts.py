@@ -183,12 +183,14 @@ class HeadToHeadScreen(_ChartScreen):
                 Binding("w", "full_tables", "Whole tables")]
 
     def __init__(self, store: Any, models: list[str], lanes: dict[str, str] | None = None,
-                 any_engine: bool = False, margins: dict[str, float] | None = None) -> None:
+                 any_engine: bool = False, margins: dict[str, float] | None = None,
+                 limits: dict[str, float] | None = None) -> None:
         super().__init__(store)
         self.models = models
         self.lanes = lanes or {}
         self.any_engine = any_engine
         self.margins = margins
+        self.limits = limits
         self.mismatch: Any = None  # the NothingToCompare that offers a matching bench
         self.reruns: list = []  # services.runs.rerun.EvalRerun: evals that would make a refused quality pair compare
         self.show_full = False  # w: the CLI's whole tables even where their lines wrap
@@ -196,12 +198,11 @@ class HeadToHeadScreen(_ChartScreen):
 
     def read(self) -> Any:
         from sparkctl.services.runs.decide import NothingToCompare, compare_models
-
         from sparkctl.services.runs.rerun import reruns_of
 
         try:
             cmp = compare_models(self.store, self.models, any_engine=self.any_engine, lanes=self.lanes,
-                                 margins=self.margins)
+                                 margins=self.margins, limits=self.limits)
         except NothingToCompare as exc:
             self.mismatch = exc if exc.num_ctx else None
             return str(exc)
@@ -346,7 +347,7 @@ class RegressionsScreen(_ChartScreen):
     def read(self) -> Any:
         from sparkctl.services.runs.decide import regression_report
 
-        report = regression_report(self.store)
+        report = regression_report(self.store, margins=self.app.config.promote.quality_margin_pp)
         report.rows.sort(key=lambda r: (not r.result.flagged, r.model))
         return report
 
@@ -365,5 +366,6 @@ class RegressionsScreen(_ChartScreen):
                 out.append(bar, style="bold red" if r.result.flagged else "green")
                 out.append(f" {value}\n")
             out.append("\n")
-        out.append(render_regressions(rows, self.data.notes if self.data is not None else ()))
+        out.append(render_regressions(rows, self.data.notes if self.data is not None else (),
+                                      self.data.quality if self.data is not None else ()))
         return out

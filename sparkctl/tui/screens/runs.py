@@ -597,7 +597,8 @@ class RunsScreen(Screen):
             from sparkctl.tui.screens.run_charts import HeadToHeadScreen
 
             self.app.push_screen(HeadToHeadScreen(store, models, lanes=self.app.config.lanes,
-                                                  margins=self.app.config.promote.quality_margin_pp))
+                                                  margins=self.app.config.promote.quality_margin_pp,
+                                                  limits=self.app.config.promote.limits()))
 
     def action_chart(self) -> None:
         row, store = self.selected(), getattr(self.app, "store", None)

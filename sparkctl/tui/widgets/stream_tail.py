@@ -18,6 +18,7 @@ from textual.strip import Strip
 from textual.widget import Widget
 
 from sparkctl.core.fmt import wrap_stream
+from sparkctl.core.termtext import safe_text
 
 
 class StreamTail(Widget, can_focus=True):
@@ -42,6 +43,8 @@ class StreamTail(Widget, can_focus=True):
 
     def append(self, text: str) -> None:
         """Add streamed text (any mix of pieces and newlines)."""
+        # a model's output: Textual would pass an escape sequence in it to the terminal
+        text = safe_text(text)
         if not text:
             return
         wrapped, self.column = wrap_stream(text, self.column, self.wrap_width)
@@ -54,6 +57,7 @@ class StreamTail(Widget, can_focus=True):
         self.refresh()
 
     def write_line(self, text: str) -> None:
+        text = safe_text(text)
         if self.lines[-1]:
             self.lines.append("")
         self.lines[-1] = text

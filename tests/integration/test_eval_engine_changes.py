@@ -1,0 +1,121 @@
+"""Evals that compare across engine versions (issue 31 point 2).
+
+- The sampling sent and the sampling that really ran are recorded per eval: from the REAL
+  llama-server runner's /slots beside a stand-in Ollama (tests/fakes/ollama_standin.py),
+  else inferred from Ollama's defaults (the FAKE Ollama, tests/fakes/ollama_server.py, has
+  no runner). Ollama 0.32.10 dropped its default repeat_penalty 1.1; a quality comparison
+  across that upgrade names the change.
+- Thinking is removed before scoring: the engine's separate field, or inline text up to the
+  last `</think>` as lm-eval's think_end_token does; the record says how.
+Runs go through the spool into a REAL MLflow SQLite store.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+
+from tests.fakes.ollama_server import bench_scenario
+from tests.integration.test_eval import A, T, config, gold_of, run_eval, run_in_store, write_gsm8k
+from tests.integration.tracking_fixtures import mlflow_store, mlflow_template_db  # noqa: F401
+
+
+async def test_inline_thinking_is_cut_at_its_end_marker_before_scoring(serve, mlflow_store, tmp_path):  # noqa: F811
+    """A model without Ollama's "thinking" capability that thinks anyway: its reasoning comes
+    in the content. Scored whole, the strict rule would take the reasoning's "The answer is
+    999." (the first match); cut at the last </think> as lm-eval does, every item is right."""
+    state = bench_scenario(tokens_per_s=None)
+
+    def answers(model: str, prompt: str) -> str | None:
+        gold = gold_of(prompt)
+        return None if gold is None else (f"<think>Guessing. The answer is 999. No, recount.</think>\n"
+                                           f"Sam ends with {gold}. The answer is {gold}.")
+
+    state.answers = answers
+    server = serve(state)
+    cfg = config(write_gsm8k(tmp_path / "suites"))
+    _r, (run,), _ = await run_eval(server.url, cfg, mlflow_store, tmp_path / "spool.jsonl", [A], n=4)
+    assert run.thinking is None  # the engine does not think for this model: no separate field
+    assert run.summary["gsm8k_strict"] == 1.0
+    for r in run.items.values():
+        assert "999" not in r.response and r.response.startswith("Sam ends with")
+        assert r.thinking.endswith("</think>") and "999" in r.thinking
+        assert r.thinking_removed == "text before the last </think> removed"
+    rec = run_in_store(mlflow_store, run.run_id)
+    assert rec["tags"]["eval.thinking_removal"] == (
+        "text before the last </think> removed, as lm-eval's think_end_token (4 items)")
+    rows = [json.loads(x) for x in mlflow_store.read_artifact(run.run_id, "items.jsonl").splitlines()]
+    assert {row["thinking_removed"] for row in rows} == {"text before the last </think> removed"}
+
+
+async def test_thinking_in_its_own_field_is_said_so(serve, mlflow_store, tmp_path):  # noqa: F811
+    state = bench_scenario(tokens_per_s=None, thinking_tokens=["Maybe", " 999."])
+
+    def answers(model: str, prompt: str) -> str | None:
+        gold = gold_of(prompt)
+        return None if gold is None else f"The answer is {gold}."
+
+    state.answers = answers
+    server = serve(state)
+    cfg = config(write_gsm8k(tmp_path / "suites"))
+    _r, (run,), _ = await run_eval(server.url, cfg, mlflow_store, tmp_path / "spool.jsonl", [T], n=2, think=True)
+    rec = run_in_store(mlflow_store, run.run_id)
+    assert rec["tags"]["eval.thinking_removal"] == "the engine's separate thinking field, not scored (2 items)"
+
+
+@pytest.mark.parametrize("version, params, penalty", [("0.32.9", "", 1.1), ("0.32.10", "", 1.0),
+                                                       ("0.32.9", "repeat_penalty 1.05", 1.05)])
+async def test_without_a_runner_the_effective_sampling_is_inferred_from_ollamas_defaults(
+        serve, mlflow_store, tmp_path, version, params, penalty):  # noqa: F811
+    state = bench_scenario(tokens_per_s=None)
+    state.version = version
+    state.find_model(A).parameters = params
+    state.answers = lambda model, prompt: None if gold_of(prompt) is None else f"The answer is {gold_of(prompt)}."
+    server = serve(state)
+    cfg = config(write_gsm8k(tmp_path / "suites"))
+    _r, (run,), _ = await run_eval(server.url, cfg, mlflow_store, tmp_path / "spool.jsonl", [A], n=2)
+    tags = run_in_store(mlflow_store, run.run_id)["tags"]
+    sent = json.loads(tags["sampling.sent"])
+    assert sent["temperature"] == 0 and "repeat_penalty" not in sent  # sparkctl never sends one
+    effective = json.loads(tags["sampling.effective"])
+    assert effective["repeat_penalty"] == penalty and effective["temperature"] == 0
+    assert tags["sampling.effective_source"].startswith(f"inferred: Ollama {version}'s defaults")
+    assert "runner not read" in tags["sampling.effective_source"]
+
+
+@pytest.mark.llama
+async def test_a_quality_change_across_an_engine_upgrade_names_the_sampling_that_changed(
+        mlflow_store, tmp_path):  # noqa: F811
+    """The same eval on Ollama 0.32.9 and 0.32.10 (stand-ins, each with a REAL llama-server
+    runner): the runner's /slots shows the repeat_penalty each request really ran with (1.1,
+    then 1.0: what the stand-in sent, as Ollama does), and `sparkctl regressions` names it."""
+    from sparkctl.services.runs.decide import regression_report
+    from sparkctl.textreport import render_regressions
+    from tests.integration.ollama_standin_proc import MODEL, running_standin
+
+    cfg = config(write_gsm8k(tmp_path / "suites"))
+    sent_penalties = {}
+    runs = {}
+    for version in ("0.32.9", "0.32.10"):
+        with running_standin(tmp_path / version, version=version, claim_gpu=True) as standin:
+            _r, (run,), _ = await run_eval(standin.url, cfg, mlflow_store, tmp_path / "spool.jsonl", [MODEL],
+                                           n=2, num_predict=8, timeout_s=120.0)
+            sent_penalties[version] = {r["request"]["repeat_penalty"] for r in standin.requests()}
+            runs[version] = run
+    assert sent_penalties == {"0.32.9": {1.1}, "0.32.10": {1.0}}
+    for version, penalty in (("0.32.9", 1.1), ("0.32.10", 1.0)):
+        tags = run_in_store(mlflow_store, runs[version].run_id)["tags"]
+        effective = json.loads(tags["sampling.effective"])
+        assert effective["repeat_penalty"] == penalty and effective["temperature"] == 0
+        assert tags["sampling.effective_source"].startswith("Ollama's llama-server runner /slots")
+        assert tags["runner.n_ctx"] == "512"
+    report = regression_report(mlflow_store)
+    (change,) = report.quality
+    assert (change.before.engine_version, change.after.engine_version) == ("0.32.9", "0.32.10")
+    assert change.sampling_changes == ["repeat_penalty 1.1 -> 1.0 (runner /slots)"]
+    text = render_regressions(report.rows, report.notes, report.quality)
+    assert "sampling changes: repeat_penalty 1.1 -> 1.0 (runner /slots)" in text
+    assert "engine changes: version 0.32.9 -> 0.32.10" in text
+    assert change.diff.verdict == "not resolved" and not change.flagged  # 2 items say nothing either way
