@@ -198,7 +198,7 @@ class DashboardScreen(Screen):
         if r is not None:
             for w in r.residency_warnings:
                 # a view only shows it; the repair is the user's to start
-                line = Text(f"⚠ {w}", style="bold red")
+                line = Text(f"⚠ {_residency_headline(w)}", style="bold red")
                 line.append(" (P)", style="dim")
                 add(line, f"{w}; P puts them back (what `sparkctl lanes --restore` does)", "error")
             for row in r.rows:
@@ -519,6 +519,17 @@ class DashboardScreen(Screen):
             self.query_one("#spark-gpu-label", Label),
             f"{gpu[-1]:.0f}% now · max {max(gpu):.0f}% · last {window}" if gpu else _no_gpu_data(r),
         )
+
+
+def _residency_headline(warning: str) -> str:
+    """A residency warning (tracking/residency.py) in a few words for its one line: which
+    run left what; the engine, the pid and the repair are a key away (N shows it whole)."""
+    pid = warning.find(" (pid ")
+    if warning.startswith("models not put back after ") and pid > 0:
+        return warning[:pid]
+    if "died; what it changed is not put back yet" in warning and pid > 0:
+        return f"{warning[:pid]} died: what it changed is not put back yet"
+    return warning
 
 
 def _gpu_text(g, compact: bool) -> Text:

@@ -33,23 +33,26 @@ class WarningLine:
         return (self.line.markup, self.note)
 
 
-def fit_lines(lines: list[Text], width: int, height: int) -> list[Text]:
+def fit_lines(lines: list[Text], width: int, height: int, loud: list[bool] | None = None) -> list[Text]:
     """The lines to draw in `width` x `height`: every line that fits the width whole, in
-    order, then one line counting the ones left out (too long, or past the height)."""
+    order, then one line counting the ones left out (too long, or past the height), red
+    when one of those is `loud` (an error)."""
     if height <= 0 or not lines:
         return []
-    fitting = [t for t in lines if t.cell_len <= width]
+    loud = loud or [False] * len(lines)
+    fitting = [i for i, t in enumerate(lines) if t.cell_len <= width]
     if len(fitting) == len(lines) and len(lines) <= height:
         return list(lines)
     shown = fitting[:height - 1]
     left = len(lines) - len(shown)
+    style = "bold red" if any(loud[i] for i in range(len(lines)) if i not in shown) else "bold yellow"
     what = f"{left} more warning{'s' if left != 1 else ''}" if shown else f"{left} warning{'s' if left != 1 else ''}"
-    summary = Text("⚠ ", style="bold yellow")
-    summary.append(what, style="bold yellow")
+    summary = Text("⚠ ", style=style)
+    summary.append(what, style=style)
     summary.append(f": {OPEN_KEY} opens them", style="dim")
     if summary.cell_len > width:
-        summary = Text(f"⚠ {left}: {OPEN_KEY}", style="bold yellow")
-    return [*shown, summary]
+        summary = Text(f"⚠ {left}: {OPEN_KEY}", style=style)
+    return [*(lines[i] for i in shown), summary]
 
 
 class WarningLines(Widget):
@@ -84,7 +87,8 @@ class WarningLines(Widget):
 
     def shown_lines(self) -> list[Text]:
         size = self.content_size
-        return fit_lines([i.line for i in self.items], size.width, size.height)
+        return fit_lines([i.line for i in self.items], size.width, size.height,
+                         [i.note.level == "error" for i in self.items])
 
     def render(self) -> Text:
         return Text("\n").join(self.shown_lines())
