@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 import sys
 
 from sparkctl.cli.engine_args import engine_choice, validate_models
@@ -15,6 +16,20 @@ from sparkctl.core.limits import MAX_REPS, MAX_WARMUP
 
 def register(sub) -> None:
     b = sub.add_parser("bench", help="benchmark models with a fixed prompt; every run lands in MLflow")
+    _bench_args(b)
+    b.set_defaults(handler=cmd_bench)
+
+    w = sub.add_parser("sweep", help="a workload sweep (bench with --profile/--depth/--concurrency), e.g. "
+                                     "--profile arena-v2: Spark Arena's published grid, in its order")
+    _bench_args(w)
+    w.set_defaults(handler=cmd_bench, sweep=True)
+
+    s = sub.add_parser("sync", help="write runs kept in the local spool to MLflow")
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(handler=cmd_sync)
+
+
+def _bench_args(b) -> None:
     b.add_argument("models", nargs="*", metavar="MODEL",
                    help="models to bench (for --engine NAME, default: that engine's configured model)")
     b.add_argument("--reps", type=int, help="measured repetitions per model (default [bench] reps)")
@@ -47,12 +62,13 @@ def register(sub) -> None:
     b.add_argument("--engine-kind", choices=("ollama", "openai"),
                    help="bench an engine given by URL: openai = llama.cpp's llama-server, vLLM, SGLang")
     b.add_argument("--engine-url", metavar="URL", help="that engine's base URL, e.g. http://127.0.0.1:8080")
+    t = b.add_argument_group("MLflow, the way AIPerf lays it out")
+    t.add_argument("--mlflow-parent-run-id", metavar="RUN_ID",
+                   help="write the runs (a sweep: its own run) as children of this existing MLflow run, e.g. one "
+                        "AIPerf's runs of the same comparison sit under")
+    t.add_argument("--mlflow-export", metavar="FILE",
+                   help="write a JSON file naming the MLflow runs written (AIPerf's mlflow_export.json keys)")
     add_sweep_args(b)
-    b.set_defaults(handler=cmd_bench)
-
-    s = sub.add_parser("sync", help="write runs kept in the local spool to MLflow")
-    s.add_argument("--json", action="store_true")
-    s.set_defaults(handler=cmd_sync)
 
 
 def _validate(args, effective_kind: str = "ollama") -> None:
@@ -80,6 +96,9 @@ def _validate(args, effective_kind: str = "ollama") -> None:
         raise CliError(f"--timeout must be a number of seconds > 0, got {args.timeout:g}", EXIT_BAD_INPUT)
     if args.prompt is not None and not args.prompt.strip():
         raise CliError("--prompt must not be empty", EXIT_BAD_INPUT)
+    parent = getattr(args, "mlflow_parent_run_id", None)
+    if parent is not None and not re.fullmatch(r"[0-9a-f]{32}", parent.strip()):
+        raise CliError(f"--mlflow-parent-run-id: {parent!r} is not an MLflow run id (32 hex digits)", EXIT_BAD_INPUT)
 
 
 def _count(value: int) -> str:
@@ -102,7 +121,7 @@ class _Progress(ProgressLine):
         if isinstance(ev, Phase):
             self.line(ev.text)
         elif isinstance(ev, RepStarted):
-            what = f"warm-up {-ev.index}/{ev.total}" if ev.warmup else f"rep {ev.index + 1}/{ev.total}"
+            what = ev.label or (f"warm-up {-ev.index}/{ev.total}" if ev.warmup else f"rep {ev.index + 1}/{ev.total}")
             self.line(f"{ev.model}: {what}")
             self.current = f"{ev.model} {what}"
         elif isinstance(ev, Live):
@@ -212,6 +231,7 @@ def cmd_bench(args, cfg) -> int:
         allow_cpu=args.allow_cpu or None, think=False if args.no_think else None,
         cache=args.cache, wait=False if args.no_wait else None, keep_loaded=True if args.keep_loaded else None,
         until_resolved=args.max_reps if args.until_resolved else None,
+        parent_run_id=(args.mlflow_parent_run_id or "").strip() or None,
     )
     progress = _Progress(sys.stderr.isatty() and not args.json)
     if sweep_requested(args):  # --profile/--depth/--concurrency/--slo/--csv/--markdown
@@ -235,6 +255,8 @@ def cmd_bench(args, cfg) -> int:
                                 stopped="the runs were recorded as KILLED with the repetitions that finished")
     if stopped is not None:
         return stopped
+    if args.mlflow_export:
+        write_export(args.mlflow_export, cfg, [(r.run_id, r.model, "") for r in runs], None)
     if args.json:
         emit(json.dumps([run_to_dict(r) for r in runs], indent=2, default=str), sys.stdout)
     else:
@@ -245,6 +267,51 @@ def cmd_bench(args, cfg) -> int:
         return EXIT_NOT_SAVED
     # a run with nothing measured (every repetition an engine error or DNF) is not a result
     return EXIT_ENGINE_ERROR if any(r.status == "FAILED" for r in runs) else EXIT_OK
+
+
+def write_export(path: str, cfg, runs: list[tuple[str | None, str, str]], parent: str | None) -> None:
+    """The file naming what was written to MLflow: AIPerf's mlflow_export.json keys for the
+    top run (the sweep's own run, or the only run), and every run as `runs`. Read back from
+    MLflow, so it says what the store holds; a run still in the spool has no run id yet."""
+    import time
+
+    from sparkctl.services.factory import make_spool_and_store
+    from sparkctl.tracking.store import TrackingError
+
+    _spool, store = make_spool_and_store(cfg)
+    top = parent or (runs[0][0] if len(runs) == 1 else None)
+    out: dict = {"tracking_uri": store.display_uri, "experiment": cfg.tracking.experiment, "run_id": top,
+                 "run_name": None, "parent_run_id": None, "live_streaming": False, "reused_live_run": False,
+                 "exported_at_ns": time.time_ns(),
+                 "runs": [{"run_id": rid, "model": model, "cell": cell} for rid, model, cell in runs]}
+    if top:
+        try:
+            found = store.search_runs(f"attributes.run_id = '{top}'", max_results=1)
+        except TrackingError:
+            found = []
+        if found:
+            tags = found[0].get("tags") or {}
+            out.update(run_name=found[0].get("run_name"), parent_run_id=tags.get("mlflow.parentRunId"),
+                       metric_keys=sorted(found[0].get("metrics") or {}), param_keys=sorted(found[0].get("params") or {}),
+                       tag_keys=sorted(tags))
+    _write_json(path, out)
+
+
+def _write_json(path: str, data: dict) -> None:
+    import json
+    import os
+    import tempfile
+    from pathlib import Path
+
+    target = Path(path)
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(json.dumps(data, indent=2) + "\n")
+        os.replace(tmp, target)
+    except OSError as exc:
+        raise CliError(f"--mlflow-export {path}: cannot write it ({exc.strerror or exc})", EXIT_BAD_INPUT) from None
 
 
 def cmd_sync(args, cfg) -> int:

@@ -19,6 +19,7 @@ def register(sub) -> None:
                    help="also compare runs on another engine kind or version (said so in the output)")
     c.add_argument("--community", action="store_true",
                    help="also show imported community figures (sparkctl import) of each model at the same depth, "
+                        "and the compared runs beside each model's AIPerf runs by the OpenTelemetry GenAI names, "
                         "apart from the comparison")
     c.add_argument("--any-hardware", action="store_true",
                    help="also compare runs from hosts of another hardware class (GPU, memory, driver)")
@@ -64,12 +65,15 @@ def cmd_compare(args, cfg) -> int:
         raise _tracking_error(exc) from None
     try:
         community = _community(cfg, cmp) if args.community else None
+        same_names = _genai(cfg, cmp) if args.community else None
     except TrackingError as exc:
         raise _tracking_error(exc) from None
     if args.json:
         out = cmp.to_dict()
         if community is not None:
             out["community"] = [f.to_dict() for f in community]
+        if same_names is not None:
+            out["genai"] = [g.to_dict() for g in same_names]
         print(json.dumps(out, indent=2))
     elif args.table:
         from sparkctl.services.runs.decision import decision_table
@@ -82,6 +86,12 @@ def cmd_compare(args, cfg) -> int:
         if community is not None:
             print("\ncommunity figures (imported; another tool, machine and engine: not compared statistically)")
             print("\n".join(f"  {f.text()}" for f in community) or "  none imported for these models at this depth")
+        if same_names is not None:
+            from sparkctl.services.runs.genai import render
+
+            print("\nby the OpenTelemetry GenAI names (sparkctl's compared runs and each model's AIPerf runs in "
+                  "this experiment; another client and workload: not compared statistically)")
+            print(render(same_names))
     return EXIT_OK
 
 
@@ -97,6 +107,13 @@ def _community(cfg, cmp):
         out.extend(figures(store, side.model, depth=int(ident.depth) if ident.depth.isdigit() else 0,
                            concurrency=int(ident.concurrency) if ident.concurrency.isdigit() else 1))
     return out
+
+
+def _genai(cfg, cmp):
+    """The compared runs and the same models' AIPerf runs, by the GenAI names."""
+    from sparkctl.services.runs.genai import side_by_side
+
+    return side_by_side(_store(cfg), [side.run for side in cmp.sides if side.run is not None])
 
 
 def cmd_regressions(args, cfg) -> int:

@@ -17,7 +17,9 @@ def add_sweep_args(b) -> None:
     g = b.add_argument_group("workload sweep (any of these runs model x profile x depth x concurrency, "
                              "one MLflow run per cell)")
     g.add_argument("--profile", metavar="NAMES",
-                   help="prose|json|code|tool-call|all or [bench.profiles.NAME], comma-separated (default prose)")
+                   help="prose|json|code|tool-call|all or [bench.profiles.NAME], comma-separated (default prose); "
+                        "or arena-v2 / arena-v1: Spark Arena's published grid (depths, pp, tg, concurrency, runs, "
+                        "prefix caching and, for v2, its fixed cell order)")
     g.add_argument("--depth", metavar="TOKENS",
                    help="context depth(s) before the measured prompt, e.g. 0,4k,16k,32k (default 0)")
     g.add_argument("--concurrency", metavar="K",
@@ -30,7 +32,29 @@ def add_sweep_args(b) -> None:
 
 
 def sweep_requested(args) -> bool:
-    return any(getattr(args, f, None) not in (None, False) for f in SWEEP_FLAGS)
+    return bool(getattr(args, "sweep", False)) or any(getattr(args, f, None) not in (None, False) for f in SWEEP_FLAGS)
+
+
+def _arena(args):
+    """The Spark Arena profile --profile names, or None; refuses what would change its grid."""
+    from sparkctl.core.arena import by_name
+
+    names = [n.strip() for n in (args.profile or "").split(",") if n.strip()]
+    found = [by_name(n) for n in names]
+    if not any(found):
+        return None
+    if len(names) > 1:
+        raise CliError(f"--profile {found[0].name if found[0] else names[0]} is a whole grid: name it alone",
+                       EXIT_BAD_INPUT)
+    p = found[0]
+    fixed = [f for f, v in (("--depth", args.depth), ("--concurrency", args.concurrency), ("--reps", args.reps),
+                            ("--num-predict", args.num_predict), ("--prompt", args.prompt)) if v is not None]
+    if args.cache == "cold" and p.prefix_caching:
+        fixed.append("--cache cold")
+    if fixed:
+        raise CliError(f"--profile {p.name} fixes depth, concurrency, pp, tg, runs and prefix caching "
+                       f"({p.pinned}); drop {', '.join(fixed)}", EXIT_BAD_INPUT)
+    return p
 
 
 def _plan_args(args, cfg):
@@ -39,10 +63,16 @@ def _plan_args(args, cfg):
     from sparkctl.core.sweep import parse_int_list
     from sparkctl.services.bench.profiles import DEFAULT_PROFILE, resolve
 
+    grid = _arena(args)
     try:
-        profiles = resolve(args.profile or DEFAULT_PROFILE, cfg.bench, args.num_predict, args.prompt)
-        depths = parse_int_list(args.depth or "0", "--depth", 0)
-        conc = parse_int_list(args.concurrency or "1", "--concurrency", 1)
+        if grid is not None:
+            from sparkctl.services.bench.profiles import arena
+
+            profiles, depths, conc = [arena(grid)], list(grid.depths), list(grid.concurrency)
+        else:
+            profiles = resolve(args.profile or DEFAULT_PROFILE, cfg.bench, args.num_predict, args.prompt)
+            depths = parse_int_list(args.depth or "0", "--depth", 0)
+            conc = parse_int_list(args.concurrency or "1", "--concurrency", 1)
         slo = parse_slo(args.slo) if args.slo else None
     except ValueError as exc:
         msg = str(exc)
@@ -53,22 +83,34 @@ def _plan_args(args, cfg):
         raise CliError("--until-resolved compares two single benches; it does not combine with a sweep", EXIT_BAD_INPUT)
     if sum(bool(x) for x in (args.json, args.csv, args.markdown)) > 1:
         raise CliError("choose one of --json, --csv, --markdown", EXIT_BAD_INPUT)
-    return profiles, depths, conc, slo
+    return profiles, depths, conc, slo, grid
 
 
 def cmd_sweep(args, cfg, engine, settings, progress) -> int:
     import asyncio
     import json
+    from dataclasses import replace
 
     from sparkctl.core import sweep as core_sweep
     from sparkctl.services.bench.sweep import SweepRunner
     from sparkctl.services.factory import make_probes, make_recorder, make_spool_and_store
 
     try:
-        profiles, depths, conc, slo = _plan_args(args, cfg)
+        profiles, depths, conc, slo, grid = _plan_args(args, cfg)
     except CliError:
         asyncio.run(engine.close())
         raise
+    schedule = None
+    if grid is not None:
+        from sparkctl.core.arena import DEFAULT_RUNS
+
+        # the published grid's runs and prefix caching; its cells in its own order (v2's schedule)
+        settings = replace(settings, reps=grid.runs or DEFAULT_RUNS, cache="warm")
+        schedule = list(grid.schedule) if grid.schedule is not None else None
+        emit(f"sparkctl: {grid.pinned}: {len(grid.cells)} cells x {settings.reps} runs, pp {grid.pp}, tg {grid.tg}, "
+             f"prefix caching {'on' if grid.prefix_caching else 'off'}"
+             + (f", cells in its published order ({grid.strategy})" if schedule else ", cells in grid order"),
+             sys.stderr)
     spool, _store = make_spool_and_store(cfg)
     for text in recover(spool):
         emit(f"sparkctl: {text}", sys.stderr)
@@ -78,7 +120,8 @@ def cmd_sweep(args, cfg, engine, settings, progress) -> int:
         try:
             runner = SweepRunner(cfg, engine, make_probes(), settings, profiles, depths, conc, slo,
                                  sink=progress, recorder=make_recorder(cfg), journal=getattr(spool, "journal", None),
-                                 ctx_explicit=args.ctx is not None)
+                                 ctx_explicit=args.ctx is not None, schedule=schedule,
+                                 grid=grid.name if grid is not None else "")
             box.append(runner)
             return await runner.run(args.models)
         finally:
@@ -92,6 +135,11 @@ def cmd_sweep(args, cfg, engine, settings, progress) -> int:
     if stopped is not None:
         return stopped
     results = result.results
+    if getattr(args, "mlflow_export", None):
+        from sparkctl.cli.bench import write_export
+
+        write_export(args.mlflow_export, cfg, [(c.run.run_id, c.cell.model, c.cell.key) for c in result.cells],
+                     result.parent_run_id)
     if args.json:
         emit(json.dumps({"cells": [core_sweep.export_row(r, slo is not None) for r in results]}, indent=2), sys.stdout)
     elif args.csv:
@@ -143,6 +191,8 @@ def render_sweep(result) -> str:
                          f"(>= {result.slo.share_pct:g}% of requests within every target)")
     if result.num_parallel:
         lines.append(f"  engine parallelism: {result.num_parallel}")
+    if result.parent_run_id:
+        lines.append(f"  sweep run {result.parent_run_id} in MLflow: its cells are its child runs")
     for c in result.cells:
         for msg in c.run.invalid + c.run.flags:
             lines.append(f"  ! {c.cell.model} {c.cell.key}: {msg}")

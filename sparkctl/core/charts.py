@@ -77,11 +77,11 @@ def range_rows(items: list[RangeItem], width: int, label_width: int = 24) -> lis
 
 
 def bar_rows(items: list[tuple[str, float | None]], width: int, unit: str = "",
-             label_width: int = 24) -> list[tuple[str, str, str]]:
+             label_width: int = 24, spec: str = ".1f") -> list[tuple[str, str, str]]:
     """(label, bar, value text) per item: bars from zero to the value, the longest filling
     the space left by the labels and values, in eighths of a cell."""
     width = max(width, MIN_WIDTH)
-    texts = [("-" if v is None else f"{v:.1f}{unit}") for _, v in items]
+    texts = [("-" if v is None else f"{format(v, spec)}{unit}") for _, v in items]
     value_w = max([len(t) for t in texts] + [1])
     label_w = min(label_width, max([len(lbl) for lbl, _ in items] + [1]), max(6, width // 3))
     bar_w = max(4, width - label_w - value_w - 2)

@@ -55,10 +55,15 @@ class Cell:
 
 
 def plan(models: Sequence[str], profiles: Sequence[str], depths: Sequence[int],
-         concurrencies: Sequence[int]) -> list[Cell]:
+         concurrencies: Sequence[int], schedule: Sequence[tuple[int, int]] | None = None) -> list[Cell]:
     """The order cells run in. Models interleave inside each (profile, depth, concurrency)
     group, so a drift over the sweep (heat, a background job) touches every model alike;
-    depth and concurrency rise, so a refusal or a DNF at the deep end comes last."""
+    depth and concurrency rise, so a refusal or a DNF at the deep end comes last.
+
+    `schedule`: a published order of (depth, concurrency) cells (Spark Arena's heat-aware
+    one), kept exactly; profiles and models interleave inside each of its steps."""
+    if schedule is not None:
+        return [Cell(m, p, d, c) for d, c in schedule for p in profiles for m in models]
     return [Cell(m, p, d, c) for p in profiles for d in depths for c in concurrencies for m in models]
 
 

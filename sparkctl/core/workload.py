@@ -29,7 +29,9 @@ EVAL = "eval"
 PROMOTION = "promotion"
 ROLLBACK = "rollback"
 IMPORT = "import"  # a run written by something else than sparkctl's producers
-KINDS = (BENCH, SWEEP_CELL, EVAL, PROMOTION, ROLLBACK, IMPORT)
+SWEEP = "sweep"  # a sweep's parent run: what it asked and in which order; its cells hold the numbers
+KINDS = (BENCH, SWEEP_CELL, EVAL, PROMOTION, ROLLBACK, IMPORT, SWEEP)
+AIPERF = "aiperf"  # the profile of an import written by AIPerf's own MLflow exporter
 
 UNRECORDED = "unrecorded"
 TAG_PREFIX = "workload."
@@ -165,7 +167,7 @@ class WorkloadIdentity:
     def describe(self) -> str:
         """One line: what was measured, e.g. "bench, prompt 1a2b3c4d, num_ctx 8192, num_predict 512,
         think false, cold"."""
-        if self.kind in (PROMOTION, ROLLBACK, IMPORT):
+        if self.kind in (PROMOTION, ROLLBACK, IMPORT, SWEEP):
             return self.kind
         parts = [self.kind if self.kind != SWEEP_CELL else f"sweep cell {self.cell}"]
         if self.kind == EVAL:
@@ -236,6 +238,8 @@ def _legacy_kind(tags: Mapping[str, str]) -> str:
         return ROLLBACK if (tags.get("promotion.action") or "").strip().lower() == ROLLBACK else PROMOTION
     if kind in KINDS:
         return kind
+    if tags.get("aiperf.version"):
+        return IMPORT  # AIPerf's run in the same experiment: another tool's measurement, never a bench
     if tags.get("sweep.id") or tags.get("sweep.cell"):
         return SWEEP_CELL
     return BENCH if not kind else IMPORT
@@ -265,4 +269,7 @@ def _legacy(tags: Mapping[str, str], params: Mapping[str, str]) -> WorkloadIdent
             suite=suite, suite_sha256=param("suite_sha256"),
             # IFEval prompts are sent as written; a GSM8K template was not recorded before
             template_sha256="" if suite == "ifeval" else UNRECORDED, rule_version=UNRECORDED, recorded=False)
+    if kind == IMPORT and tags.get("aiperf.version"):
+        return WorkloadIdentity(IMPORT, profile=AIPERF, concurrency=str(params.get("loadgen.concurrency") or "1"),
+                                recorded=False)
     return WorkloadIdentity(kind, recorded=False)

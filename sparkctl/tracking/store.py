@@ -25,6 +25,7 @@ import fcntl
 import logging
 import math
 import os
+import re
 import threading
 import time
 from collections.abc import Callable
@@ -41,6 +42,19 @@ from sparkctl.tracking.search_filter import Unsupported
 from sparkctl.tracking.sqlite_reader import NoStore, NoSuchRun, SqliteRunReader, StoreRefused
 
 RECORD_ID_TAG = "sparkctl.record_id"
+# Parent and child runs (MLflow's UI nests a run under the run its `mlflow.parentRunId` names):
+# a sweep cell names its sweep's record (sparkctl.parent_record_id), resolved here to that
+# record's run; `--mlflow-parent-run-id` names an existing run (sparkctl.parent_run_id), as
+# AIPerf's flag of that name does.
+PARENT_RECORD_TAG = "sparkctl.parent_record_id"
+PARENT_RUN_TAG = "sparkctl.parent_run_id"
+MLFLOW_PARENT_TAG = "mlflow.parentRunId"
+# A parent created before its own record arrived (a cell replayed first, or a sweep that died
+# before writing its summary): the record, when it comes, is written into it.
+STUB_TAG = "sparkctl.stub"
+PARENT_MISSING_TAG = "sparkctl.parent_missing"
+# Each run's own copy of the file naming it, in AIPerf's layout (exports/mlflow_export.json).
+EXPORT_ARTIFACT = "exports/mlflow_export.json"
 # Set after everything else is logged: a run without it is a partial write, which a
 # replay of the same record replaces (the partial one is soft-deleted).
 COMPLETE_TAG = "sparkctl.record_complete"
@@ -449,20 +463,29 @@ class MlflowStore:
         run was created, the run is terminated as FAILED (never left RUNNING) and
         ``TrackingError`` is raised. Blocking: call from a worker thread."""
         run_id: str | None = None
+        stub: str | None = None
         try:
             client = self._get_client()
             exp_id = self._experiment_id(client, record.experiment or self.experiment, create=True)
-            existing = self._find_complete_run(client, exp_id, record)
+            existing, stub = self._find_complete_run(client, exp_id, record)
             if existing is not None:
                 return existing
-            run = client.create_run(
-                exp_id,
-                start_time=record.start_ms,
-                tags={RECORD_ID_TAG: record.record_id},
-                run_name=record.run_name,
-            )
-            run_id = run.info.run_id
+            parent_id = self._parent_of(client, exp_id, record)
+            if stub is not None:
+                # a cell arrived first and made this parent: the record fills it in
+                run_id = stub
+                client.update_run(run_id, name=record.run_name)
+                client.delete_tag(run_id, STUB_TAG)
+                if parent_id:
+                    client.set_tag(run_id, MLFLOW_PARENT_TAG, parent_id)
+            else:
+                create_tags = {RECORD_ID_TAG: record.record_id}
+                if parent_id:
+                    create_tags[MLFLOW_PARENT_TAG] = parent_id
+                run = client.create_run(exp_id, start_time=record.start_ms, tags=create_tags, run_name=record.run_name)
+                run_id = run.info.run_id
             self._log_everything(client, run_id, record)
+            self._log_export(client, run_id, record, parent_id)
             client.set_tag(run_id, COMPLETE_TAG, "true")
             client.set_terminated(run_id, status=record.status, end_time=record.end_ms)
             return run_id
@@ -470,13 +493,16 @@ class MlflowStore:
             if run_id is not None:
                 try:
                     client.set_terminated(run_id, status="FAILED", end_time=record.end_ms)
+                    if run_id == stub:  # still the placeholder its children point to: a replay fills it
+                        client.set_tag(run_id, STUB_TAG, "true")
                 except Exception:
                     pass  # the store is gone; nothing more we can do for this run
             if not isinstance(exc, Exception):
                 raise
             raise self._error(exc, "write") from None  # the cause quotes the URL, credentials and all
 
-    def _find_complete_run(self, client, exp_id: str, record: RunRecord) -> str | None:
+    def _find_complete_run(self, client, exp_id: str, record: RunRecord) -> tuple[str | None, str | None]:
+        """(the complete run of this record, or None; a stub parent made for it, or None)."""
         from mlflow.entities import ViewType
 
         runs = client.search_runs(
@@ -486,8 +512,11 @@ class MlflowStore:
             max_results=100,
         )
         found: str | None = None
+        stub: str | None = None
         for run in runs:
-            if run.data.tags.get(COMPLETE_TAG) == "true":
+            if run.data.tags.get(STUB_TAG) == "true" and run.info.lifecycle_stage != "deleted":
+                stub = stub or run.info.run_id
+            elif run.data.tags.get(COMPLETE_TAG) == "true":
                 if found is None:
                     found = run.info.run_id
                     if run.info.status == "RUNNING":
@@ -500,7 +529,41 @@ class MlflowStore:
                 if run.info.status == "RUNNING":
                     client.set_terminated(run.info.run_id, status="FAILED")
                 client.delete_run(run.info.run_id)
-        return found
+        return found, (None if found is not None else stub)
+
+    def _parent_of(self, client, exp_id: str, record: RunRecord) -> str | None:
+        """The run id `record` is a child of: an existing run named by --mlflow-parent-run-id
+        (a missing one is said in a tag, and the run is written as a root run, as AIPerf does),
+        or its sweep's run, found by record id or made as a stub until the sweep's record comes."""
+        from mlflow.entities import ViewType
+
+        named = record.tags.get(PARENT_RUN_TAG, "").strip()
+        if named:
+            try:
+                client.get_run(named)
+                return named
+            except Exception as exc:
+                if "RESOURCE_DOES_NOT_EXIST" not in repr(exc) and "not found" not in str(exc).lower():
+                    raise
+                record.tags[PARENT_MISSING_TAG] = named
+                return None
+        parent_record = record.tags.get(PARENT_RECORD_TAG, "").strip()
+        if not parent_record or not _record_id_ok(parent_record):
+            return None
+        runs = client.search_runs([exp_id], filter_string=f"tags.`{RECORD_ID_TAG}` = '{parent_record}'",
+                                  run_view_type=ViewType.ACTIVE_ONLY, max_results=10)
+        for run in runs:
+            if run.data.tags.get(COMPLETE_TAG) == "true" or run.data.tags.get(STUB_TAG) == "true":
+                return run.info.run_id
+        stub = client.create_run(exp_id, start_time=record.start_ms, run_name=f"sweep {record.tags.get('sweep.id', '')}".strip(),
+                                 tags={RECORD_ID_TAG: parent_record, STUB_TAG: "true", "sparkctl.kind": "sweep",
+                                       "sweep.id": record.tags.get("sweep.id", "")})
+        client.set_terminated(stub.info.run_id, status="KILLED", end_time=record.end_ms)
+        return stub.info.run_id
+
+    def _log_export(self, client, run_id: str, record: RunRecord, parent_id: str | None) -> None:
+        """The run's copy of the file that names it (AIPerf's mlflow_export.json keys)."""
+        client.log_dict(run_id, export_metadata(self, record, run_id, parent_id), EXPORT_ARTIFACT)
 
     def _log_everything(self, client, run_id: str, record: RunRecord) -> None:
         from mlflow.entities import Metric, Param, RunTag
@@ -689,6 +752,32 @@ class MlflowStore:
     def without_mlflow(self) -> "ReadsWithoutMlflow":
         """This store's reads that never import MLflow (for the dashboard's process)."""
         return ReadsWithoutMlflow(self)
+
+
+def _record_id_ok(value: str) -> bool:
+    """Safe to quote in a filter string (record ids are letters, digits, '-' and '_')."""
+    return re.fullmatch(r"[A-Za-z0-9_-]{1,64}", value) is not None
+
+
+def export_metadata(store: "MlflowStore", record: RunRecord, run_id: str, parent_id: str | None) -> dict[str, Any]:
+    """What names one written run, in the keys of AIPerf's `mlflow_export.json` (tracking URI
+    without credentials, experiment, run id and name, parent run id, the keys logged)."""
+    metric_keys = sorted(set(record.summary_metrics) | set(record.step_metrics))
+    return {
+        "tracking_uri": store.display_uri,
+        "experiment": record.experiment or store.experiment,
+        "run_id": run_id,
+        "run_name": record.run_name,
+        "benchmark_id": record.record_id,
+        "parent_run_id": parent_id,
+        "live_streaming": False,
+        "reused_live_run": False,
+        "metric_keys": metric_keys,
+        "param_keys": sorted(record.params),
+        "tag_keys": sorted(record.tags),
+        "uploaded_artifacts": sorted([*record.artifacts, EXPORT_ARTIFACT]),
+        "exported_at_ns": time.time_ns(),
+    }
 
 
 class NeedsMlflow(TrackingError):

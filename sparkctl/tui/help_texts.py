@@ -72,6 +72,9 @@ and GPU state.
   cell, and the matrix opens at the end. In bench mode the sweep fields are not used.
 - *notes* (under the summary): refusals, warnings and each run's flags with what they mean
   for the numbers, whole; `enter` on a run or `n` opens them on a whole screen.
+- `f` follows a llama-benchy run: give the file of its `--emit-progress`; the gauges move
+  with its requests as they stream, and at its `bench_complete` (or `escape`) the run is
+  recorded, kind import, each request a step (Runs screen).
 - *solo* (settings): every other model is unloaded for the bench (a `SOLO` badge shows
   beside Run); Run first asks, naming each model it unloads and for about how long. After
   the run the switch returns to `[bench] mode`.
@@ -94,7 +97,9 @@ more), read in a worker thread.
   measured at two contexts at one, `e` evaluates the contender again at the incumbent's
   context and sample); `B` re-benches lane models last benched on another engine version; `R`
   lists engine-change regressions (as `sparkctl regressions`); `P` promotes; `M` shows the
-  workload sweep the selected run is a cell of (matrix and charts).
+  workload sweep the selected run is a cell of (matrix and charts). The chart (`c`) adds the
+  model's time to first chunk by its OpenTelemetry name, AIPerf's runs in the experiment beside
+  sparkctl's.
 """,
     "EvalScreen": """\
 **Eval**: GSM8K or IFEval on one or more models, the same sampled items for each, scored by

@@ -80,8 +80,11 @@ async def test_concurrency_past_num_parallel_queues_and_percentiles_match_the_fa
     one, two = cells[1].result.stats, cells[2].result.stats
     assert two.decode_tps_per_request_median < 0.9 * one.decode_tps_per_request_median
     assert one.throughput_tps < two.throughput_tps < 2 * one.throughput_tps
-    # one MLflow run per cell, grouped by tags
-    assert len(records) == 3 and len({r.tags["sweep.id"] for r in records}) == 1
+    # the sweep's own run first, then one MLflow run per cell, its child, grouped by tags too
+    parent, records = records[0], records[1:]
+    assert parent.tags["sparkctl.kind"] == "sweep" and parent.summary_metrics["cells_finished"] == 3
+    assert all(r.tags["sparkctl.parent_record_id"] == parent.record_id for r in records)
+    assert len(records) == 3 and len({r.tags["sweep.id"] for r in records + [parent]}) == 1
     assert sorted(r.tags["sweep.concurrency"] for r in records) == ["1", "2", "4"]
     assert records[0].summary_metrics["ttft_s_p50"] > 0 and records[0].params["profile"] == "prose"
     assert "ttft_s_p99" not in records[0].summary_metrics and records[0].summary_metrics["ttft_n"] == 2

@@ -65,7 +65,7 @@ def recorded(mlflow_template_db, tmp_path_factory):  # noqa: F811
         result = asyncio.run(sweep())
         bench = recording_bench(server.url, store, folder / "spool2.jsonl", warmup=0, reps=1, num_predict=PREDICT)
         asyncio.run(bench(A))
-        assert len(store.search_runs()) == 9
+        assert len(store.search_runs()) == 10  # 8 cells, the sweep's own run, 1 bench
         yield server, store, result
     finally:
         server.stop()
@@ -114,7 +114,7 @@ async def test_M_on_a_sweep_run_shows_the_recorded_cells_and_charts_fit_80_colum
         assert view.sweep_id == result.sweep_id and view.models == [A, B] and view.slo == "ttft=2s,itl=1s"
         assert view.columns == [("prose", 0, 1), ("prose", 0, 2), ("prose", 1024, 1), ("prose", 1024, 2)]
         # every cell holds its recorded run's own metrics
-        runs = store.search_runs(f"tags.`sweep.id` = '{result.sweep_id}'")
+        runs = [r for r in store.search_runs(f"tags.`sweep.id` = '{result.sweep_id}'") if "sweep.cell" in r["tags"]]
         assert len(runs) == 8
         text = chart_text(app)
         for run in runs:
@@ -207,8 +207,9 @@ async def test_a_sweep_from_the_bench_settings_records_one_run_per_cell_and_open
             # the matrix ends on its own figures: no error from a store it was never meant to read
             assert str(app.screen.query_one("#chart-status").render()) == "Esc closes"
             view = app.screen.data
-            runs = store.search_runs(f"tags.`sweep.id` = '{view.sweep_id}'")
-            assert len(runs) == 4 == len(view.results)
+            found = store.search_runs(f"tags.`sweep.id` = '{view.sweep_id}'")
+            runs = [r for r in found if "sweep.cell" in r["tags"]]  # the cells, not the sweep's own run
+            assert len(runs) == 4 == len(view.results) == len(found) - 1
             assert sorted(r["tags"]["sweep.cell"] for r in runs) == ["prose/d0/c1", "prose/d0/c2",
                                                                      "prose/d512/c1", "prose/d512/c2"]
             by_id = {r["run_id"]: r for r in runs}
@@ -231,6 +232,6 @@ async def test_a_sweep_from_the_bench_settings_records_one_run_per_cell_and_open
             await pilot.pause(0.1)
             said = bench.query_one("#notes").text  # on screen, whole, not in a toast that goes
             assert "concurrency" in said and "whole number" in said
-            assert len(store.search_runs()) == 4
+            assert len(store.search_runs()) == 5  # the 4 cells and the sweep's own run
     finally:
         server.stop()

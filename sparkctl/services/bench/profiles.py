@@ -52,6 +52,12 @@ class Profile:
     prompt: str
     num_predict: int
     format: str | dict | None = None  # sent to the engine as structured output
+    # llama-benchy's pp: each measured request adds this many tokens of fresh text after the
+    # (cached) context, sized per model from the depth calibration; 0: the prompt alone
+    pp_tokens: int = 0
+    # llama-benchy's prefix caching: before a cell's rounds, one request per concurrent slot
+    # loads its context into the cache (not measured), so measured requests prefill only pp
+    context_load: bool = False
 
     @property
     def format_text(self) -> str:
@@ -94,6 +100,11 @@ def resolve(names: str, b: BenchConfig, num_predict: int | None = None, prompt: 
     out = []
     for n in dict.fromkeys(wanted):
         if n not in known:
+            from sparkctl.core.arena import by_name
+
+            if by_name(n) is not None:  # the TUI's sweep form: a published grid runs from the CLI
+                raise ValueError(f"--profile: {n} is Spark Arena's whole grid: run it with "
+                                 f"`sparkctl sweep MODEL --profile {by_name(n).name}`")
             raise ValueError(f"--profile: unknown profile {n!r}; known: {', '.join(known)}, all")
         p = known[n]
         if num_predict is not None:
@@ -102,3 +113,15 @@ def resolve(names: str, b: BenchConfig, num_predict: int | None = None, prompt: 
             p = Profile(p.name, prompt, p.num_predict, p.format)
         out.append(p)
     return out
+
+
+# The instruction after an Arena cell's context and pp text (llama-benchy's prompts are text
+# to process, not questions: any fixed instruction keeps the answer running to tg tokens).
+ARENA_INSTRUCTION = "Continue the record above in the same style, one entry after another."
+
+
+def arena(profile) -> Profile:
+    """The prompt profile of a Spark Arena grid (core.arena.ArenaProfile): pp tokens of fresh
+    text per request, tg tokens out, context loaded first when the profile caches prefixes."""
+    return Profile(profile.name, ARENA_INSTRUCTION, profile.tg, None, pp_tokens=profile.pp,
+                   context_load=profile.prefix_caching)

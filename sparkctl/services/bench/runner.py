@@ -24,7 +24,7 @@ from typing import Any, Callable
 
 from sparkctl import __version__
 from sparkctl.config import BenchConfig, Config
-from sparkctl.core import guards, model_shape, prefill, specdec
+from sparkctl.core import depthtext, genai, guards, model_shape, prefill, specdec
 from sparkctl.core.budget import build_budget
 from sparkctl.core.engine_identity import version_at_least
 from sparkctl.core.gpu import is_throttled
@@ -83,6 +83,8 @@ class BenchSettings:
     until_resolved: int = 0  # > 0: two models, repetitions until decode differs or is pinned, up to this many
     keep_loaded: bool = False  # models the bench loaded stay resident after it
     ctx_why: str = ""  # why num_ctx is fixed when not the user's (a sweep's depth), for the screens
+    parent_run_id: str = ""  # --mlflow-parent-run-id: an existing MLflow run this bench's runs go under
+    follow_up_chars: int = 0  # warm policy: characters of fresh text each request adds (a sweep's pp)
 
     @classmethod
     def from_config(cls, b: BenchConfig, **overrides: Any) -> "BenchSettings":
@@ -143,6 +145,7 @@ class RepStarted:
     index: int  # 0-based among measured reps; -1.. for warm-ups
     warmup: bool
     total: int
+    label: str = ""  # said instead of "index/total" (a followed llama-benchy request: its cell and run)
 
 
 @dataclass(frozen=True)
@@ -399,6 +402,9 @@ class BenchRunner:
         body = self.s.prompt
         if self.s.cache == prefill.WARM:
             full = prefill.warm_prompt(body, self._nonce, k)
+            if self.s.follow_up_chars:
+                # llama-benchy's pp after a cached context: fresh text, different for every request
+                full += "\n\n" + depthtext.depth_text(self.s.follow_up_chars, seed=1 + k)
             return full, full[len(body):], None
         prompt, system, added = coldness.cold_request(body, self._nonce, k, self.nonce_position(model),
                                                       self._model_system(model))
@@ -1265,13 +1271,35 @@ class BenchRunner:
             mine = sampler.within(_windows(run))  # this model's requests only, not the others'
             t0 = mine[0][0] if mine else 0.0
             artifacts["gpu_samples.json"] = [{"t_s": round(t - t0, 3), **v} for t, v in mine]
+        if s.parent_run_id:
+            tags["sparkctl.parent_run_id"] = s.parent_run_id  # the store makes it mlflow.parentRunId
+        # the same requests under OpenTelemetry's GenAI names, as AIPerf logs them (core/genai.py)
+        figures = self.genai_requests(run)
+        step_metrics.update(genai.live_series(figures))
         return RunRecord(
             experiment=self.cfg.tracking.experiment,
             run_name=f"{run.model} @ {self.engine.kind} {self.engine_version}",
             status=status or run.status, start_ms=start_ms, end_ms=end_ms, params=params, tags=tags,
-            step_metrics=step_metrics, summary_metrics=run.summary, artifacts=artifacts,
-            record_id=run.record_id,
+            step_metrics=step_metrics, summary_metrics={**run.summary, **genai.summary(figures)},
+            artifacts=artifacts, record_id=run.record_id,
         )
+
+    def genai_requests(self, run: ModelRun) -> list[genai.RequestFigures]:
+        """Each measured request in the GenAI conventions' terms, by repetition (a DNF or a
+        failed request measures nothing). Time to first chunk follows the summary's rule: under
+        the cold policy a request served from the prompt cache has none."""
+        out = []
+        for r in run.reps:
+            if r.dnf or r.error:
+                out.append(genai.RequestFigures())
+                continue
+            cached = bool(r.prefill_cached) and self.s.cache == prefill.COLD
+            tpoc = None
+            if r.decode_window and r.client_tokens > 1:
+                tpoc = (r.decode_window[1] - r.decode_window[0]) / (r.client_tokens - 1)
+            out.append(genai.RequestFigures(ttfc_s=None if cached else r.ttft_s, tpoc_s=tpoc, duration_s=r.wall_s,
+                                            output_tokens=r.eval_count, input_tokens=r.prompt_eval_count))
+        return out
 
 
 async def end_residency(guard: ResidencyGuard | None, sink: Sink) -> LaneRestore:

@@ -16,12 +16,15 @@ and its record. What a sweep adds:
   a round whose decode windows never overlap on the client's clock ran one at a time; both
   are recorded, not flagged as foreign load (the waits are the sweep's own requests).
 
-MLflow grouping: one run per cell, grouped by tags (`sweep.id`, `sweep.cell`,
-`sweep.profile`, `sweep.depth`, `sweep.concurrency`) rather than parent/child runs. A cell
-run is a complete bench run that compares like with like on its own (Runs screen, compare,
-regressions need no parent), the spool replays each record independently (a parent's run
-id would not exist yet when a child is spooled offline), and `tags.sweep.id = '...'` in
-MLflow's search or UI gives the whole sweep.
+MLflow grouping: one run per cell, each a child of the sweep's own run (kind `sweep`: what it
+asked, the cells in their run order, how many finished), as AIPerf groups a sweep; the cells
+also keep their tags (`sweep.id`, `sweep.cell`, `sweep.profile`, `sweep.depth`,
+`sweep.concurrency`, `sweep.order`). A cell run is a complete bench run that compares like with
+like on its own (Runs screen, compare, regressions need no parent). The sweep's run is written
+first, once every cell's status is final; the spool replays each record alone, so a cell
+written before its sweep's run names that run by record id (`sparkctl.parent_record_id`) and
+the store resolves it, making a placeholder the sweep's record fills (tracking/store.py).
+A published grid (`--profile arena-v2`) brings its own cell order (`schedule`), kept exactly.
 """
 
 from __future__ import annotations
@@ -48,6 +51,7 @@ from sparkctl.services.bench.runner import (
     BenchRefused, BenchRunner, BenchSettings, ModelRun, Notice, Phase, RepResult, end_residency,
 )
 from sparkctl.services.bench.sampler import GpuSampler
+from sparkctl.tracking.record import RunRecord, new_record_id
 
 _CHUNKS: contextvars.ContextVar[list[float] | None] = contextvars.ContextVar("sweep_chunks", default=None)
 _FORMAT: contextvars.ContextVar[Any] = contextvars.ContextVar("sweep_format", default=None)
@@ -108,6 +112,7 @@ class SweepResult:
     lane_restore: LaneRestore | None = None
     identity: dict[str, dict[str, str]] = field(default_factory=dict)  # per model: engine.* tags (runner, build, flash attention)
     gpu: str = ""  # the GPU's name, as the host probe read it
+    parent_run_id: str | None = None  # the sweep's own MLflow run (its cells are its children)
 
     @property
     def results(self) -> list[CellResult]:
@@ -123,7 +128,8 @@ class CellRunner(BenchRunner):
     num_predict, format and concurrency."""
 
     def __init__(self, parent: BenchRunner, settings: BenchSettings, cell: Cell, profile: Profile,
-                 sweep_id: str, slo: Slo | None, depth_target: int, baseline_prompt_tokens: int | None) -> None:
+                 sweep_id: str, slo: Slo | None, depth_target: int, baseline_prompt_tokens: int | None,
+                 parent_record_id: str = "", order: int | None = None) -> None:
         super().__init__(parent.cfg, parent.engine, parent.probes, settings, sink=parent._sink,
                          recorder=None, journal=parent.journal)
         for name in ("engine_version", "_shows", "_digests", "_sizes", "_ctx", "_ctx_note",
@@ -135,6 +141,8 @@ class CellRunner(BenchRunner):
         self.cell = cell
         self.profile = profile
         self.sweep_id = sweep_id
+        self.parent_record_id = parent_record_id  # the sweep's own run: this cell's MLflow parent
+        self.order = order  # the cell's place in the sweep's run order (0 first)
         self.slo = slo
         self.depth_target = depth_target
         self.baseline_prompt_tokens = baseline_prompt_tokens
@@ -163,6 +171,22 @@ class CellRunner(BenchRunner):
         if latency.queued(r.queue_wait_s, r.total_s):
             self.queued_ids.add(r.index)
         return r
+
+    def _judge_prefill(self, run: ModelRun) -> None:
+        if self.profile.context_load:
+            # llama-benchy's prefix caching: the context is in the cache on purpose (loaded just
+            # before, and kept from cell to cell, never reset), and each request prefills its
+            # fresh pp text. The counts cannot say more: an engine counts the served tokens or
+            # not by version, and no cold request is left to compare times with. Said, not judged.
+            for r in run.warmups:  # the context loads: served partly by the cache the last cell left
+                r.prefill_cached = True
+                r.cache_note = "context load (prefix caching): the cache is kept from cell to cell"
+            for r in run.reps:
+                r.prefill_cached = bool(self.cell.depth)
+                r.cache_note = ("context loaded before the cell (prefix caching, llama-benchy's method)"
+                                if self.cell.depth else "depth 0: nothing to cache, the pp text is fresh")
+            return
+        super()._judge_prefill(run)
 
     # ---- what the cell measured -------------------------------------------------------------
 
@@ -194,6 +218,10 @@ class CellRunner(BenchRunner):
         return out
 
     def measured_depth(self, run: ModelRun) -> int | None:
+        if self.profile.context_load:
+            # prefix caching on purpose: an engine counts what its cache served or not, by version,
+            # so no count says the depth (the calibration sized it, as for every cell)
+            return None
         counts = [r.prompt_eval_count for r in run.reps if r.prompt_eval_count and not r.prefill_cached]
         if not counts or self.baseline_prompt_tokens is None:
             return None
@@ -234,9 +262,17 @@ class CellRunner(BenchRunner):
             "profile": c.profile, "depth_tokens": c.depth, "concurrency": c.concurrency,
             "requests_per_round": c.concurrency, "rounds": self.s.reps, "format": self.profile.format_text,
             "slo": self.slo.text() if self.slo else "none",
-            "profile_prompt_tokens": self.baseline_prompt_tokens if not c.depth else "",
+            "profile_prompt_tokens": (self.profile.pp_tokens or "") if self.profile.pp_tokens
+            else self.baseline_prompt_tokens if not c.depth else "",
         }.items()})
+        if self.profile.pp_tokens:
+            record.params["pp_tokens"] = str(self.profile.pp_tokens)  # llama-benchy's pp, fresh per request
+            record.params["context_load"] = str(self.profile.context_load).lower()
+        # a child of the sweep's own run; only that run goes under --mlflow-parent-run-id
+        record.tags.pop("sparkctl.parent_run_id", None)
         record.tags.update({
+            "sparkctl.parent_record_id": self.parent_record_id,
+            "sweep.order": "" if self.order is None else str(self.order),
             "sweep.id": self.sweep_id, "sweep.cell": c.key, "sweep.profile": c.profile,
             "sweep.depth": str(c.depth), "sweep.concurrency": str(c.concurrency),
             "engine.num_parallel": self.num_parallel or "n/a",
@@ -261,8 +297,14 @@ class CellRunner(BenchRunner):
 class SweepRunner:
     def __init__(self, cfg, engine, probes, settings: BenchSettings, profiles: list[Profile], depths: list[int],
                  concurrencies: list[int], slo: Slo | None = None, sink=None, recorder=None, journal=None,
-                 ctx_explicit: bool = False) -> None:
+                 ctx_explicit: bool = False, schedule: list[tuple[int, int]] | None = None,
+                 grid: str = "") -> None:
         self.cfg = cfg
+        # a published order of (depth, concurrency) cells, kept exactly (Spark Arena's), and
+        # the name of the published grid it comes from ("arena-v2"); None/"": the own order
+        self.schedule = schedule
+        self.grid = grid
+        self.parent_record_id = new_record_id()
         self.engine = _TimedEngine(engine)
         self.probes = probes
         self.s = settings
@@ -284,10 +326,16 @@ class SweepRunner:
         except Exception:
             self._sink = lambda ev: None
 
+    def parent_record(self, base: BenchRunner, models: list[str], outcome: str, end_ms: int) -> RunRecord:
+        """The sweep's own MLflow run: what it asked, the cells in the order they ran (or were
+        to run), how many finished; its cells are written as its children."""
+        return _sweep_parent(self, base, models, outcome, end_ms)
+
     def context_needed(self) -> int:
         """The context the deepest cell needs, with prompts counted at 3 characters a token
         (an overestimate for English; the engine's count is checked after)."""
-        return max(context_needed(max(self.depths), len(p.prompt) // 3 + 1, p.num_predict)
+        # a pp profile's fresh text is sized from the calibration: 10% for its error
+        return max(context_needed(max(self.depths), len(p.prompt) // 3 + 1 + int(p.pp_tokens * 1.1), p.num_predict)
                    for p in self.profiles.values())
 
     async def run(self, models: list[str]) -> SweepResult:
@@ -375,9 +423,10 @@ class SweepRunner:
         return cpt, counts
 
     async def _cells(self, base: BenchRunner, models: list[str]) -> None:
-        cells = plan(models, list(self.profiles), self.depths, self.concurrencies)
+        cells = plan(models, list(self.profiles), self.depths, self.concurrencies, self.schedule)
         if self.s.mode == "solo":  # each model alone: all its cells, then the next model's
             cells.sort(key=lambda c: models.index(c.model))
+        self.order = cells
         calib: dict[str, tuple[float, dict[str, int | None]]] = {}
         warmed: set[str] = set()
         for cell in cells:
@@ -395,7 +444,7 @@ class SweepRunner:
                 await base.measure_opening(m, counted_per_request=False)  # cells of several requests at once
                 if base.s.warmup:
                     wr = CellRunner(base, replace(base.s, prompt=prof.prompt, num_predict=prof.num_predict),
-                                    cell, prof, self.sweep_id, None, 0, None)
+                                    cell, prof, self.sweep_id, None, 0, None, self.parent_record_id)
                     for w in range(base.s.warmup):
                         self.sink(Phase(f"{m}: warm-up {w + 1}/{base.s.warmup}"))
                         await wr.run_rep(m, -1 - w, True)
@@ -405,10 +454,14 @@ class SweepRunner:
             cpt, counts = calib[m]
             depth_text = depthtext.text_for_tokens(cell.depth, cpt)
             prompt = depthtext.assemble(depth_text, prof.prompt)
-            cs = replace(base.s, prompt=prompt, num_predict=prof.num_predict, warmup=0)
+            cs = replace(base.s, prompt=prompt, num_predict=prof.num_predict, warmup=0,
+                         follow_up_chars=int(prof.pp_tokens * cpt) if prof.pp_tokens else 0)
             baseline = counts.get(cell.profile)
+            if baseline and prof.pp_tokens:
+                baseline += prof.pp_tokens  # each request's fresh pp text is prompt, not depth
             cr = CellRunner(base, cs, cell, prof, self.sweep_id, self.slo, cell.depth,
-                            baseline + _assembly_overhead(cpt) if (baseline and cell.depth) else baseline)
+                            baseline + _assembly_overhead(cpt) if (baseline and cell.depth) else baseline,
+                            self.parent_record_id, order=len(self.result.cells))
             cr.num_parallel = self.result.num_parallel
             run = ModelRun(m, show=base._shows[m], num_ctx=base.num_ctx(m), ctx_note=base._ctx_note.get(m, ""))
             run.flags.extend(f for f in setup.flags if f.startswith("foreign load"))  # the idle check
@@ -417,8 +470,13 @@ class SweepRunner:
             self.result.cells.append(CellRun(cell, prof, cr, run, cell.depth))
             self.sink(Phase(f"{m} {cell.key}: loading/checking placement"))
             await cr.check_placement(run, m, before=True)
-            spec_start = await cr._spec.read(m)
             k = cell.concurrency
+            if prof.context_load and cs.cache == prefill.WARM and cell.depth:
+                # llama-benchy's prefix caching: each slot's context loaded first, not measured
+                self.sink(Phase(f"{m} {cell.key}: loading the context ({k} request(s), not measured)"))
+                loads = await asyncio.gather(*(cr.run_rep(m, -1000 - j, True) for j in range(k)))
+                run.warmups.extend(loads)  # the cold reference the cache check judges the measured ones by
+            spec_start = await cr._spec.read(m)
             for rnd in range(cs.reps):
                 self.sink(Phase(f"{m} {cell.key}: round {rnd + 1}/{cs.reps}, {k} request(s) at once"))
                 tasks = [asyncio.ensure_future(cr.run_rep(m, rnd * k + j, False, rnd)) for j in range(k)]
@@ -450,6 +508,7 @@ class SweepRunner:
         self.result.lane_restore = lane_restore
         self.result.identity = dict(base._identity)
         self.result.gpu = base.host_facts.get("gpu.name", "")
+        finished = []
         for c in self.result.cells:
             cr, run = c.runner, c.run
             cr.lane_restore = lane_restore
@@ -460,6 +519,14 @@ class SweepRunner:
             run.flags.extend(cr.cell_flags(run, samples))
             st = cell_stats(samples, self.slo)
             st.extra.update({k: v for k, v in run.summary.items() if k in SPEC_CELL_KEYS})
+            finished.append((c, st))
+        if self.recorder is not None and self.result.cells:
+            # the sweep's own run first (the statuses are final now): its cells are its children
+            res = await asyncio.to_thread(self.recorder, self.parent_record(base, models, outcome, end_ms))
+            if res is not None:
+                self.result.parent_run_id = res.run_id
+        for c, st in finished:
+            cr, run = c.runner, c.run
             run_id = None
             if self.recorder is not None and (run.reps or run.status != "FINISHED"):
                 record = cr.to_record(run, cr._start_ms, c.end_ms or end_ms, sampler)
@@ -471,7 +538,8 @@ class SweepRunner:
                     run_id = res.run_id
             c.result = CellResult(c.cell, st, run_id=run_id, depth_tokens=cr.measured_depth(run),
                                   roofline_pct=run.summary.get("roofline_pct"), flags=tuple(run.invalid + run.flags),
-                                  prompt_tokens=cr.baseline_prompt_tokens if not c.cell.depth else None,
+                                  prompt_tokens=c.profile.pp_tokens or (cr.baseline_prompt_tokens
+                                                                        if not c.cell.depth else None),
                                   num_predict=c.profile.num_predict)
         # the Markdown's pp<N> names the profile prompt's tokens: give every depth of a row the same N
         prompt_tokens = {(r.cell.model, r.cell.profile): r.prompt_tokens for r in self.result.results if r.prompt_tokens}
@@ -479,6 +547,50 @@ class SweepRunner:
             if c.result is not None and c.result.prompt_tokens is None:
                 c.result = replace(c.result, prompt_tokens=prompt_tokens.get((c.cell.model, c.cell.profile))
                                    or c.runner.baseline_prompt_tokens)
+
+
+def _sweep_parent(runner: "SweepRunner", base: BenchRunner, models: list[str], outcome: str,
+                  end_ms: int) -> RunRecord:
+    from sparkctl import __version__
+    from sparkctl.core.workload import SWEEP
+
+    s = runner.s
+    cells = runner.result.cells
+    planned = getattr(runner, "order", None) or [c.cell for c in cells]
+    ran = {(c.cell.model, c.cell.key): c for c in cells}
+    order = []
+    for i, cell in enumerate(planned):
+        c = ran.get((cell.model, cell.key))
+        order.append({"order": i, "model": cell.model, "cell": cell.key, "profile": cell.profile, "depth": cell.depth,
+                      "concurrency": cell.concurrency, "status": c.run.status if c is not None else "not run"})
+    params = {
+        "models": ",".join(models), "profiles": ",".join(runner.profiles), "depths": ",".join(map(str, runner.depths)),
+        "concurrency": ",".join(map(str, runner.concurrencies)), "reps": s.reps, "cache_policy": s.cache,
+        "num_predict": ",".join(str(p.num_predict) for p in runner.profiles.values()),
+        "grid": runner.grid or "own", "cells_planned": len(planned),
+        "schedule": ";".join(f"{d}/{k}" for d, k in runner.schedule) if runner.schedule else "grid order",
+    }
+    pp = {p.pp_tokens for p in runner.profiles.values() if p.pp_tokens}
+    if pp:
+        params["pp_tokens"] = ",".join(map(str, sorted(pp)))
+    tags = {
+        "sparkctl.version": __version__, "sparkctl.kind": SWEEP, "sweep.id": runner.sweep_id,
+        "sweep.grid": runner.grid, "engine.kind": base.engine.kind, "engine.version": base.engine_version,
+        "model.name": models[0] if len(models) == 1 else ", ".join(models), **base.host_facts,
+        **WorkloadIdentity(SWEEP).to_tags(),
+    }
+    if s.parent_run_id:
+        tags["sparkctl.parent_run_id"] = s.parent_run_id
+    statuses = [c.run.status for c in cells]
+    summary = {"cells_planned": float(len(planned)), "cells_run": float(len(cells)),
+               "cells_finished": float(statuses.count("FINISHED")),
+               "cells_failed": float(statuses.count("FAILED")), "cells_killed": float(statuses.count("KILLED"))}
+    return RunRecord(experiment=runner.cfg.tracking.experiment,
+                     run_name=f"sweep {runner.sweep_id}" + (f" ({runner.grid})" if runner.grid else ""),
+                     status=outcome if outcome in ("FINISHED", "FAILED", "KILLED") else "FAILED",
+                     start_ms=base._start_ms or end_ms, end_ms=end_ms, params=params, tags=tags,
+                     summary_metrics=summary, artifacts={"sweep_order.json": order},
+                     record_id=runner.parent_record_id)
 
 
 def _assembly_overhead(cpt: float) -> int:

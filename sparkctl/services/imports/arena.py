@@ -1,19 +1,23 @@
 """`sparkctl export arena RUN...`: a Spark Arena submission bundle from sparkctl's runs.
 
 A submission (spark-arena/sparkrun, `sparkrun arena benchmark`) is three files: the serving
-recipe, `benchmark.csv` (llama-benchy's CSV: core/benchy.py) and `metadata.json` (sparkrun's
-BenchmarkResult.generate_metadata: recipe, timing, cluster, benchmark, model, runtime_info).
-sparkctl has no recipe (it measures a server someone else started), so the bundle holds the
-two files a reader needs for the numbers, with the engine and model facts the runs recorded:
-model dtype, quantization, KV heads, head dim, layers and parameters (`model.*` tags), the
-runtime (engine kind, version, runner and build, flash attention, KV cache type).
+recipe (`recipe.yaml`, sparkrun's recipe_version "2" keys), `benchmark.csv` (llama-benchy's
+CSV: core/benchy.py) and `metadata.json` (sparkrun's BenchmarkResult.generate_metadata:
+recipe, timing, cluster, benchmark, model, runtime_info). sparkctl measures a server someone
+else started, so its recipe names the model, runtime and context it measured and says it
+carries no container or command; the engine and model facts come from what the runs
+recorded: model dtype, quantization, KV heads, head dim, layers and parameters (`model.*`
+tags), the runtime (engine kind, version, runner and build, flash attention, KV cache type).
 
-Each run becomes a pp row and a tg row, named as llama-benchy names them (`pp<prompt
-tokens>`, `tg<num_predict>`, ` @ d<depth>` for a sweep cell with depth, ` (c<k>)` when a
-run had concurrency above 1). Means and standard deviations are over the run's repetitions
-(population standard deviation, as llama-benchy's numpy std): prefill and decode tok/s as
-the engine timed them, time to first token as the client did. A run with no repetition
-values is refused rather than exported empty.
+RUN may be bench runs, sweep cells, or a sweep's own run (its cells, in the order they ran:
+`--profile arena-v2` records the published schedule's order). Each run becomes a pp row and
+a tg row, named as llama-benchy names them (`pp<prompt tokens>`, `tg<num_predict>`,
+` @ d<depth>` for a cell with depth, ` (c<k>)` when a run had concurrency above 1). Means and
+standard deviations are over the run's requests (population standard deviation, as
+llama-benchy's numpy std): prefill and decode tok/s as the engine timed them, time to first
+token as the client did. A run with no per-request values is refused rather than exported
+empty. No credential reaches the bundle: URLs lose their user:password@ part and secret
+query values, and keys that name a secret (token, password, api key...) are dropped.
 """
 
 from __future__ import annotations
@@ -21,15 +25,20 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import statistics
 import tempfile
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from sparkctl import __version__
-from sparkctl.core import benchy
+from sparkctl.core import arena, benchy
 from sparkctl.core import engine_identity as ei
+from sparkctl.core.redact import redact_text
+from sparkctl.core.workload import SWEEP, SWEEP_CELL
 from sparkctl.core.roofline import bits_per_weight_from_quant
 from sparkctl.services.runs.query import list_runs, quote
 
@@ -41,7 +50,29 @@ class ExportFailed(Exception):
 
 
 def find_runs(store: Any, ids: list[str]) -> list[dict]:
-    """The runs named by full ids or unique prefixes (as the runs table shows them)."""
+    """The runs named by full ids or unique prefixes (as the runs table shows them); a sweep's
+    own run stands for its cells, in the order they ran."""
+    out = []
+    for run in _named_runs(store, ids):
+        tags = run.get("tags") or {}
+        if tags.get("sparkctl.kind") == SWEEP and tags.get("sweep.id"):
+            cells = store.search_runs(f"tags.`sweep.id` = {quote(tags['sweep.id'])}", max_results=1000)
+            cells = [c for c in cells if (c.get("tags") or {}).get("sparkctl.kind") == SWEEP_CELL]
+            if not cells:
+                raise ExportFailed(f"sweep {tags['sweep.id']} (run {run['run_id'][:8]}) has no cell runs")
+            out.extend(sorted(cells, key=_order))
+        else:
+            out.append(run)
+    return out
+
+
+def _order(run: dict) -> tuple[int, int]:
+    tags = run.get("tags") or {}
+    order = tags.get("sweep.order", "")
+    return (int(order) if order.isdigit() else 1 << 30, run.get("start_time") or 0)
+
+
+def _named_runs(store: Any, ids: list[str]) -> list[dict]:
     out = []
     recent = None
     for rid in ids:
@@ -67,8 +98,9 @@ def _mean_std(values: list[float]) -> tuple[float | None, float | None]:
 def rows_for(store: Any, run: dict, max_concurrency: int) -> list[dict[str, Any]]:
     run_id = run["run_id"]
     tags, params, metrics = run.get("tags") or {}, run.get("params") or {}, run.get("metrics") or {}
-    if (tags.get("sparkctl.kind") or "bench") not in ("bench",):
-        raise ExportFailed(f"run {run_id[:8]} is not a bench (sparkctl.kind {tags.get('sparkctl.kind')})")
+    if (tags.get("sparkctl.kind") or "bench") not in ("bench", SWEEP_CELL):
+        raise ExportFailed(f"run {run_id[:8]} is not a bench or a sweep cell (sparkctl.kind "
+                           f"{tags.get('sparkctl.kind')})")
     hist = {k: [v for v in store.metric_history(run_id, k) if v is not None]
             for k in ("engine_decode_tps", "prefill_tps", "ttft_s", "prompt_eval_count", "prompt_evaluated")}
     if not hist["engine_decode_tps"] and not hist["prefill_tps"]:
@@ -104,6 +136,53 @@ def rows_for(store: Any, run: dict, max_concurrency: int) -> list[dict[str, Any]
     return rows
 
 
+def _grid(runs: list[dict]):
+    """The Spark Arena profile the runs were measured on (a sweep's `--profile arena-v2`), or None."""
+    names = {(r.get("tags") or {}).get("sweep.profile", "") for r in runs}
+    found = {arena.by_name(n) for n in names if n}
+    return found.pop() if len(found) == 1 and None not in found else None
+
+
+def benchmark_section(runs: list[dict]) -> dict[str, Any]:
+    first = runs[0]
+    tags, params = first.get("tags") or {}, first.get("params") or {}
+    grid = _grid(runs)
+    if grid is not None:
+        order = [{"depth": int((r.get("tags") or {}).get("sweep.depth") or 0),
+                  "concurrency": int((r.get("tags") or {}).get("sweep.concurrency") or 1)} for r in runs]
+        return {"framework": "sparkctl", "profile": grid.pinned, "args": {**grid.args(), "runs": int(params.get("reps") or 0)
+                                                                         or grid.runs},
+                "schedule": [{"depth": d, "concurrency": c} for d, c in grid.cells],
+                "schedule_strategy": grid.strategy or None, "order_run": order,
+                "prefix_caching_method": "a context-loading request per concurrent slot before each cell's runs, "
+                                         "then pp tokens of fresh text per request (not measured: the context load)"}
+    return {"framework": "sparkctl", "profile": tags.get("sweep.profile") or "bench",
+            "args": {k: params[k] for k in ("num_predict", "num_ctx", "reps", "warmup", "temperature",
+                                            "cache_policy", "prompt_sha256") if k in params}}
+
+
+def recipe(runs: list[dict]) -> dict[str, Any]:
+    """recipe.yaml: sparkrun's recipe keys for what was measured. sparkctl did not start the
+    server, so there is no container and no command; what the runs know of it is said."""
+    tags, params = runs[0].get("tags") or {}, runs[0].get("params") or {}
+    kind = tags.get("engine.kind", "")
+    out: dict[str, Any] = {
+        "recipe_version": "2",
+        "model": tags.get("model.name") or params.get("model", ""),
+        "runtime": RUNTIME.get(kind, kind),
+        "min_nodes": 1,
+        "metadata": {"description": f"measured by sparkctl {__version__} on a {kind or 'unknown'} server it did "
+                                    "not start: no container or command recorded",
+                     "engine_version": tags.get("engine.version", ""),
+                     "endpoint": tags.get("engine.host", "")},
+        "defaults": {k: v for k, v in {"max_model_len": int(params["num_ctx"]) if params.get("num_ctx", "").isdigit()
+                                       else None,
+                                       "flash_attn": tags.get(ei.FLASH_ATTN), "kv_cache_type": tags.get(ei.KV_CACHE_TYPE),
+                                       "parallel": tags.get("engine.num_parallel")}.items() if v not in (None, "")},
+    }
+    return out
+
+
 def metadata(runs: list[dict]) -> dict[str, Any]:
     """metadata.json in sparkrun's layout, from what the runs recorded."""
     first = runs[0]
@@ -131,9 +210,7 @@ def metadata(runs: list[dict]) -> dict[str, Any]:
                    "hash": hashlib.sha256(",".join(ids).encode()).hexdigest()},
         "timing": {"start": _iso(min(starts)), "end": _iso(max(ends)), "duration": (max(ends) - min(starts)) / 1000.0},
         "cluster": {"node_count": 1},
-        "benchmark": {"framework": "sparkctl", "profile": tags.get("sweep.profile") or "bench",
-                      "args": {k: params[k] for k in ("num_predict", "num_ctx", "reps", "warmup", "temperature",
-                                                      "cache_policy", "prompt_sha256") if k in params}},
+        "benchmark": benchmark_section(runs),
         "model": model,
         "runtime_info": {k: v for k, v in {
             "engine_kind": kind, "engine_version": tags.get("engine.version"), "engine_build": tags.get("engine.build"),
@@ -143,6 +220,21 @@ def metadata(runs: list[dict]) -> dict[str, Any]:
         }.items() if v},
         "sparkctl": {"version": __version__, "runs": ids},
     }
+
+
+_SECRET_KEY = re.compile(r"(token|secret|passw|api[_-]?key|credential|auth)", re.IGNORECASE)
+
+
+def strip_credentials(value: Any) -> Any:
+    """`value` with every string redacted (URLs lose user:password@ and secret query values)
+    and every key that names a secret dropped, recursively."""
+    if isinstance(value, dict):
+        return {k: strip_credentials(v) for k, v in value.items() if not _SECRET_KEY.search(str(k))}
+    if isinstance(value, list):
+        return [strip_credentials(v) for v in value]
+    if isinstance(value, str):
+        return redact_text(value)
+    return value
 
 
 def _iso(ms: int) -> str:
@@ -162,8 +254,9 @@ def write_bundle(store: Any, run_ids: list[str], out_dir: str | Path) -> list[Pa
     out = Path(out_dir)
     try:
         out.mkdir(parents=True, exist_ok=True)
-        paths = [_atomic(out / "benchmark.csv", benchy.to_csv(rows)),
-                 _atomic(out / "metadata.json", json.dumps(metadata(runs), indent=2) + "\n")]
+        paths = [_atomic(out / "recipe.yaml", yaml.safe_dump(strip_credentials(recipe(runs)), sort_keys=False)),
+                 _atomic(out / "benchmark.csv", benchy.to_csv(strip_credentials(rows))),
+                 _atomic(out / "metadata.json", json.dumps(strip_credentials(metadata(runs)), indent=2) + "\n")]
     except OSError as exc:
         raise ExportFailed(f"{out}: cannot write the bundle ({exc.strerror or exc})") from None
     return paths

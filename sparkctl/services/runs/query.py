@@ -37,6 +37,7 @@ from typing import Any
 from sparkctl.core.names import DEFAULT_TAG, InvalidModelName, model_key, parse_model_name
 from sparkctl.services.runs.rows import (
     KIND_BENCH,
+    KIND_IMPORT,
     KIND_SWEEP_CELL,
     RUN_KINDS,
     TAG_ENGINE_VERSION,
@@ -113,8 +114,9 @@ def build_filters(
         kind = kind.strip().lower()
         if kind not in RUN_KINDS:
             raise ValueError(f"kind must be one of {', '.join(RUN_KINDS)}, not {kind!r}")
-        if kind in (KIND_BENCH, KIND_SWEEP_CELL):
-            # older runs have no kind tag (a cell: only its sweep.* tags): decided by rows.py
+        if kind in (KIND_BENCH, KIND_SWEEP_CELL, KIND_IMPORT):
+            # older runs have no kind tag (a cell: only its sweep.* tags), nor has an AIPerf
+            # run in the same experiment: decided by rows.py
             checks.append(lambda row, kind=kind: row.kind == kind)
         else:
             clauses.append(f"{_tag(TAG_KIND)} = {quote(kind)}")

@@ -34,7 +34,9 @@ KIND_EVAL = workload.EVAL
 KIND_PROMOTION = workload.PROMOTION
 # A community result recorded by `sparkctl import` (services/imports): never a measurement of ours.
 KIND_IMPORT = workload.IMPORT
-RUN_KINDS = (KIND_BENCH, KIND_SWEEP_CELL, KIND_EVAL, KIND_PROMOTION, KIND_IMPORT)
+# A sweep's parent run (its cells are its MLflow children): what it asked, in which order.
+KIND_SWEEP = workload.SWEEP
+RUN_KINDS = (KIND_BENCH, KIND_SWEEP_CELL, KIND_EVAL, KIND_PROMOTION, KIND_IMPORT, KIND_SWEEP)
 
 # Flag words, in the order they are shown.
 FLAG_INVALID = "invalid"
@@ -115,6 +117,8 @@ class RunRow:
             return f"sweep cell {i.cell}"
         if i.kind == workload.EVAL:
             return f"eval {self.suite or i.suite}".strip()
+        if i.kind == workload.IMPORT and i.profile == workload.AIPERF:
+            return "aiperf"
         return i.kind
 
     @property
@@ -235,7 +239,9 @@ def row_from_run(run: dict[str, Any]) -> RunRow:
         # a run a guard refused is FAILED in MLflow (it has no other word): REFUSED here
         status="REFUSED" if tags.get("guard.refused") else str(run.get("status") or ""),
         start_ms=None if start is None else int(start),
-        model=safe_line(tags.get(TAG_MODEL) or params.get("model") or ""),
+        # AIPerf names the model in its params (endpoint.models, comma-separated)
+        model=safe_line(tags.get(TAG_MODEL) or params.get("model")
+                        or params.get("endpoint.models", "").split(",")[0].strip()),
         engine_kind=safe_line(tags.get(TAG_ENGINE_KIND, "")),
         engine_version=safe_line(tags.get(TAG_ENGINE_VERSION, "")),
         host=safe_line(tags.get(TAG_HOST, "")),

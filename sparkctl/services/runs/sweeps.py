@@ -1,5 +1,6 @@
 """One recorded workload sweep read back from MLflow: the cell runs sharing a `sweep.id` tag
-(services/bench/sweep.py groups cells by tags, not parent runs). Blocking: call from a
+(services/bench/sweep.py writes them as children of the sweep's own run and tags them; the
+sweep's own run has no cell tag and is left out of the matrix). Blocking: call from a
 worker thread. The assembly into a matrix is pure (core.sweep.sweep_from_runs)."""
 
 from __future__ import annotations

@@ -123,6 +123,7 @@ class BenchScreen(Screen):
         Binding("ctrl+s", "toggle_settings", "Settings"),
         Binding("w", "toggle_sweep", "Sweep"),
         Binding("n", "notes", "Notes"),
+        Binding("f", "follow", "Follow"),  # a llama-benchy run, live (its --emit-progress file)
     ]
     # nothing typed into by accident: the form is reached with tab or a click
     AUTO_FOCUS = ""
@@ -579,7 +580,59 @@ class BenchScreen(Screen):
             return
         self._launch(models, settings)
 
+    def action_follow(self) -> None:
+        """Watch a llama-benchy run through its --emit-progress file: the gauges move with its
+        requests; at its end the run is recorded (kind import, every request a step)."""
+        if self._bench_running():
+            self.notify("a bench is running; escape stops it", severity="warning")
+            return
+        from sparkctl.tui.widgets.follow_dialog import FollowBenchyDialog
+
+        def chosen(path: str | None) -> None:
+            if path:
+                self._follow_path = path
+                self._begin(None)
+                self.query_one("#phase", Label).update(f"following {path} (escape stops)")
+                self.follow_benchy(path)
+
+        self.app.push_screen(FollowBenchyDialog(getattr(self, "_follow_path", "")), chosen)
+
+    @work(group="bench", exclusive=True, thread=True, exit_on_error=False)
+    def follow_benchy(self, path: str) -> None:
+        import os
+        import threading
+        import time
+        from pathlib import Path
+
+        from sparkctl.core.benchy_progress import ProgressState
+        from sparkctl.services.imports.benchy_live import FollowFailed, follow
+        from sparkctl.services.imports.llama_benchy import progress_records
+
+        self._follow_stop = stop = threading.Event()
+        state = ProgressState()
+        file = os.path.expanduser(path)
+        try:
+            follow(file, lambda ev: self.post_message(BenchEvent(ev)), stop=stop, state=state)
+            recs = progress_records(state, Path(file).name, experiment=self.app.config.tracking.experiment,
+                                    now_ms=int(time.time() * 1000))
+            results = [self.app.recorder(rec) for rec in recs] if self.app.recorder is not None else []
+            written = sum(1 for r in results if r is not None and getattr(r, "run_id", None))
+            how = "complete" if state.complete else "stopped before bench_complete: recorded KILLED"
+            self.post_message(BenchEvent(Phase(
+                f"llama-benchy run {how}: {len(recs)} run(s) of kind import, {written} in MLflow (Runs screen: h)")))
+        except FollowFailed as exc:
+            self._said(f"follow failed: {exc}", "follow failed (why: in the notes below)")
+        finally:
+            self._follow_stop = None
+            self.post_message(BenchEvent(None))
+            self.app.call_from_thread(_after_run, self.app)
+
     def action_stop(self) -> None:
+        stop = getattr(self, "_follow_stop", None)
+        if stop is not None:  # following llama-benchy: stop watching, record what finished
+            stop.set()
+            self.query_one("#phase", Label).update("stopping: recording what llama-benchy finished so far…")
+            return
         if not self._bench_running():
             self.set_focus(None)  # Esc leaves a text field, so the footer's keys work again
             return
@@ -702,7 +755,7 @@ class BenchScreen(Screen):
             self._show_notes()
             self.app.remember(text, "error" if error else "warning")
         elif isinstance(ev, RepStarted):
-            what = f"warm-up {-ev.index}/{ev.total}" if ev.warmup else f"{ev.index + 1}/{ev.total}"
+            what = ev.label or (f"warm-up {-ev.index}/{ev.total}" if ev.warmup else f"{ev.index + 1}/{ev.total}")
             self.query_one(Gauges).set(rep=f"{ev.model} {what}", tokens="0", elapsed="0.0 s", ttft="-", tps="-")
             self.query_one("#phase", Label).update(f"streaming {ev.model} ({what})")
             for view_id in ("#thinking", "#answer"):
@@ -808,6 +861,8 @@ class BenchScreen(Screen):
             return bool(getattr(self, "notes", None) or getattr(self, "runs", None))
         if action in ("start", "stop"):
             return self._bench_running() == (action == "stop")
+        if action == "follow":
+            return not self._bench_running()
         return True
 
     def action_notes(self) -> None:

@@ -138,6 +138,10 @@ class HistoryChartScreen(_ChartScreen):
         # one workload on one chart: the newest run's (another context or prompt is another line)
         self.left_out = [r for r in rows if rows and r.identity != rows[0].identity]
         rows = [r for r in rows if r not in self.left_out]
+        from sparkctl.services.runs.genai import model_history
+
+        # the same model's runs by the GenAI names: sparkctl's and AIPerf's in one chart
+        self.genai = model_history(self.store, self.model)
         return list(reversed(rows))  # oldest first: time runs down the screen
 
     def render_chart(self, width: int) -> Text:
@@ -145,7 +149,9 @@ class HistoryChartScreen(_ChartScreen):
 
         rows = self.data or []
         if not rows:
-            return Text(f"no bench runs of {self.model} with a decode figure", style="dim")
+            out = Text(f"no bench runs of {self.model} with a decode figure", style="dim")
+            self._genai_chart(out, width)
+            return out
         items = [RangeItem(f"{r.engine_version or '?'} {date_label(r.start_ms)[2:]}", r.decode_tps_min,
                            r.decode_tps_median, r.decode_tps_max) for r in rows]
         out = Text()
@@ -168,7 +174,25 @@ class HistoryChartScreen(_ChartScreen):
         if left_out:
             out.append(f"\nall runs of {rows[-1].identity.describe()}; {len(left_out)} run(s) of other "
                        "workloads left out", style="dim")
+        self._genai_chart(out, width)
         return out
+
+    def _genai_chart(self, out: Text, width: int) -> None:
+        """Time to first chunk (p50) of every run, sparkctl's and AIPerf's, read by the one name."""
+        from sparkctl.core import genai
+        from sparkctl.tui.screens.runs import date_label
+
+        runs = getattr(self, "genai", None) or []
+        if not runs:
+            return
+        out.append(f"\n\n{genai.TIME_TO_FIRST_CHUNK} p50, s (sparkctl and AIPerf runs)\n", style="bold")
+        items = [(f"{g.tool} {g.what[:14]} {date_label(g.start_ms)[5:]}", g.figures.get(genai.TIME_TO_FIRST_CHUNK))
+                 for g in runs]
+        for (label, bar, value), g in zip(bar_rows(items, width, " s", label_width=30, spec=".3f"), runs):
+            out.append(f"{label} ")
+            out.append(bar, style="magenta" if g.tool == "aiperf" else "cyan")
+            out.append(f" {value}\n")
+        out.append("another client's runs (AIPerf) are shown, never compared statistically", style="dim")
 
 
 class HeadToHeadScreen(_ChartScreen):
