@@ -101,6 +101,7 @@ FLAG_HELP = (
     ("reload", "the model was reloaded after the warm-up (a changed option or eviction)"),
     ("throttled", "the GPU slowed its clocks (power, thermal): the numbers are below what it can do"),
     ("did not finish", "repetitions past the ceiling ([bench] timeout_s) are DNF, left out of the medians"),
+    ("nothing measured", ""),  # says itself what it means (and is not an engine's "failed")
     ("failed", "repetitions the engine answered with an error"),
     ("roofline", "faster than memory bandwidth allows: the model's size or [bench] bandwidth_gbps is wrong"),
     ("lane restore", "a lane model could not be put back as it was"),
@@ -887,13 +888,15 @@ def run_notes(run, named: bool = False) -> list[Note]:
     from sparkctl.core.specdec import summary_text
 
     about = run.model if named else ""
+    # what makes the numbers suspect first (at 80x24 the panel shows a few lines), then
+    # what the run merely reports
     notes = []
-    if summary_text(run.summary):  # what the engine reported of its draft model
-        notes.append(Note(summary_text(run.summary), "info", about))
-    if run.residency and run.residency != "as before":  # what the end of the bench unloaded and put back
-        notes.append(Note(f"residency after the bench: {run.residency}", "info", about))
     for flag in dict.fromkeys(run.invalid + run.flags):
         notes.append(Note(tui_words(flag), "error" if flag in run.invalid else "warning", about, explain(flag)))
     if run.sync_message and not run.run_id:
         notes.append(Note(run.sync_message, "warning", about))
+    if summary_text(run.summary):  # what the engine reported of its draft model
+        notes.append(Note(summary_text(run.summary), "info", about))
+    if run.residency and run.residency != "as before":  # what the end of the bench unloaded and put back
+        notes.append(Note(f"residency after the bench: {run.residency}", "info", about))
     return notes
