@@ -891,7 +891,10 @@ def run_notes(run, named: bool = False) -> list[Note]:
     # what makes the numbers suspect first (at 80x24 the panel shows a few lines), then
     # what the run merely reports
     notes = []
-    for flag in dict.fromkeys(run.invalid + run.flags):
+    flags = list(dict.fromkeys(run.invalid + run.flags))
+    # a cause before its consequence: the repetitions that did not finish, then "nothing measured"
+    flags.sort(key=lambda flag: flag.startswith("nothing measured"))
+    for flag in flags:
         notes.append(Note(tui_words(flag), "error" if flag in run.invalid else "warning", about, explain(flag)))
     if run.sync_message and not run.run_id:
         notes.append(Note(run.sync_message, "warning", about))
