@@ -79,8 +79,9 @@ def remember(record: Any, store: Any, path: Path | None = None) -> None:
 
 
 def notes_from_file(store: Any, lanes: dict[str, str], engine_kind: str, engine_version: str,
-                    path: Path | None = None) -> tuple[list[tuple[str, str]], dict[str, str]]:
-    """The engine-change notes this file answers, as (lane, message) in the lanes' order,
+                    path: Path | None = None) -> tuple[list[tuple[str, str, bool]], dict[str, str]]:
+    """The engine-change notes this file answers, as (lane, message, True: a bench to
+    repeat) in the lanes' order, as services/runs/drift.py engine_change_notes gives them,
     and the lanes it cannot answer (lane -> model), for the store to be asked about."""
     from sparkctl.core.names import model_key
 
@@ -88,7 +89,7 @@ def notes_from_file(store: Any, lanes: dict[str, str], engine_kind: str, engine_
         models = _read(path or _file())["stores"].get(_where(store))
     except (KeyError, AttributeError):  # no file yet; a store that is not an MlflowStore
         models = None
-    notes: list[tuple[str, str]] = []
+    notes: list[tuple[str, str, bool]] = []
     rest: dict[str, str] = {}
     for lane, model in lanes.items():
         kinds = models.get(model_key(model)) if isinstance(models, dict) else None
@@ -97,5 +98,5 @@ def notes_from_file(store: Any, lanes: dict[str, str], engine_kind: str, engine_
         if not isinstance(version, str) or not version:
             rest[lane] = model
         elif version != engine_version:
-            notes.append((lane, stale_message(lane, engine_version, version)))
+            notes.append((lane, stale_message(lane, engine_version, version), True))
     return notes, rest

@@ -109,7 +109,7 @@ async def run():
             await pilot.pause(0.05)
         table = app.screen.query_one("#resident")
         print(json.dumps({"rows": [str(table.get_cell_at((i, 0))) for i in range(table.row_count)],
-                          "note": str(app.screen.query_one("#drift").render())}))
+                          "note": app.screen.query_one("#warnings").text}))
 
 asyncio.run(run())
 """
@@ -147,8 +147,9 @@ def test_engine_change_note_asks_a_child_process_where_the_reader_cannot(history
     with pytest.raises(NeedsMlflow):
         store.without_mlflow().search_runs()
     notes = engine_change_notes(store, {"production": A, "fast": B}, "ollama", "0.13.0")
-    assert notes[:2] == [("production", "engine 0.13.0 since last bench of production (0.12.6): re-bench"),
-                         ("fast", "engine 0.13.0 since last bench of fast (0.12.6): re-bench")]
+    # (lane, message, whether there is a bench to repeat: the dashboard offers B only then)
+    assert notes[:2] == [("production", "engine 0.13.0 since last bench of production (0.12.6): re-bench", True),
+                         ("fast", "engine 0.13.0 since last bench of fast (0.12.6): re-bench", True)]
     # and why it took a child process: a note without a lane, for the dashboard
     assert len(notes) == 3 and notes[2][0] == ""
     assert notes[2][1].startswith(f"note: {store.display_uri} is read through MLflow's client (seconds slower): "
@@ -206,7 +207,7 @@ FIRST_FRAME_MODULES = {
     "sparkctl.core", "sparkctl.core.budget", "sparkctl.core.fmt", "sparkctl.core.gpu", "sparkctl.core.margins",
     "sparkctl.core.names", "sparkctl.core.placement", "sparkctl.core.redact", "sparkctl.core.snapshots",
     "sparkctl.core.textfile", "sparkctl.core.loopback", "sparkctl.core.termtext", "sparkctl.core.limits",
-    "sparkctl.core.safeload",
+    "sparkctl.core.safeload", "sparkctl.core.rebench",
     "sparkctl.engines", "sparkctl.engines.base", "sparkctl.engines.ollama",
     "sparkctl.probes", "sparkctl.probes.host", "sparkctl.probes.meminfo", "sparkctl.probes.nvml",
     "sparkctl.services", "sparkctl.services.factory", "sparkctl.services.prefetch", "sparkctl.services.status",
@@ -214,7 +215,8 @@ FIRST_FRAME_MODULES = {
     "sparkctl.tui", "sparkctl.tui.app", "sparkctl.tui.breakpoints", "sparkctl.tui.hangup", "sparkctl.tui.messages",
     "sparkctl.tui.themes", "sparkctl.tui.shown", "sparkctl.tui.screens", "sparkctl.tui.screens.dashboard",
     "sparkctl.tui.widgets", "sparkctl.tui.widgets.budget_bar", "sparkctl.tui.widgets.drift",
-    "sparkctl.tui.widgets.footer", "sparkctl.tui.widgets.history",
+    "sparkctl.tui.widgets.footer", "sparkctl.tui.widgets.history", "sparkctl.tui.widgets.notes",
+    "sparkctl.tui.widgets.warning_lines",
 }
 # never before the first frame, whatever else changes: MLflow and the run record's readers
 # (SQLite), the HTTP and model clients sparkctl does not use for the dashboard
@@ -353,7 +355,7 @@ def test_the_engine_change_note_comes_from_what_sparkctl_benched_without_searchi
         server.stop()
     stale = "engine 0.13.0 since last bench of production (0.12.6): re-bench"
     assert notes_from_file(store, {"production": A, "fast": B}, "ollama", "0.13.0") == (
-        [("production", stale)], {"fast": B})
+        [("production", stale, True)], {"fast": B})
     assert notes_from_file(store, {"production": A}, "ollama", "0.12.6") == ([], {})  # benched on this one
     other = MlflowStore(store.uri, None, "another-experiment")
     assert notes_from_file(other, {"production": A}, "ollama", "0.13.0") == ([], {"production": A})

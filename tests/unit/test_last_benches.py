@@ -33,7 +33,7 @@ def test_the_newest_usable_bench_of_each_model_is_what_the_note_reads(tmp_path):
     remember(bench("qwen3:8b", "0.11.0", 500), store, path)  # an older run replayed later
     remember(bench("Llama3.2", "0.13.0", 2000), store, path)  # "llama3.2:latest" by Ollama's rules
     notes, rest = notes_from_file(store, lanes, "ollama", "0.13.0", path)
-    assert notes == [("production", "engine 0.13.0 since last bench of production (0.12.6): re-bench")]
+    assert notes == [("production", "engine 0.13.0 since last bench of production (0.12.6): re-bench", True)]
     assert rest == {}
     # another engine kind, another store, no file: nothing known, the store is asked
     assert notes_from_file(store, lanes, "openai", "b5000", path) == ([], lanes)

@@ -9,6 +9,7 @@ from sparkctl.services.bench.runner import (
     BenchRefused,
     BenchRunner,
     BenchSettings,
+    ContextChosen,
     Live,
     ModelRun,
     Notice,
@@ -21,6 +22,6 @@ from sparkctl.services.bench.sampler import GpuSampler
 
 __all__ = [
     "INVALIDATING", "BenchBusy", "BenchFinished", "BenchLock", "BenchRefused", "BenchRunner",
-    "BenchSettings", "GpuSampler", "LaneRestore", "Live", "ModelRun", "Notice", "Phase", "RepDone",
+    "BenchSettings", "ContextChosen", "GpuSampler", "LaneRestore", "Live", "ModelRun", "Notice", "Phase", "RepDone",
     "RepResult", "RepStarted",
 ]

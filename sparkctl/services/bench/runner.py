@@ -82,6 +82,7 @@ class BenchSettings:
     wait: bool = True  # another bench on the engine: wait (True) or refuse (False)
     until_resolved: int = 0  # > 0: two models, repetitions until decode differs or is pinned, up to this many
     keep_loaded: bool = False  # models the bench loaded stay resident after it
+    ctx_why: str = ""  # why num_ctx is fixed when not the user's (a sweep's depth), for the screens
     parent_run_id: str = ""  # --mlflow-parent-run-id: an existing MLflow run this bench's runs go under
     follow_up_chars: int = 0  # warm policy: characters of fresh text each request adds (a sweep's pp)
 
@@ -119,6 +120,15 @@ class BenchSettings:
 @dataclass(frozen=True)
 class Phase:
     text: str
+
+
+@dataclass(frozen=True)
+class ContextChosen:
+    """The one num_ctx the run's models run at, once preflight knows it (a screen shows it
+    beside the other settings of what is running)."""
+
+    num_ctx: int
+    why: str  # a few words: "production's", "given", "" ([bench] num_ctx)
 
 
 @dataclass(frozen=True)
@@ -253,6 +263,7 @@ class BenchRunner:
         self._ctx_requested: int | None = None  # set when the server's context replaced ours
         self._ctx: dict[str, int] = {}  # per model: the bench's num_ctx, or its resident one
         self._ctx_note: dict[str, str] = {}
+        self.context = None  # the ContextChoice made in preflight (services/bench/context.py)
         self._nonce = secrets.token_hex(3)
         self._requests: dict[str, int] = {}  # per model: requests sent, for the preamble
         self.lane_restore: LaneRestore | None = None
@@ -314,24 +325,26 @@ class BenchRunner:
             if ctx and ctx != self.s.num_ctx:
                 self._ctx_requested = self.s.num_ctx
                 self.s = replace(self.s, num_ctx=ctx)
+            self.sink(ContextChosen(self.s.num_ctx, "the server's" if ctx else ""))
         elif getattr(self.engine, "reports_placement", True) and not self.s.ctx_explicit:
-            # A resident model benched at its own context is not reloaded (a reload would
-            # change a lane model the user's router relies on).
-            resident = {model_key(r.name): r for r in await self.engine.ps()}
-            for m in models:
-                rm = resident.get(model_key(m))
-                if rm is not None and rm.context_length and rm.context_length != self.s.num_ctx:
-                    self._ctx[m] = rm.context_length
-                    self._ctx_note[m] = (
-                        f"num_ctx {rm.context_length}: {m} is resident at that context, so the bench "
-                        f"uses it instead of {self.s.num_ctx} to avoid a reload (--ctx forces one)")
-                    # said before any request, even when output is piped: the context is part
-                    # of what the run measures (a run at another context is not comparable)
-                    self.sink(Notice(self._ctx_note[m]))
-            if len({self.num_ctx(m) for m in models}) > 1:
-                at = ", ".join(f"{m} at {self.num_ctx(m)}" for m in models)
-                self.sink(Notice(f"contexts differ ({at}): these runs will not compare like for like; "
-                                 f"--ctx N benches every model at one context"))
+            # One context for every model (services/bench/context.py): a resident lane
+            # model's own, so it is not reloaded (its router relies on it) and the others
+            # compare like for like with it; said before any request, even when output is
+            # piped: the context is part of what the run measures.
+            from sparkctl.services.bench.context import choose_context, resident_contexts
+
+            choice = choose_context(models, self.cfg.lanes, getattr(self.cfg, "contenders", ()),
+                                    resident_contexts(await self.engine.ps()), self.s.num_ctx)
+            self.context = choice
+            if choice.num_ctx != self.s.num_ctx:
+                self.s = replace(self.s, num_ctx=choice.num_ctx)
+                for m in models:
+                    self._ctx_note[m] = choice.note
+            if choice.note:
+                self.sink(Notice(choice.note))
+            self.sink(ContextChosen(choice.num_ctx, choice.why))
+        else:
+            self.sink(ContextChosen(self.s.num_ctx, (self.s.ctx_why or "given") if self.s.ctx_explicit else ""))
         try:
             for lm in await self.engine.tags():
                 for m in models:
@@ -761,6 +774,8 @@ class BenchRunner:
             for run in runs.values():
                 if run.reps or run.status != "FINISHED":
                     record = self.to_record(run, self._start_ms, end_ms, sampler)
+                    # the first run on a new store waits seconds for its set-up: say what runs
+                    self.sink(Phase(f"recording the run of {run.model}…"))
                     result = await asyncio.to_thread(self.recorder, record)
                     if result is not None:
                         run.sync_message = result.message
@@ -786,7 +801,7 @@ class BenchRunner:
     async def _bench_models(self, models: list[str], runs: dict[str, ModelRun]) -> None:
         """Load and check each model, warm each up, then the interleaved repetitions."""
         for m in models:
-            self.sink(Phase(f"loading {m}"))
+            self.sink(Phase(self.load_phase(m)))
             await self.check_placement(runs[m], m, before=True)
             await self._idle_check(runs[m])
             await self.read_identity(m)  # first: Ollama's runner, if read, makes the opening's probes needless
@@ -829,6 +844,13 @@ class BenchRunner:
         for m in models:
             await self.check_placement(runs[m], m, before=False)
             runs[m].completed = True
+
+    def load_phase(self, model: str) -> str:
+        """What the status line says before a model's first request: "loading" only when a
+        load happens (a model resident at the run's context is only checked)."""
+        if self.residency is not None and not self.residency.loads(model):
+            return f"{model} is resident at num_ctx {self.num_ctx(model)}: checking where it runs"
+        return f"loading {model}"
 
     def _resolved(self, a: ModelRun, b: ModelRun, max_reps: int) -> bool:
         """--until-resolved: after each round, whether the decode difference is settled."""
@@ -1208,7 +1230,8 @@ class BenchRunner:
         tags.update(identity.to_tags())
         tags["sparkctl.kind"] = identity.kind
         if run.ctx_note:
-            tags["bench.num_ctx_source"] = "resident"
+            # where the one context of this decision came from (services/bench/context.py)
+            tags["bench.num_ctx_source"] = self.context.source if self.context is not None else "resident"
             tags["bench.num_ctx_note"] = run.ctx_note
         engine_identity = getattr(self.engine, "identity", None)
         if callable(engine_identity):

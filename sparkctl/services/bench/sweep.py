@@ -356,7 +356,7 @@ class SweepRunner:
             raise BenchRefused(f"depth {max(self.depths)} needs num_ctx >= {need} (depth + prompt + num_predict); "
                                f"--ctx is {s.num_ctx}")
         if s.num_ctx < need:
-            s = replace(s, num_ctx=round_ctx(need), ctx_explicit=True)
+            s = replace(s, num_ctx=round_ctx(need), ctx_explicit=True, ctx_why="for the sweep")
             self.sink(Phase(f"num_ctx {s.num_ctx} for depth {max(self.depths)} (fixed for the whole sweep)"))
         base = BenchRunner(self.cfg, self.engine, self.probes, s, sink=self._sink, journal=self.journal)
         self.base = base
@@ -438,7 +438,7 @@ class SweepRunner:
             prof = self.profiles[cell.profile]
             setup = ModelRun(m, show=base._shows[m], num_ctx=base.num_ctx(m))
             if m not in warmed:
-                self.sink(Phase(f"loading {m}"))
+                self.sink(Phase(base.load_phase(m)))
                 await base.check_placement(setup, m, before=True)
                 await base.read_identity(m)  # first: a runner that counts cached tokens makes probes needless
                 await base.measure_opening(m, counted_per_request=False)  # cells of several requests at once
@@ -530,6 +530,7 @@ class SweepRunner:
             run_id = None
             if self.recorder is not None and (run.reps or run.status != "FINISHED"):
                 record = cr.to_record(run, cr._start_ms, c.end_ms or end_ms, sampler)
+                self.sink(Phase(f"recording the run of {run.model} {c.cell.key}…"))
                 res = await asyncio.to_thread(self.recorder, record)
                 if res is not None:
                     run.sync_message, run.run_id = res.message, res.run_id

@@ -279,7 +279,7 @@ class EvalRunner:
 
     async def _eval_model(self, run: ModelEval) -> None:
         m = run.model
-        self.sink(Phase(f"loading {m}"))
+        self.sink(Phase(self.guard.load_phase(m)))
         run.started = True
         await self.guard.check_placement(run.guard, m, before=True)
         await self.guard.read_identity(m)  # runner, build, flash attention, KV type (and Ollama's runner)
@@ -509,6 +509,7 @@ class EvalRunner:
         if self.recorder is not None:
             for run in runs.values():
                 if run.items or (run.started and run.status != "FINISHED"):  # a model never reached: no run
+                    self.sink(Phase(f"recording the run of {run.model}…"))
                     result = await asyncio.to_thread(self.recorder, self.to_record(run))
                     if result is not None:
                         run.sync_message = result.message
