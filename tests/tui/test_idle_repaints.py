@@ -1,0 +1,120 @@
+"""What an idle dashboard draws: only what changed on screen, and without laying the whole
+screen out again for a figure. Real Textual widgets in a small app (the budget bar and the
+history sparkline as the dashboard uses them); what is counted is Textual's own work: the
+widget's repaints and the screen's layouts."""
+
+from __future__ import annotations
+
+import pytest
+from textual.app import App
+from textual.screen import Screen
+
+from sparkctl.core.budget import MemoryBudget, Pool, Segment
+from sparkctl.core.snapshots import GIB
+from sparkctl.tui.widgets import drift
+from sparkctl.tui.widgets.budget_bar import BudgetBar
+from sparkctl.tui.widgets.history import HistorySparkline
+
+
+def budget(available_gib: float, claimed_gib: float | None = None) -> MemoryBudget:
+    """A 121 GiB unified pool with one 68 GiB model; with `claimed_gib`, the note the budget
+    makes when the engine claims more than the memory in use (core/budget.py)."""
+    notes = ()
+    if claimed_gib is not None:
+        used = 121 - available_gib
+        notes = (f"models claim {claimed_gib:.1f} GiB but only {used:.1f} GiB of memory is in use "
+                 f"({claimed_gib - used:.1f} GiB more)",)
+    free = int((available_gib - 10) * GIB)
+    return MemoryBudget(Pool.UNIFIED, 121 * GIB, int(available_gib * GIB), 8 * GIB, 16 * GIB,
+                        (Segment("model", "qwen3:8b", 68 * GIB, "production"),
+                         Segment("other", "other use", 121 * GIB - 68 * GIB - 10 * GIB - free),
+                         Segment("cache", "reclaimable cache", 10 * GIB), Segment("free", "free", free)),
+                        notes)
+
+
+class Counting(App):
+    """The widget under test, and a count of its repaints and of the screen's layouts."""
+
+    def __init__(self, widget) -> None:
+        super().__init__()
+        self.widget = widget
+        self.repaints = 0
+        self.layouts = 0
+
+    def compose(self):
+        yield self.widget
+
+
+@pytest.fixture
+def counted(monkeypatch):
+    def count(app: Counting):
+        refresh, layout = type(app.widget).refresh, Screen._refresh_layout
+
+        def counting_refresh(widget, *args, **kwargs):
+            if widget is app.widget:
+                app.repaints += 1
+            return refresh(widget, *args, **kwargs)
+
+        def counting_layout(screen, *args, **kwargs):
+            app.layouts += 1
+            return layout(screen, *args, **kwargs)
+
+        monkeypatch.setattr(type(app.widget), "refresh", counting_refresh)
+        monkeypatch.setattr(Screen, "_refresh_layout", counting_layout)
+
+    return count
+
+
+async def test_a_note_quoting_figures_drifts_with_them_instead_of_repainting_each_second(counted, monkeypatch):
+    """The note's words are what it says; its numbers drift like the bar's own figures: a
+    0.1 GiB move waits for the next few-second boundary instead of a repaint every sample."""
+    clock = iter([1.0, 1.5, 2.0, 2.5, 3.0])  # seconds: all inside one 5 s drift window
+
+    class Clock:
+        @staticmethod
+        def monotonic() -> float:
+            return next(clock)
+
+    monkeypatch.setattr(drift, "time", Clock)  # the gate's clock only
+    app = Counting(BudgetBar())
+    async with app.run_test(size=(140, 10)) as pilot:
+        counted(app)
+        app.widget.show(budget(60.0, claimed_gib=92.0))
+        await pilot.pause()
+        first = app.repaints
+        for avail in (60.1, 60.2, 60.3, 60.2):
+            app.widget.show(budget(avail, claimed_gib=92.0))
+            await pilot.pause()
+        assert app.repaints == first  # nothing new in kind, small drifts: wait
+
+
+async def test_a_figure_that_moves_repaints_the_bar_without_laying_out_the_screen(counted):
+    app = Counting(BudgetBar())
+    async with app.run_test(size=(140, 10)) as pilot:
+        app.widget.show(budget(60.0))
+        await pilot.pause()
+        counted(app)
+        app.widget.show(budget(50.0))  # 10 GiB less available: shown at once
+        await pilot.pause()
+        assert "available 50.0 GiB" in app.widget.render().plain
+        assert app.repaints == 1 and app.layouts == 0  # the bar's own lines, same height
+        app.widget.show(budget(50.0))  # the same cells
+        await pilot.pause()
+        assert app.repaints == 1
+
+
+async def test_new_samples_that_draw_the_same_bars_leave_the_sparkline_as_it_is(counted):
+    spark = HistorySparkline([], bounds=(0.0, 121.0))
+    spark.styles.height = 3
+    spark.styles.width = 40
+    app = Counting(spark)
+    async with app.run_test(size=(60, 10)) as pilot:
+        spark.data = [60.0] * 40
+        await pilot.pause()
+        counted(app)
+        spark.data = [60.0] * 39 + [60.2]  # 0.2 GiB on a 121 GiB scale: the same bar, the same colour
+        await pilot.pause()
+        assert app.repaints == 0
+        spark.data = [60.0] * 39 + [110.0]  # a column that grows: repainted
+        await pilot.pause()
+        assert app.repaints == 1
