@@ -242,11 +242,18 @@ def counted(scope, css, read_from, *args, **kwargs):
         parses.append(read_from)
     return parse(scope, css, read_from, *args, **kwargs)
 stylesheet.parse = counted
+styled = {}  # how many times each of the first screen's nodes was styled
+apply = stylesheet.Stylesheet.apply
+def counted_apply(self, node, *args, **kwargs):
+    styled[repr(node)] = styled.get(repr(node), 0) + 1
+    return apply(self, node, *args, **kwargs)
+stylesheet.Stylesheet.apply = counted_apply
 
 ready = tui_app.SparkApp.on_ready
 def on_ready(self):  # Textual posts Ready once the first frame is drawn
     seen = {"modules": sorted(sys.modules), "collections": collections() - at_start,
-            "stylesheet_parses": len(parses), "frames_thrown_away": len(thrown_away)}
+            "stylesheet_parses": len(parses), "frames_thrown_away": len(thrown_away),
+            "screen_styled": styled.get(repr(self.screen), 0)}
     ready(self)
     table = self.screen.query_one("#resident")
 
@@ -330,6 +337,13 @@ def test_the_dashboards_start_neither_collects_garbage_nor_parses_its_css_twice(
     assert seen["gc_enabled_after"] is True
     assert seen["stylesheet_parses"] == 1
     assert seen["frames_thrown_away"] == 0
+
+
+def test_the_dashboard_is_styled_once_before_its_first_frame(tmp_path):
+    """Textual styles a screen's widgets as they are composed and then, when the screen is
+    first shown, styles the whole screen again though nothing changed in between (~30
+    widgets, 10-20 ms of CPU on a 2-core box): the dashboard is styled once."""
+    assert _first_frame(tmp_path)["screen_styled"] == 1
 
 
 def test_the_engine_change_note_comes_from_what_sparkctl_benched_without_searching_the_store(

@@ -118,3 +118,77 @@ async def test_new_samples_that_draw_the_same_bars_leave_the_sparkline_as_it_is(
         spark.data = [60.0] * 39 + [110.0]  # a column that grows: repainted
         await pilot.pause()
         assert app.repaints == 1
+
+
+async def test_a_full_history_keeps_reaching_the_sparkline(monkeypatch):
+    """The sparklines take new samples on the drift gates' shared boundary; once the
+    history holds all it keeps (its length no longer grows) the new samples still reach
+    them. The dashboard against the FAKE Ollama and FAKE host probes (a GB10 Spark), a
+    history of 10 samples, and the gates' clock run ten times faster (a 5 s boundary every
+    0.5 s)."""
+    import time
+
+    from sparkctl.config import Config, UiConfig
+    from sparkctl.engines.ollama import OllamaEngine
+    from sparkctl.tui.app import make_app
+    from tests.fakes.host import FakeProbes, spark_snapshot
+    from tests.fakes.ollama_server import FakeOllama, two_models_resident
+    from tests.tui.test_dashboard import wait_for
+
+    class Faster:
+        @staticmethod
+        def monotonic() -> float:
+            return time.monotonic() * 10
+
+    monkeypatch.setattr(drift, "time", Faster)
+    server = FakeOllama(two_models_resident()).start()
+    probes = FakeProbes(spark_snapshot(available_gib=61.0))
+    try:
+        app = make_app(Config(ui=UiConfig(refresh_s=0.05, history_s=0.5)), engine=OllamaEngine(server.url, timeout=3.0),
+                       probes=probes, recorder=lambda r: None)
+        async with app.run_test(size=(120, 40)) as pilot:
+            spark = lambda: list(app.screen.query_one("#spark-mem", HistorySparkline).data or ())  # noqa: E731
+            await wait_for(pilot, lambda: len(app.history_available) == app.history_available.maxlen
+                           and spark() == [61.0] * app.history_available.maxlen)
+            probes.snapshot = spark_snapshot(available_gib=12.0)  # a model loaded: 49 GiB gone
+            await wait_for(pilot, lambda: spark()[-3:] == [12.0] * 3, timeout=5.0)
+    finally:
+        server.stop()
+
+
+async def test_new_history_waits_for_the_frame_that_brings_the_other_drifts(monkeypatch):
+    """Once drawn, the sparklines take new samples only when the drift gates' shared
+    boundary passes (every 5 s), so their bars reach the screen in the frame that brings
+    the budget's and the labels' drift instead of in a frame of their own. The dashboard
+    against the FAKE Ollama and FAKE host probes (a GB10 Spark); the gates' clock is
+    held still, then moved past the boundary."""
+    from sparkctl.config import Config, UiConfig
+    from sparkctl.engines.ollama import OllamaEngine
+    from sparkctl.tui.app import make_app
+    from tests.fakes.host import FakeProbes, spark_snapshot
+    from tests.fakes.ollama_server import FakeOllama, two_models_resident
+    from tests.tui.test_dashboard import wait_for
+
+    now = [1.0]
+
+    class Still:
+        @staticmethod
+        def monotonic() -> float:
+            return now[0]
+
+    monkeypatch.setattr(drift, "time", Still)
+    server = FakeOllama(two_models_resident()).start()
+    probes = FakeProbes(spark_snapshot(available_gib=61.0))
+    try:
+        app = make_app(Config(ui=UiConfig(refresh_s=0.05, history_s=2)), engine=OllamaEngine(server.url, timeout=3.0),
+                       probes=probes, recorder=lambda r: None)
+        async with app.run_test(size=(120, 40)) as pilot:
+            spark = lambda: list(app.screen.query_one("#spark-mem", HistorySparkline).data or ())  # noqa: E731
+            await wait_for(pilot, lambda: spark()[-1:] == [61.0])
+            probes.snapshot = spark_snapshot(available_gib=12.0)
+            await wait_for(pilot, lambda: list(app.history_available)[-10:] == [12.0] * 10)  # of 40 kept
+            assert 12.0 not in spark()  # ten samples on, the same 5 s window: not drawn yet
+            now[0] = 6.0  # the boundary passes
+            await wait_for(pilot, lambda: 12.0 in spark())
+    finally:
+        server.stop()

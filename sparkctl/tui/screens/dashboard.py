@@ -7,6 +7,7 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
+from textual.events import ScreenResume
 from textual.screen import Screen
 from textual.widget import Widget
 from textual.widgets import DataTable, Header, Label, Static
@@ -79,8 +80,12 @@ class DashboardScreen(Screen):
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
-        self._gates = {"pressure": DriftGate(far=1.0), "spark-mem": DriftGate(far=1.0)}
+        self._gates = {"pressure": DriftGate(far=1.0), "spark-mem": DriftGate(far=1.0),
+                       "sparks": DriftGate(far=float("inf"))}
         self._history_shown = False  # its boxes are mounted after the first frame
+        self._history_seen = 0
+        self._history_ticks = SPARK_EVERY * 100  # the first samples are drawn at once
+        self._resumed = False  # shown once already
         self._last_report: StatusReport | None = None
         preset_breakpoints(self)  # styled once for its size, not again at the first resize
 
@@ -195,7 +200,16 @@ class DashboardScreen(Screen):
             self.query_one("#engines", Panel).border_title = "Bench engines"
             watch_while_shown(self, "engines_status", self._show_engines)
 
-    def on_screen_resume(self) -> None:
+    def on_screen_resume(self, event: ScreenResume) -> None:
+        if not self._resumed:
+            self._resumed = True
+            if self._css_update_count == self.app._css_update_count:
+                # Textual styles the whole screen again when it is first shown, though every
+                # widget was styled as it was composed, with the stylesheet as it still is
+                # (preset_breakpoints): ~30 widgets, 10-20 ms of CPU before the first frame
+                # on a 2-core box, for styles that come out the same. Handled here, before
+                # Screen's own handler reads it (textual is pinned).
+                event.refresh_styles = False
         catch_up(self)  # what changed while another mode was on screen
 
     def _contenders(self):
@@ -530,12 +544,18 @@ class DashboardScreen(Screen):
         if isinstance(r.host.meminfo, MemInfo):
             mem_spark.bounds = (0.0, round(r.host.meminfo.total / GIB, 1))  # available out of MemTotal
         # One sparkline column spans several samples (300 s over ~56 cells), so redrawing
-        # every refresh moves nothing a user can see: once per column's worth of samples.
+        # every refresh moves nothing a user can see: once per column's worth of samples,
+        # and then on the drift gates' shared boundary, so the new bars reach the screen in
+        # the frame that brings the budget's and the labels' drift (widgets/drift.py), not
+        # in a frame of their own. The first samples are drawn at once.
         # No samples stay no samples: a blank sparkline, never a placeholder value.
         width = mem_spark.size.width  # 0 while hidden (the -short layout) or not laid out yet
         per_column = self.app.history_available.maxlen // width if width else SPARK_EVERY
-        self._history_ticks = getattr(self, "_history_ticks", -1) + 1
-        if self._history_ticks % max(SPARK_EVERY, per_column) == 0:
+        self._history_seen += 1  # samples shown so far: what the gate sees move (a full history keeps its length)
+        self._history_ticks += 1  # samples since the sparklines were last given data
+        if (self._history_ticks >= max(SPARK_EVERY, per_column)
+                and self._gates["sparks"].due((bool(mem), bool(gpu)), (self._history_seen,))):
+            self._history_ticks = 0
             for spark, data in ((mem_spark, mem), (self.query_one("#spark-gpu", HistorySparkline), gpu)):
                 if list(spark.data or []) != data:
                     spark.data = data
