@@ -219,8 +219,9 @@ FIRST_FRAME_MODULES = {
     "sparkctl.tui.widgets.warning_lines",
 }
 # never before the first frame, whatever else changes: MLflow and the run record's readers
-# (SQLite), the HTTP and model clients sparkctl does not use for the dashboard
-NOT_BEFORE_FIRST_FRAME = {"mlflow", "sqlite3", "_sqlite3", "httpx", "ollama", "pydantic", "sqlalchemy"}
+# (SQLite), the HTTP and model clients sparkctl does not use for the dashboard, psutil (the
+# host's CPU use is shown nowhere; /proc is read directly)
+NOT_BEFORE_FIRST_FRAME = {"mlflow", "sqlite3", "_sqlite3", "httpx", "ollama", "pydantic", "sqlalchemy", "psutil"}
 
 FIRST_FRAME_CHILD = """
 import gc, json, sys
