@@ -92,7 +92,7 @@ def cmd_tui(args, cfg) -> int:
 
 
 def pause_gc_until_first_frame() -> None:
-    """No garbage collection from here to the dashboard's first frame (SparkApp.on_ready
+    """No garbage collection from here to the dashboard's first frame (SparkApp.first_frame_written
     freezes what was built and collects again). Importing Textual and building the
     dashboard allocate ~100,000 objects that live as long as the app; collecting while they
     are made (~150 young, ~13 middle and one full collection) was ~80 ms of the first

@@ -39,6 +39,7 @@ BUSY_GROUPS = {"bench": "a bench", "eval": "an eval", "pull": "a pull"}
 DRIFT_DELAY_S = 3.0  # after the engine's version is first seen: the lane re-bench check
 ENGINES_REFRESH_S = 5.0  # the extra [engines.NAME] servers: a few seconds is fresh enough
 MESSAGES_KEPT = 200  # toasts kept for N (Messages)
+FIRST_FRAME_LATEST_S = 5.0  # what waits for the first frame starts by then whatever happens
 
 
 class SparkApp(App):
@@ -355,6 +356,16 @@ class SparkApp(App):
             self._rebuild()
 
     def on_ready(self) -> None:
+        # should no dashboard frame ever say so (a screen that never draws), the collector
+        # still comes back
+        self.set_timer(FIRST_FRAME_LATEST_S, self.first_frame_written)
+
+    def first_frame_written(self) -> None:
+        """The dashboard's first frame is on the terminal (DashboardScreen says so, once the
+        frame is written: Textual's Ready can come before it). What that frame did not need
+        starts now."""
+        if self._painted:
+            return
         self._painted = True  # the runners are read from the next engine sample on, never for the first frame
         # Everything imported and built so far lives as long as the app. Moving it out of
         # the collector's view turns 100-140 ms full collections during a 2,000 tok/s
@@ -362,8 +373,7 @@ class SparkApp(App):
         # collector until this first frame (cli/__init__.py pause_gc_until_first_frame).
         gc.freeze()
         gc.enable()
-        # after the first frame (Textual posts Ready once it is drawn): the spool's modules
-        # and its read are nothing that frame shows
+        # the spool's modules and its read are nothing that frame shows
         if self._has_spool():
             self.recover_runs()
 

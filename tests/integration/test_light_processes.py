@@ -215,13 +215,16 @@ FIRST_FRAME_MODULES = {
     "sparkctl.tui", "sparkctl.tui.app", "sparkctl.tui.breakpoints", "sparkctl.tui.hangup", "sparkctl.tui.messages",
     "sparkctl.tui.themes", "sparkctl.tui.shown", "sparkctl.tui.screens", "sparkctl.tui.screens.dashboard",
     "sparkctl.tui.widgets", "sparkctl.tui.widgets.budget_bar", "sparkctl.tui.widgets.drift",
-    "sparkctl.tui.widgets.footer", "sparkctl.tui.widgets.history", "sparkctl.tui.widgets.notes",
+    "sparkctl.tui.widgets.footer", "sparkctl.tui.widgets.notes",
     "sparkctl.tui.widgets.warning_lines",
 }
 # never before the first frame, whatever else changes: MLflow and the run record's readers
 # (SQLite), the HTTP and model clients sparkctl does not use for the dashboard, psutil (the
-# host's CPU use is shown nowhere; /proc is read directly)
-NOT_BEFORE_FIRST_FRAME = {"mlflow", "sqlite3", "_sqlite3", "httpx", "ollama", "pydantic", "sqlalchemy", "psutil"}
+# host's CPU use is shown nowhere; /proc is read directly), the statistics (the history's
+# sparklines come after the first frame), the text reports, zipfile (the shipped themes are
+# files)
+NOT_BEFORE_FIRST_FRAME = {"mlflow", "sqlite3", "_sqlite3", "httpx", "ollama", "pydantic", "sqlalchemy", "psutil",
+                          "statistics", "sparkctl.textreport", "zipfile"}
 
 FIRST_FRAME_CHILD = """
 import gc, json, sys
@@ -250,25 +253,28 @@ def counted_apply(self, node, *args, **kwargs):
     return apply(self, node, *args, **kwargs)
 stylesheet.Stylesheet.apply = counted_apply
 
-ready = tui_app.SparkApp.on_ready
-def on_ready(self):  # Textual posts Ready once the first frame is drawn
-    seen = {"modules": sorted(sys.modules), "collections": collections() - at_start,
-            "stylesheet_parses": len(parses), "frames_thrown_away": len(thrown_away),
-            "screen_styled": styled.get(repr(self.screen), 0)}
-    ready(self)
+seen = {}  # what the process had done when its first frame was written to the terminal
+display = tui_app.SparkApp._display
+def first_display(self, screen, renderable):
+    written = renderable is not None and not self._batch_count
+    display(self, screen, renderable)
+    if not written or seen:
+        return
+    seen.update(modules=sorted(sys.modules), collections=collections() - at_start, stylesheet_parses=len(parses),
+                frames_thrown_away=len(thrown_away), screen_styled=styled.get(repr(self.screen), 0),
+                history_boxes=len(self.screen.query("HistorySparkline")))
     table = self.screen.query_one("#resident")
 
     def rows_shown():  # then the engine's models, as they reach the table
         rows = [str(table.get_cell_at((i, 0))) for i in range(table.row_count)]
-        if rows:
+        if rows and self.screen.query("HistorySparkline"):
             with open(sys.argv[1], "w") as fh:
                 json.dump({**seen, "rows": rows, "gc_enabled_after": gc.isenabled()}, fh)
             self.exit()
 
-    rows_shown()
     self.set_interval(0.05, rows_shown)
 
-tui_app.SparkApp.on_ready = on_ready
+tui_app.SparkApp._display = first_display
 from sparkctl.cli import main
 collections = lambda: sum(g["collections"] for g in gc.get_stats())
 at_start = collections()  # this child's own imports above are not the command's
@@ -338,6 +344,17 @@ def test_the_dashboards_start_neither_collects_garbage_nor_parses_its_css_twice(
     assert seen["gc_enabled_after"] is True
     assert seen["stylesheet_parses"] == 1
     assert seen["frames_thrown_away"] == 0
+
+
+def test_the_history_boxes_and_the_run_record_come_after_the_first_frame_is_written(tmp_path):
+    """Textual's Ready, and a call_after_refresh from on_mount, come before the first frame
+    reaches the terminal (the refresh they follow is the one Textual drops in its start-up
+    batch): work started there was paid for by the first frame. When the first frame is
+    written, the history's sparklines are not mounted yet and nothing of the run record
+    (the spool's recovery) was imported; both come right after."""
+    seen = _first_frame(tmp_path)
+    assert seen["history_boxes"] == 0
+    assert not [m for m in seen["modules"] if m.startswith("sparkctl.tracking")]
 
 
 def test_the_dashboard_is_styled_once_before_its_first_frame(tmp_path):

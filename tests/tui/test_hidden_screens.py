@@ -26,3 +26,16 @@ async def test_the_dashboard_behind_another_screen_waits_and_then_shows_what_cha
         await pilot.pause(0.05)
         assert app.screen is dashboard
         assert [r[0] for r in table_rows(app)] == ["gpt-oss:120b"]  # drawn as the engine is now
+
+
+async def test_quitting_as_the_first_frame_is_written_ends_cleanly(fake, monkeypatch):  # noqa: F811
+    """ctrl+q the moment the dashboard appears: the history and the footer, mounted right
+    after the first frame, are not mounted into a screen being torn down (that raised
+    Textual's MountError: a traceback and exit status 1)."""
+    from sparkctl.tui.app import SparkApp
+
+    app = app_for(fake)
+    monkeypatch.setattr(SparkApp, "first_frame_written", lambda self: self.exit())
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause(0.3)
+    assert app.return_code == 0

@@ -9,7 +9,7 @@ from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.events import ScreenResume
 from textual.screen import Screen
-from textual.widget import Widget
+from textual.widget import MountError, Widget
 from textual.widgets import DataTable, Header, Label, Static
 
 from sparkctl.core.budget import Level, MemoryBudget
@@ -24,7 +24,6 @@ from sparkctl.tui.shown import catch_up, watch_while_shown
 from sparkctl.tui.widgets.budget_bar import BudgetBar
 from sparkctl.tui.widgets.drift import DriftGate
 from sparkctl.tui.widgets.footer import KeysFooter
-from sparkctl.tui.widgets.history import HistorySparkline
 from sparkctl.tui.widgets.notes import Note
 from sparkctl.tui.widgets.warning_lines import WarningLine, WarningLines
 
@@ -86,6 +85,7 @@ class DashboardScreen(Screen):
         self._history_seen = 0
         self._history_ticks = SPARK_EVERY * 100  # the first samples are drawn at once
         self._resumed = False  # shown once already
+        self._written = False  # a frame of it written to the terminal
         self._last_report: StatusReport | None = None
         preset_breakpoints(self)  # styled once for its size, not again at the first resize
 
@@ -106,25 +106,37 @@ class DashboardScreen(Screen):
             yield Panel("reading…", id="pressure")
         if self.app.config.engines:  # only with [engines.NAME] entries: the usual layout stays as it was
             yield Panel("connecting…", id="engines")
-        # the history's boxes and the footer's keys come after the first frame (_mount_later):
+        # the history's boxes and the footer's keys come after the first frame (_after_first_frame):
         # their room is kept, so nothing moves when they come
         yield Horizontal(id="history")
         yield Widget(id="keys")
 
-    async def _mount_later(self) -> None:
-        """The two history boxes and the footer, mounted once the first frame is drawn: a
-        history of one sample says nothing yet, and the keys (one widget each) can follow a
-        frame later. Styling, laying out and drawing them was ~15-20% of the Python calls
-        before the first frame (about 50-90 ms of CPU on a 2-core box). Their room
-        (#history's fixed height, #keys' line) is in the first frame."""
+    async def _after_first_frame(self) -> None:
+        """Once the first frame is on the terminal: the app's own work that waited for it,
+        then the two history boxes and the footer. A history of one sample says nothing
+        yet, and the keys (one widget each) can follow a frame later; styling, laying out
+        and drawing them was ~15-20% of the Python calls before the first frame (about
+        50-90 ms of CPU on a 2-core box). Their room (#history's fixed height, #keys' line)
+        is in the first frame. The sparkline's module is imported here: Textual's Sparkline
+        brings the statistics module with it."""
+        first_frame_written = getattr(self.app, "first_frame_written", None)
+        if first_frame_written is not None:
+            first_frame_written()
+        if self.app._exit or not self.is_attached:
+            return  # quit before this came (ctrl+q at once): nothing more to show
+        from sparkctl.tui.widgets.history import HistorySparkline
+
         mem = Vertical(HistorySparkline([], id="spark-mem", bounds=(0.0, 1.0)),  # 0..MemTotal once known
                        Label("", id="spark-mem-label"), classes="spark")
         mem.border_title = "Available memory"
         gpu = Vertical(HistorySparkline([], id="spark-gpu", bounds=(0.0, 100.0)), Label("", id="spark-gpu-label"),
                        classes="spark")
         gpu.border_title = "GPU utilization"
-        await self.query_one("#history", Horizontal).mount(mem, gpu)
-        await self.query_one("#keys").mount(KeysFooter())
+        try:
+            await self.query_one("#history", Horizontal).mount(mem, gpu)
+            await self.query_one("#keys").mount(KeysFooter())
+        except MountError:  # the app quit while they were mounted
+            return
         self._history_shown = True
         if self._last_report is not None:
             self._show_history(self._last_report)
@@ -136,6 +148,13 @@ class DashboardScreen(Screen):
         if self.app._batch_count:
             return
         super()._compositor_refresh()
+        if not self._written:
+            # This is the first frame written. Not Textual's Ready, nor a call_after_refresh
+            # from on_mount: both come before it, as the refresh they follow is the one
+            # dropped in the start-up batch, and what they started was paid for by the
+            # first frame.
+            self._written = True
+            self.call_later(self._after_first_frame)
 
     def action_lanes(self) -> None:
         from sparkctl.tui.screens.lanes import LanesScreen
@@ -188,7 +207,6 @@ class DashboardScreen(Screen):
         self.query_one("#gpu", Panel).border_title = "GPU"
         self.query_one("#pressure", Panel).border_title = "Memory pressure"
         self._watch_sources()
-        self.call_after_refresh(self._mount_later)
 
     def _watch_sources(self) -> None:
         """This machine's state, as the app samples it (the fleet's read-only view of
@@ -538,6 +556,8 @@ class DashboardScreen(Screen):
         self.query_one("#engines", Panel).set_text(t)
 
     def _show_history(self, r: StatusReport) -> None:
+        from sparkctl.tui.widgets.history import HistorySparkline  # imported by _mount_later
+
         mem = list(self.app.history_available)
         gpu = list(self.app.history_gpu)
         mem_spark = self.query_one("#spark-mem", HistorySparkline)
