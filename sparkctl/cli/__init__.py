@@ -8,10 +8,11 @@ so `sparkctl --version` and `--help` stay fast.
 
 from __future__ import annotations
 
-import argparse
 import importlib
 import os
 import sys
+from types import SimpleNamespace
+from typing import TYPE_CHECKING
 
 from sparkctl import __version__
 from sparkctl.cli.exitcodes import (  # re-exported: tests and scripts use sparkctl.cli.EXIT_*
@@ -29,6 +30,9 @@ __all__ = [
     "EXIT_BAD_INPUT", "EXIT_ENGINE_ERROR", "EXIT_INTERRUPTED", "EXIT_OK", "EXIT_REFUSED",
     "EXIT_UNREACHABLE", "CliError", "ExitCode", "COMMAND_MODULES", "build_parser", "main",
 ]
+
+if TYPE_CHECKING:
+    import argparse
 
 # Command groups in the order `sparkctl --help` lists them. One module each under sparkctl/cli/.
 COMMAND_MODULES = ("status", "config", "models", "bench", "evals", "suites", "runs", "decide", "community", "serve",
@@ -49,12 +53,14 @@ def _join_two_word(argv: list[str]) -> list[str]:
     return argv
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str):  # one line, exit 2, like every other bad input
-        self.exit(EXIT_BAD_INPUT, f"{self.prog}: error: {message}\n")
-
-
 def build_parser() -> argparse.ArgumentParser:
+    # argparse is imported here: the dashboard (no command) never builds a parser
+    import argparse
+
+    class _Parser(argparse.ArgumentParser):
+        def error(self, message: str):  # one line, exit 2, like every other bad input
+            self.exit(EXIT_BAD_INPUT, f"{self.prog}: error: {message}\n")
+
     p = _Parser(prog="sparkctl", description="Unified-memory budget, models and tracked benches for local LLMs.")
     p.add_argument("--config", metavar="FILE", help="config file (default: $SPARKCTL_CONFIG, ./sparkctl.toml, ~/.config/sparkctl/sparkctl.toml)")
     p.add_argument("--version", action="version", version=f"sparkctl {__version__}")
@@ -123,10 +129,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"sparkctl {__version__}")
         return EXIT_OK
     if not argv:
-        # the dashboard, the most frequent start: no command module, no argparse tree
-        # (~0.1 s its first frame does not need), no garbage collection before its first frame
+        # the dashboard, the most frequent start: no command module, no argparse (~0.1 s
+        # its first frame does not need), no garbage collection before its first frame
         pause_gc_until_first_frame()
-        args = argparse.Namespace(command=None, config=None)
+        args = SimpleNamespace(command=None, config=None)
     else:
         args = build_parser().parse_args(_join_two_word(argv))  # --help ends here, before any import below
     if getattr(args, "handler", None) is None:

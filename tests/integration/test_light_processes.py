@@ -215,16 +215,16 @@ FIRST_FRAME_MODULES = {
     "sparkctl.tui", "sparkctl.tui.app", "sparkctl.tui.breakpoints", "sparkctl.tui.hangup", "sparkctl.tui.messages",
     "sparkctl.tui.themes", "sparkctl.tui.shown", "sparkctl.tui.screens", "sparkctl.tui.screens.dashboard",
     "sparkctl.tui.widgets", "sparkctl.tui.widgets.budget_bar", "sparkctl.tui.widgets.drift",
-    "sparkctl.tui.widgets.footer", "sparkctl.tui.widgets.notes",
+    "sparkctl.tui.widgets.notes",
     "sparkctl.tui.widgets.warning_lines",
 }
 # never before the first frame, whatever else changes: MLflow and the run record's readers
 # (SQLite), the HTTP and model clients sparkctl does not use for the dashboard, psutil (the
 # host's CPU use is shown nowhere; /proc is read directly), the statistics (the history's
-# sparklines come after the first frame), the text reports, zipfile (the shipped themes are
-# files)
+# sparklines come after the first frame), the text reports, argparse (no command, no parser),
+# zipfile (the shipped themes are files)
 NOT_BEFORE_FIRST_FRAME = {"mlflow", "sqlite3", "_sqlite3", "httpx", "ollama", "pydantic", "sqlalchemy", "psutil",
-                          "statistics", "sparkctl.textreport", "zipfile"}
+                          "statistics", "sparkctl.textreport", "zipfile", "argparse"}
 
 FIRST_FRAME_CHILD = """
 import gc, json, sys

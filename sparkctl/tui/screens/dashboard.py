@@ -23,7 +23,6 @@ from sparkctl.tui.breakpoints import preset_breakpoints
 from sparkctl.tui.shown import catch_up, watch_while_shown
 from sparkctl.tui.widgets.budget_bar import BudgetBar
 from sparkctl.tui.widgets.drift import DriftGate
-from sparkctl.tui.widgets.footer import KeysFooter
 from sparkctl.tui.widgets.notes import Note
 from sparkctl.tui.widgets.warning_lines import WarningLine, WarningLines
 
@@ -117,13 +116,14 @@ class DashboardScreen(Screen):
         yet, and the keys (one widget each) can follow a frame later; styling, laying out
         and drawing them was ~15-20% of the Python calls before the first frame (about
         50-90 ms of CPU on a 2-core box). Their room (#history's fixed height, #keys' line)
-        is in the first frame. The sparkline's module is imported here: Textual's Sparkline
-        brings the statistics module with it."""
+        is in the first frame. Their modules are imported here (Textual's Sparkline brings
+        the statistics module with it, the footer Textual's Footer)."""
         first_frame_written = getattr(self.app, "first_frame_written", None)
         if first_frame_written is not None:
             first_frame_written()
         if self.app._exit or not self.is_attached:
             return  # quit before this came (ctrl+q at once): nothing more to show
+        from sparkctl.tui.widgets.footer import KeysFooter
         from sparkctl.tui.widgets.history import HistorySparkline
 
         mem = Vertical(HistorySparkline([], id="spark-mem", bounds=(0.0, 1.0)),  # 0..MemTotal once known
@@ -556,7 +556,7 @@ class DashboardScreen(Screen):
         self.query_one("#engines", Panel).set_text(t)
 
     def _show_history(self, r: StatusReport) -> None:
-        from sparkctl.tui.widgets.history import HistorySparkline  # imported by _mount_later
+        from sparkctl.tui.widgets.history import HistorySparkline  # imported by _after_first_frame
 
         mem = list(self.app.history_available)
         gpu = list(self.app.history_gpu)
