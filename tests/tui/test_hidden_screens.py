@@ -1,9 +1,12 @@
-"""A screen out of sight does nothing with the app's samples: the dashboard behind the
-Models screen is not restyled and laid out every refresh for nobody to see, and shows the
-engine as it is now the moment it comes back. FAKE Ollama (real HTTP, Ollama's wire
-format) and FAKE host probes (a GB10 Spark, which this box is not)."""
+"""A screen out of sight does nothing: the dashboard behind the Models screen is not
+restyled and laid out every refresh for nobody to see, and shows the engine as it is now
+the moment it comes back; a fleet host's dashboard stops asking that host while another
+screen is in front. FAKE Ollama (real HTTP, Ollama's wire format) and FAKE host probes (a
+GB10 Spark, which this box is not)."""
 
 from __future__ import annotations
+
+import asyncio
 
 from sparkctl.tui.screens.dashboard import DashboardScreen
 from tests.tui.test_dashboard import app_for, fake, table_rows, wait_for  # noqa: F401  (fake: a fixture)
@@ -39,3 +42,33 @@ async def test_quitting_as_the_first_frame_is_written_ends_cleanly(fake, monkeyp
     async with app.run_test(size=(120, 40)) as pilot:
         await pilot.pause(0.3)
     assert app.return_code == 0
+
+
+async def test_a_host_opened_from_the_fleet_is_not_asked_while_another_screen_is_in_front(fake, tmp_path):  # noqa: F811
+    """A host's read-only dashboard asks that host over ssh every [fleet] refresh_s; with
+    another mode in front (d: the local dashboard) it asked on for nobody to see. It pauses,
+    and asks again at once when it is back. The fleet's asks are counted (no ssh here: the
+    fleet has no hosts; the host screen is opened on one by name)."""
+    from types import SimpleNamespace
+
+    from sparkctl.config import Config, FleetConfig
+    from sparkctl.tui.screens.fleet import FleetScreen, HostDashboardScreen
+
+    app = app_for(fake, cfg=Config(fleet=FleetConfig(refresh_s=1.0)))
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.press("F")
+        await wait_for(pilot, lambda: isinstance(app.screen, FleetScreen))
+        fleet = app.screen
+        asked: list[float] = []
+        fleet.ask_hosts = lambda names=None: asked.append(asyncio.get_running_loop().time())
+        app.push_screen(HostDashboardScreen("spark-a", fleet, SimpleNamespace(status=None)))
+        await wait_for(pilot, lambda: len(asked) >= 2, timeout=5)  # at once, then each second
+        await pilot.press("d")
+        await wait_for(pilot, lambda: isinstance(app.screen, DashboardScreen)
+                       and not isinstance(app.screen, HostDashboardScreen))
+        before = len(asked)
+        await pilot.pause(2.5)
+        assert len(asked) == before  # nobody sees it: not asked
+        await pilot.press("F")
+        await wait_for(pilot, lambda: isinstance(app.screen, HostDashboardScreen))
+        await wait_for(pilot, lambda: len(asked) >= before + 2, timeout=5)  # at once, then each second again
