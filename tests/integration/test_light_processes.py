@@ -222,9 +222,9 @@ FIRST_FRAME_MODULES = {
 # (SQLite), the HTTP and model clients sparkctl does not use for the dashboard, psutil (the
 # host's CPU use is shown nowhere; /proc is read directly), the statistics (the history's
 # sparklines come after the first frame), the text reports, argparse (no command, no parser),
-# zipfile (the shipped themes are files)
+# zipfile (the shipped themes are files), Rich's emoji table (no markup read before the frame)
 NOT_BEFORE_FIRST_FRAME = {"mlflow", "sqlite3", "_sqlite3", "httpx", "ollama", "pydantic", "sqlalchemy", "psutil",
-                          "statistics", "sparkctl.textreport", "zipfile", "argparse"}
+                          "statistics", "sparkctl.textreport", "zipfile", "argparse", "rich._emoji_codes"}
 
 FIRST_FRAME_CHILD = """
 import gc, json, sys

@@ -191,7 +191,7 @@ class DashboardScreen(Screen):
             table = self.query_one("#resident", DataTable)
             table.clear(columns=True)
             self._columns = self._resident_columns()
-            table.add_columns(*self._columns)
+            _add_columns(table, self._columns)
             self._rows_key = self._widths = None  # refilled, columns sized, at the next report
             if self.app.report is not None:
                 self._show_report(self.app.report)
@@ -199,7 +199,7 @@ class DashboardScreen(Screen):
     def on_mount(self) -> None:
         table = self.query_one("#resident", DataTable)
         self._columns = self._resident_columns()
-        table.add_columns(*self._columns)
+        _add_columns(table, self._columns)
         first = self.query_one("#first-run", Static)
         first.styles.padding = (0, 1)
         first.display = False
@@ -370,15 +370,17 @@ class DashboardScreen(Screen):
             lane = row.lane or ("contender" if model_key(m.name) in self._contenders() else None)
             lane_colour = self.app.theme_variables.get(f"lane-{lane or 'other'}", "")
             processor = Text(row.placement, style="bold red" if row.placement != "100% GPU" else "")
+            # every cell a Text: a str cell is read as Rich markup (a model's or a quant's
+            # name is the engine's, never markup), and that read loads Rich's emoji table
             rows.append((
                 Text(m.name, style=f"bold {lane_colour}"),
-                lane or "-",
-                size(m.size),  # a 1 MB model is "976.6 KiB", not "0.0 GiB"
+                Text(lane or "-"),
+                Text(size(m.size)),  # a 1 MB model is "976.6 KiB", not "0.0 GiB"
                 processor,
-                str(m.context_length) if m.context_length else "n/a",
-                row.until,
-                m.details.quantization_level or "-",
-                runners[m.name].short() if m.name in runners else "-",
+                Text(str(m.context_length) if m.context_length else "n/a"),
+                Text(row.until),
+                Text(m.details.quantization_level or "-"),
+                Text(runners[m.name].short() if m.name in runners else "-"),
             ))
         width = len(self._columns)  # narrow: Quant left out; Runner only once one is known
         key = [tuple(str(c) for c in row[:width]) for row in rows]
@@ -394,7 +396,7 @@ class DashboardScreen(Screen):
                 self._widths = widths
                 table.clear(columns=True)
                 for label, cells in zip(self._columns, widths):
-                    table.add_column(label, width=cells)
+                    table.add_column(Text(label), width=cells)
             else:
                 table.clear()
             for row in rows:
@@ -589,6 +591,13 @@ class DashboardScreen(Screen):
             self.query_one("#spark-gpu-label", Label),
             f"{gpu[-1]:.0f}% now · max {max(gpu):.0f}% · last {window}" if gpu else _no_gpu_data(r),
         )
+
+
+def _add_columns(table: DataTable, labels: tuple[str, ...]) -> None:
+    """The resident table's columns, labelled with plain Text: a str label is read as Rich
+    markup, and the first markup read loads Rich's emoji table (~3 ms before the first frame)."""
+    for label in labels:
+        table.add_column(Text(label))
 
 
 def _residency_headline(warning: str) -> str:
