@@ -122,6 +122,9 @@ class SparkApp(App):
             wanted = FALLBACK_THEME
         self._start_with_theme(wanted)
         self._saved_theme = wanted
+        # the version and the engine's address in the title bar from the first frame on (set
+        # in on_mount, they reached the header only in a frame after it)
+        self.set_reactive(App.sub_title, self._sub_title_text())
         self._engine_status: EngineStatus | None = None
         self._host: HostSnapshot | None = None
         self._engine_down_since: float | None = None
@@ -535,13 +538,16 @@ class SparkApp(App):
     def on_named_engines_sampled(self, message: NamedEnginesSampled) -> None:
         self.engines_status = message.statuses
 
-    def _show_sub_title(self) -> None:
+    def _sub_title_text(self) -> str:
         from sparkctl.core.redact import redact_uri
 
         text = f"v{__version__} · {redact_uri(self.config.engine.host)}"
         if self.pending_runs:
             text += f" · {self.pending_runs} run(s) to sync (y)"
-        self.sub_title = text
+        return text
+
+    def _show_sub_title(self) -> None:
+        self.sub_title = self._sub_title_text()
 
     def watch_pending_runs(self, _count: int) -> None:
         self._show_sub_title()

@@ -262,7 +262,8 @@ def first_display(self, screen, renderable):
         return
     seen.update(modules=sorted(sys.modules), collections=collections() - at_start, stylesheet_parses=len(parses),
                 frames_thrown_away=len(thrown_away), screen_styled=styled.get(repr(self.screen), 0),
-                history_boxes=len(self.screen.query("HistorySparkline")))
+                history_boxes=len(self.screen.query("HistorySparkline")),
+                lines=[strip.text for strip in self.screen._compositor.render_strips()])
     table = self.screen.query_one("#resident")
 
     def rows_shown():  # then the engine's models, as they reach the table
@@ -355,6 +356,20 @@ def test_the_history_boxes_and_the_run_record_come_after_the_first_frame_is_writ
     seen = _first_frame(tmp_path)
     assert seen["history_boxes"] == 0
     assert not [m for m in seen["modules"] if m.startswith("sparkctl.tracking")]
+
+
+def test_the_first_frame_is_the_whole_dashboard(tmp_path):
+    """The first frame written holds what the dashboard says, not a part of it followed a
+    frame later by the rest: the title bar with the version and the engine's address (set
+    in the app's on_mount, it reached the header a frame late), and every resident model
+    (a DataTable works its height out when it next idles: the frame showed one row of two)."""
+    from sparkctl import __version__
+
+    lines = _first_frame(tmp_path)["lines"]
+    assert f"sparkctl — v{__version__} · http://127.0.0.1:" in lines[0]
+    box = next(i for i, line in enumerate(lines) if "Resident models" in line)
+    rows = [line.split()[1] for line in lines[box + 2:box + 4]]  # under the box's title and the columns'
+    assert rows == ["gpt-oss:120b", "qwen3:30b-a3b"]
 
 
 def test_the_dashboard_is_styled_once_before_its_first_frame(tmp_path):

@@ -401,6 +401,10 @@ class DashboardScreen(Screen):
                 table.clear()
             for row in rows:
                 table.add_row(*row[:width])
+            # its height said at once (the header line and a line per row, what its auto
+            # height comes to): a DataTable works its height out only when it next idles,
+            # after the frame in progress, which then showed one row of two
+            table.styles.height = 1 + len(rows)
         self._show_warnings(r)
 
     def _compact(self) -> bool:
