@@ -302,7 +302,7 @@ async def test_the_models_field_completes_local_model_names(serve, tmp_path):
 
 
 def test_eval_screen_snapshot(snap_compare, tmp_path):
-    server = FakeOllama(answering_state(), port=47913).start()
+    server = FakeOllama(answering_state(), port=27913).start()
     app = build(server, config(write_gsm8k(tmp_path / "suites")))
 
     async def run(pilot):

@@ -112,7 +112,8 @@ async def test_the_screen_stays_responsive_while_a_large_gguf_header_is_parsed(f
     header = parse_gguf_header(data)
     parse_s = time.perf_counter() - started
     assert header.string_arrays["tokenizer.ggml.tokens"] == 262144 and header.header_bytes > 9 * 2**20
-    assert parse_s > 0.3, f"the parse took {parse_s:.2f} s: too quick to show a stall"
+    # an H200 box's CPU walks it in 0.25 s; under 0.15 s a stall could hide in the ticks' noise
+    assert parse_s > 0.15, f"the parse took {parse_s:.2f} s: too quick to show a stall"
 
     parses: list[tuple[float, float]] = []
 
