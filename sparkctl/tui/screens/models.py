@@ -541,7 +541,7 @@ class ModelsScreen(Screen):
     async def run_unload(self, name: str) -> None:
         try:
             await self._repair_first()
-            report: UnloadReport = await unload_model(self.app.engine, name)
+            report: UnloadReport = await unload_model(self.app.engine, name, cfg=self.cfg)
         except EngineError as exc:
             self.post_message(ActionReported(f"Unload {name}", Text(f"✘ {exc.message}", style="bold red")))
             return
