@@ -150,6 +150,9 @@ class OwnedState:
     # models loaded beside production to be evaluated for a lane (the TUI's "contender"
     # mark), until promoted, unloaded or deleted from sparkctl
     contenders: tuple[str, ...] = ()
+    # contender -> the lane it is evaluated for, as the Models screen's load recorded it: a
+    # bench or eval of it alone runs at that lane model's context (services/bench/context.py)
+    contender_lanes: dict[str, str] = field(default_factory=dict)
     # the keep-alive sparkctl last loaded each model with (`load --keep-alive`, the Models
     # screen): a bench that had to reload the model gives it back that session instead of
     # the engine's default. Oldest first (the order they were set in, kept in the file):
@@ -164,6 +167,8 @@ class OwnedState:
         out: dict[str, Any] = {"version": STATE_VERSION}
         if self.contenders:
             out["contenders"] = list(self.contenders)
+        if self.contender_lanes:
+            out["contender_lanes"] = dict(self.contender_lanes)
         if self.theme:
             out["ui"] = {"theme": self.theme}
         if self.lanes:
@@ -241,7 +246,7 @@ def parse_state(text: str, path: Path) -> OwnedState:
     sessions = {model: _kept_session(value, f"{origin}: [sessions] {model}")
                 for model, value in table("sessions").items()}
     return OwnedState(path=path, lanes=lanes, theme=ui.get("theme", ""), base=strings("base"), history=history,
-                      contenders=tuple(contenders), sessions=sessions)
+                      contenders=tuple(contenders), sessions=sessions, contender_lanes=strings("contender_lanes"))
 
 
 def _kept_session(value: Any, where: str) -> KeptSession:
@@ -378,13 +383,16 @@ def forget_session(model: str, path: Path | None = None) -> None:
                                                 if model_key(m) != model_key(model)}), path)
 
 
-def mark_contender(model: str, on: bool, path: Path | None = None) -> OwnedState:
-    """Mark `model` contender (on) or clear its mark, against what the file says now (another
-    sparkctl may have marked others meanwhile)."""
+def mark_contender(model: str, on: bool, path: Path | None = None, lane: str = "") -> OwnedState:
+    """Mark `model` contender (on) for `lane` ("" none said) or clear its mark, against what
+    the file says now (another sparkctl may have marked others meanwhile)."""
     from sparkctl.core.names import model_key
 
     def change(state: OwnedState) -> OwnedState:
         kept = [m for m in state.contenders if model_key(m) != model_key(model)]
-        return replace(state, contenders=tuple(kept + [model] if on else kept))
+        lanes = {m: ln for m, ln in state.contender_lanes.items() if model_key(m) != model_key(model)}
+        if on and lane:
+            lanes[model] = lane
+        return replace(state, contenders=tuple(kept + [model] if on else kept), contender_lanes=lanes)
 
     return update_state(change, path)

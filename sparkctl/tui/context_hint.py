@@ -15,7 +15,7 @@ def predicted_context(app, models: list[str], explicit: int | None) -> ContextCh
     report = getattr(app, "report", None)
     resident = report.engine.resident if report is not None and report.engine.reachable else ()
     return choose_context(models, cfg.lanes, getattr(app, "contenders", ()), resident_contexts(resident),
-                          cfg.bench.num_ctx)
+                          cfg.bench.num_ctx, getattr(app, "contender_lanes", None))
 
 
 def context_label(choice: ContextChoice) -> str:

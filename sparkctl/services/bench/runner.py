@@ -334,7 +334,8 @@ class BenchRunner:
             from sparkctl.services.bench.context import choose_context, resident_contexts
 
             choice = choose_context(models, self.cfg.lanes, getattr(self.cfg, "contenders", ()),
-                                    resident_contexts(await self.engine.ps()), self.s.num_ctx)
+                                    resident_contexts(await self.engine.ps()), self.s.num_ctx,
+                                    getattr(self.cfg, "contender_lanes", None))
             self.context = choice
             if choice.num_ctx != self.s.num_ctx:
                 self.s = replace(self.s, num_ctx=choice.num_ctx)

@@ -358,9 +358,12 @@ class ModelsScreen(Screen):
         marks them too, and in sparkctl's own state file, so a restart keeps them)."""
         return getattr(self.app, "contenders", set())
 
-    def _mark(self, name: str, on: bool) -> None:
-        if (model_key(name) in self.contenders) != on:
-            self.app.set_contender(name, on)
+    def _mark(self, name: str, on: bool, lane: str = "") -> None:
+        if (model_key(name) in self.contenders) != on or (on and lane and lane != self._lane_of_contender(name)):
+            self.app.set_contender(name, on, lane)
+
+    def _lane_of_contender(self, name: str) -> str:
+        return getattr(self.app, "contender_lanes", {}).get(model_key(name), "")
 
     def lane_of(self, row: ModelRow) -> str | None:
         """The config's lane (read now: a promotion changes it), else "contender" for a
@@ -631,7 +634,8 @@ class ModelsScreen(Screen):
         self.last_refusal = None
         self.override_fit = None
         if report.verification.resident is not None and not self.cfg.lane_of(report.model):
-            self._mark(report.model, True)  # "contender" until promoted or unloaded
+            # "contender" until promoted or unloaded, for the lane the load named
+            self._mark(report.model, True, self.choices.get(report.model, LoadChoice()).lane)
         self._show_info(f"Load {report.model}", load_text(report))
         self._after_change()
 
@@ -730,7 +734,7 @@ class ModelsScreen(Screen):
         except ValueError:
             keep = f"[models] keep_alive {models.keep_alive}"
         return LoadDialog(row.name, load=load, choice=self.choices.get(row.name), ctx_default=ctx,
-                          keep_alive_default=keep)
+                          keep_alive_default=keep, lanes=tuple(lane for lane, m in self.cfg.lanes.items() if m))
 
     def action_fit(self) -> None:
         row = self._need_model()
@@ -740,7 +744,8 @@ class ModelsScreen(Screen):
         def chosen(choice: LoadChoice | None) -> None:
             if choice is None:
                 return
-            self.choices[row.name] = LoadChoice(choice.num_ctx, self.choices.get(row.name, LoadChoice()).keep_alive)
+            kept = self.choices.get(row.name, LoadChoice())
+            self.choices[row.name] = LoadChoice(choice.num_ctx, kept.keep_alive, kept.lane)
             self._show_info(f"Fit {row.name}", Text("checking…", style="dim"))
             self.run_fit(row.name, choice.num_ctx)
 

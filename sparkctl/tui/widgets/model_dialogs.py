@@ -129,6 +129,7 @@ class LoadChoice:
 
     num_ctx: int | None = None
     keep_alive: str | None = None
+    lane: str = ""  # a load: the lane the model is a contender for ("" when the config has none)
 
 
 class LoadDialog(ModalScreen["LoadChoice | None"]):
@@ -152,13 +153,17 @@ class LoadDialog(ModalScreen["LoadChoice | None"]):
     BINDINGS = [Binding("escape", "cancel", "Cancel")]
 
     def __init__(self, model: str, *, load: bool, choice: LoadChoice | None = None,
-                 ctx_default: str = "the engine's choice", keep_alive_default: str = "") -> None:
+                 ctx_default: str = "the engine's choice", keep_alive_default: str = "",
+                 lanes: tuple[str, ...] = ()) -> None:
         super().__init__()
         self.model = model
         self.load = load
         self.choice = choice or LoadChoice()
         self.ctx_default = ctx_default
         self.keep_alive_default = keep_alive_default
+        # a load marks the model contender for a lane: its bench and eval run at that lane
+        # model's context (services/bench/context.py); asked only when there is a choice
+        self.lanes = lanes
 
     def compose(self) -> ComposeResult:
         verb = "Load" if self.load else "Fit check"
@@ -174,6 +179,12 @@ class LoadDialog(ModalScreen["LoadChoice | None"]):
                     yield Input(self.choice.keep_alive or "", placeholder='e.g. 30m, 2h, -1 (forever)',
                                 id="load-keep-alive")
                 yield Static(Text(f"blank: {self.keep_alive_default}"), classes="default")
+                if len(self.lanes) > 1:
+                    with Horizontal(classes="field"):
+                        yield Label("for lane")
+                        yield Input(self.choice.lane, placeholder=" or ".join(self.lanes), id="load-lane")
+                    yield Static(Text(f"blank: {self.lanes[0]} (the contender runs at that lane model's context)"),
+                                 classes="default")
             yield Static("", id="load-error")
             go = "load" if self.load else "check the fit"
             yield Label(f"enter: {go} · tab: next field · escape: cancel", classes="hint")
@@ -193,7 +204,13 @@ class LoadDialog(ModalScreen["LoadChoice | None"]):
                     parse_keep_alive(keep)
                 except ValueError:
                     raise ValueError(f"keep-alive: expected {HINT}, got {keep!r}") from None
-        return LoadChoice(ctx, keep)
+        lane = ""
+        if self.load and self.lanes:
+            lane = self.query_one("#load-lane", Input).value.strip() if len(self.lanes) > 1 else ""
+            if lane and lane not in self.lanes:
+                raise ValueError(f"for lane: expected one of {', '.join(self.lanes)}, got {lane!r}")
+            lane = lane or self.lanes[0]
+        return LoadChoice(ctx, keep, lane)
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
         event.stop()
