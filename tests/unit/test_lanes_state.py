@@ -192,3 +192,17 @@ def test_a_sessions_entry_of_an_older_file_or_a_broken_one(tmp_path):
     with pytest.raises(Exception) as err:
         parse_state('[sessions]\n"gemma3:4b" = 30\n', path)
     assert str(err.value).startswith(f"{path}: [sessions] gemma3:4b: expected a table")
+
+
+def test_a_contenders_lane_reaches_the_config_a_bench_reads(files):
+    """The CLI's bench reads the contender's lane from the config (layered state file)."""
+    from sparkctl.config import save_contender
+
+    user, state = files
+    cfg = load_config(str(user), env={}, state=state)
+    save_contender(cfg, "qwen3:30b-a3b", True, state, lane="fast")
+    cfg = load_config(str(user), env={}, state=state)
+    assert cfg.contenders == ("qwen3:30b-a3b",) and cfg.contender_lanes == {"qwen3:30b-a3b": "fast"}
+    save_contender(cfg, "qwen3:30b-a3b", False, state)
+    cfg = load_config(str(user), env={}, state=state)
+    assert cfg.contenders == () and cfg.contender_lanes == {}
