@@ -30,7 +30,7 @@ from textual.worker import Worker, WorkerState
 from sparkctl.core.fit import FitKind
 from sparkctl.core.fmt import size
 from sparkctl.core.keepalive import parse_keep_alive as _keep_alive
-from sparkctl.core.names import model_key, same_model, unique_by_name
+from sparkctl.core.names import model_key, same_model, unique_by_name, validate_model_name
 from sparkctl.engines.base import EngineError
 from sparkctl.services.models import (
     DeleteReport,
@@ -492,9 +492,12 @@ class ModelsScreen(Screen):
             await stream.aclose()  # closes the HTTP stream: Ollama's only cancel
 
     @work(group="pull-fit", exclusive=True, exit_on_error=False)
-    async def run_pull_fit(self, name: str, then_pull: bool = True) -> None:
+    async def run_pull_fit(self, typed: str, then_pull: bool = True) -> None:
+        """The registry read takes the name as typed (an http:// scheme picks plain HTTP for
+        its host, as the CLI's does); what follows (the pull, the titles) the checked name."""
+        name = validate_model_name(typed)
         try:
-            report = await remote_fit_check(self.cfg, self.app.engine, self.app.probes, name)
+            report = await remote_fit_check(self.cfg, self.app.engine, self.app.probes, typed)
         except EngineError as exc:
             self.post_message(PullFitChecked(name, None, exc.message, then_pull))
             return
@@ -696,20 +699,21 @@ class ModelsScreen(Screen):
         self.app.push_screen(PullDialog(self.pull_suggestions(), title="Would it fit here? (nothing is pulled)",
                                         action="see the verdict"), self._would_fit_requested)
 
-    def _would_fit_requested(self, name: str | None) -> None:
-        if not name:
+    def _would_fit_requested(self, typed: str | None) -> None:
+        """`typed`: the dialog's answer, an http(s):// scheme kept for the registry read."""
+        if not typed:
             return
-        self._show_info(f"Fit {name} (from its registry; nothing pulled)",
+        self._show_info(f"Fit {validate_model_name(typed)} (from its registry; nothing pulled)",
                         Text("reading the registry's manifest and GGUF header…", style="dim"))
-        self.run_pull_fit(name, then_pull=False)
+        self.run_pull_fit(typed, then_pull=False)
 
-    def _pull_requested(self, name: str | None) -> None:
+    def _pull_requested(self, typed: str | None) -> None:
         """The dialog's answer: check the fit from the registry first (a worker), then pull."""
-        if not name:
+        if not typed:
             return
-        self._show_info(f"Fit {name} (before the pull)",
+        self._show_info(f"Fit {validate_model_name(typed)} (before the pull)",
                         Text("reading the registry's manifest and GGUF header…", style="dim"))
-        self.run_pull_fit(name)
+        self.run_pull_fit(typed)
 
     def _pull_chosen(self, name: str | None) -> None:
         if not name:

@@ -19,7 +19,9 @@ from sparkctl.core.names import InvalidModelName, validate_model_name
 
 
 class PullDialog(ModalScreen[str | None]):
-    """Ask for a model name; checked with Ollama's rules before the dialog closes."""
+    """Ask for a model name; checked with Ollama's rules before the dialog closes. The
+    answer is the name as typed when it starts with a scheme (http:// reads that host's
+    registry over plain HTTP, as `sparkctl pull/fit` do), else the checked name."""
 
     DEFAULT_CSS = """
     PullDialog { align: center middle; }
@@ -55,9 +57,10 @@ class PullDialog(ModalScreen[str | None]):
         try:
             name = validate_model_name(event.value)
         except InvalidModelName as exc:
-            self.query_one("#pull-error", Label).update(str(exc))
+            self.query_one("#pull-error", Label).update(Text(str(exc)))
             return
-        self.dismiss(name)
+        typed = event.value.strip()
+        self.dismiss(typed if typed.lower().startswith(("http://", "https://")) else name)
 
     def action_cancel(self) -> None:
         self.dismiss(None)
