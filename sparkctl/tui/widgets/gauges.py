@@ -44,6 +44,7 @@ class Gauges(Widget):
         table = Table.grid(expand=True)
         for _ in FIELDS:
             table.add_column(ratio=1)
-        table.add_row(*(Text(label, style="dim") for _, label in FIELDS))
-        table.add_row(*(Text(self.values[key], style="bold") for key, _ in FIELDS))
+        # styled spans over plain text (not a base style, which would style the cell's padding too)
+        table.add_row(*(Text.assemble((label, "dim")) for _, label in FIELDS))
+        table.add_row(*(Text.assemble((self.values[key], "bold")) for key, _ in FIELDS))
         return table
