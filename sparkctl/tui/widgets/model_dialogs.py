@@ -123,6 +123,10 @@ def parse_context(text: str) -> int | None:
     value = int(m.group(1)) * (1024 if m.group(2) else 1)
     if value < 1:
         raise ValueError("context: at least 1 token")
+    from sparkctl.core.limits import MAX_NUM_CTX
+
+    if value > MAX_NUM_CTX:  # as the CLI's --ctx: Ollama reads num_ctx as a 64-bit integer
+        raise ValueError(f"context: at most {MAX_NUM_CTX} tokens")
     return value
 
 
