@@ -255,20 +255,35 @@ stylesheet.Stylesheet.apply = counted_apply
 
 seen = {}  # what the process had done when its first frame was written to the terminal
 display = tui_app.SparkApp._display
+def model_rows(app):  # the lines of the resident box's rows, as the frame just written shows them
+    lines = [strip.text for strip in app.screen._compositor.render_strips()]
+    box = next((i for i, line in enumerate(lines) if "Resident models" in line), None)
+    rows = []
+    for line in lines[box + 2:] if box is not None else ():
+        if not line.startswith("│"):
+            break  # the box's end
+        first = (line[1:].split() or [""])[0]
+        if ":" in first:  # a model's name (name:tag), not a warning line
+            rows.append(line)
+    return lines, rows
 def first_display(self, screen, renderable):
     written = renderable is not None and not self._batch_count
     display(self, screen, renderable)
-    if not written or seen:
+    if written and "with_models" not in seen and self.screen.query("#resident"):
+        lines, rows = model_rows(self)
+        if rows:  # the first frame that shows a resident model (on a busy box the engine may answer later)
+            seen["with_models"] = rows
+    if not written or "modules" in seen:
         return
     seen.update(modules=sorted(sys.modules), collections=collections() - at_start, stylesheet_parses=len(parses),
                 frames_thrown_away=len(thrown_away), screen_styled=styled.get(repr(self.screen), 0),
                 history_boxes=len(self.screen.query("HistorySparkline")),
-                lines=[strip.text for strip in self.screen._compositor.render_strips()])
+                lines=model_rows(self)[0])
     table = self.screen.query_one("#resident")
 
     def rows_shown():  # then the engine's models, as they reach the table
         rows = [str(table.get_cell_at((i, 0))) for i in range(table.row_count)]
-        if rows and self.screen.query("HistorySparkline"):
+        if rows and self.screen.query("HistorySparkline") and "with_models" in seen:
             with open(sys.argv[1], "w") as fh:
                 json.dump({**seen, "rows": rows, "gc_enabled_after": gc.isenabled()}, fh)
             self.exit()
@@ -359,17 +374,16 @@ def test_the_history_boxes_and_the_run_record_come_after_the_first_frame_is_writ
 
 
 def test_the_first_frame_is_the_whole_dashboard(tmp_path):
-    """The first frame written holds what the dashboard says, not a part of it followed a
-    frame later by the rest: the title bar with the version and the engine's address (set
-    in the app's on_mount, it reached the header a frame late), and every resident model
-    (a DataTable works its height out when it next idles: the frame showed one row of two)."""
+    """A frame holds what the dashboard says, not a part of it followed a frame later by the
+    rest: the first frame has the title bar with the version and the engine's address (set
+    in the app's on_mount, they reached the header a frame late), and the first frame that
+    shows a resident model shows them all (a DataTable works its height out when it next
+    idles: that frame showed one row of two)."""
     from sparkctl import __version__
 
-    lines = _first_frame(tmp_path)["lines"]
-    assert f"sparkctl — v{__version__} · http://127.0.0.1:" in lines[0]
-    box = next(i for i, line in enumerate(lines) if "Resident models" in line)
-    rows = [line.split()[1] for line in lines[box + 2:box + 4]]  # under the box's title and the columns'
-    assert rows == ["gpt-oss:120b", "qwen3:30b-a3b"]
+    seen = _first_frame(tmp_path)
+    assert f"sparkctl — v{__version__} · http://127.0.0.1:" in seen["lines"][0]
+    assert [line.split()[1] for line in seen["with_models"]] == ["gpt-oss:120b", "qwen3:30b-a3b"]
 
 
 def test_the_dashboard_is_styled_once_before_its_first_frame(tmp_path):
