@@ -289,6 +289,7 @@ def first_display(self, screen, renderable):
             self.exit()
 
     self.set_interval(0.05, rows_shown)
+    self.set_timer(30, self.exit)  # never a hung test: no file written, the test says so
 
 tui_app.SparkApp._display = first_display
 from sparkctl.cli import main
