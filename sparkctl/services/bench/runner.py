@@ -16,14 +16,13 @@ from __future__ import annotations
 
 import asyncio
 import copy
-import hashlib
 import secrets
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import Any, Callable
 
 from sparkctl import __version__
-from sparkctl.config import BenchConfig, Config
+from sparkctl.config import Config
 from sparkctl.core import depthtext, genai, guards, model_shape, prefill, specdec
 from sparkctl.core.budget import build_budget
 from sparkctl.core.engine_identity import version_at_least
@@ -45,6 +44,9 @@ from sparkctl.services.bench.recovery import repair_before
 from sparkctl.services.bench.sampler import GpuSampler
 from sparkctl.services.bench.specwatch import SpecWatch
 from sparkctl.services.bench.wrapup import finish_shielded
+from sparkctl.services.bench.events import BenchFinished, Live, Notice, Phase, RepDone, RepStarted, Sink
+from sparkctl.services.bench.results import ModelRun, RepResult
+from sparkctl.services.bench.settings import BenchRefused, BenchSettings
 from sparkctl.services.runners import RunnerWatch
 
 UI_BATCH_S = 0.05
@@ -55,182 +57,6 @@ QUEUE_WAIT_SHARE = 0.10
 # Flags that make a run's numbers not comparable: they count against guard.valid.
 INVALIDATING = ("reload detected", "prompt truncated", "GPU throttled", "foreign load",
                 "lane restore failed")
-
-
-class BenchRefused(Exception):
-    """A validity guard refused the run before it started (exit code 4)."""
-
-
-@dataclass(frozen=True)
-class BenchSettings:
-    prompt: str
-    num_predict: int
-    temperature: float
-    seed: int
-    num_ctx: int
-    warmup: int
-    reps: int
-    timeout_s: float
-    mode: str  # "beside" | "solo"
-    keep_alive: str
-    bandwidth_gbps: float
-    reload_threshold_s: float
-    think: bool
-    allow_cpu: bool = False
-    cache: str = prefill.COLD  # "cold": every request pays its prefill; "warm": cached follow-ups
-    ctx_explicit: bool = False  # --ctx given: never switch to a resident model's own context
-    wait: bool = True  # another bench on the engine: wait (True) or refuse (False)
-    until_resolved: int = 0  # > 0: two models, repetitions until decode differs or is pinned, up to this many
-    keep_loaded: bool = False  # models the bench loaded stay resident after it
-    parent_run_id: str = ""  # --mlflow-parent-run-id: an existing MLflow run this bench's runs go under
-    follow_up_chars: int = 0  # warm policy: characters of fresh text each request adds (a sweep's pp)
-
-    @classmethod
-    def from_config(cls, b: BenchConfig, **overrides: Any) -> "BenchSettings":
-        base = cls(
-            prompt=b.prompt, num_predict=b.num_predict, temperature=b.temperature, seed=b.seed,
-            num_ctx=b.num_ctx, warmup=b.warmup, reps=b.reps, timeout_s=b.timeout_s, mode=b.mode,
-            keep_alive=b.keep_alive, bandwidth_gbps=b.bandwidth_gbps,
-            reload_threshold_s=b.reload_threshold_s, think=b.think, keep_loaded=b.keep_loaded,
-        )
-        if overrides.get("num_ctx") is not None:
-            overrides.setdefault("ctx_explicit", True)
-        return replace(base, **{k: v for k, v in overrides.items() if v is not None})
-
-    @property
-    def options(self) -> dict[str, Any]:
-        # num_ctx stays fixed for the whole bench: a changed runner option makes Ollama reload.
-        return {"num_ctx": self.num_ctx, "num_predict": self.num_predict,
-                "temperature": self.temperature, "seed": self.seed}
-
-    @property
-    def keep_alive_wire(self) -> int | float:
-        """keep_alive as Ollama accepts it (a bare "-1" string would be a 400)."""
-        return parse_keep_alive(self.keep_alive).wire
-
-    @property
-    def prompt_sha256(self) -> str:
-        return hashlib.sha256(self.prompt.encode()).hexdigest()
-
-
-# ---- events the runner reports (the TUI turns them into messages) -------------------------
-
-
-@dataclass(frozen=True)
-class Phase:
-    text: str
-
-
-@dataclass(frozen=True)
-class Notice:
-    """Something the user must see even when output is piped: waiting for another bench,
-    a lane model that could not be put back."""
-
-    text: str
-
-
-@dataclass(frozen=True)
-class RepStarted:
-    model: str
-    index: int  # 0-based among measured reps; -1.. for warm-ups
-    warmup: bool
-    total: int
-    label: str = ""  # said instead of "index/total" (a followed llama-benchy request: its cell and run)
-
-
-@dataclass(frozen=True)
-class Live:
-    """A batch of streamed text plus live gauges for the repetition in flight."""
-
-    model: str
-    answer: str
-    thinking: str
-    tokens: int
-    elapsed_s: float
-    ttft_s: float | None
-    decode_tps: float | None
-    acceptance_pct: float | None = None  # speculative decoding: the model's last finished repetition
-
-
-@dataclass
-class RepResult:
-    model: str
-    index: int
-    warmup: bool
-    ttft_s: float | None = None
-    client_decode_tps: float | None = None
-    engine_decode_tps: float | None = None
-    prefill_tps: float | None = None
-    load_s: float | None = None
-    total_s: float | None = None
-    wall_s: float = 0.0
-    eval_count: int | None = None
-    prompt_eval_count: int | None = None
-    client_tokens: int = 0
-    thinking_tokens: int = 0
-    done_reason: str | None = None
-    dnf: bool = False
-    error: str | None = None
-    reload: bool = False
-    output: str = ""
-    thinking: str = ""
-    raw_final: dict = field(default_factory=dict)
-    decode_window: tuple[float, float] | None = None
-    window: tuple[float, float] | None = None  # request sent .. stream closed (perf_counter)
-    prompt_eval_duration_ns: int | None = None
-    preamble: str = ""  # what this request added to the fixed prompt (cache policy)
-    prefill_cached: bool | None = None  # served (partly) from the prompt cache
-    prompt_cached_tokens: int | None = None
-    cache_note: str = ""
-    client_decode_basis: str = ""  # "engine eval_count" or "streamed chunks"
-    queue_wait_s: float | None = None
-    foreign: str = ""  # why load the bench did not cause was seen during this request
-    prompt_evaluated: int | None = None  # prompt tokens the engine evaluated (what prefill_tps is over)
-    spec: specdec.SpecCounts | None = None  # speculative decoding: drafted/accepted, as the engine said
-    spec_per_pos: tuple[int, ...] = ()  # accepted draft tokens per draft position (Ollama's runner /metrics)
-    cached_counted_apart: bool = False  # prompt_eval_count leaves the cached tokens out (Ollama 0.30.0)
-    runner_cached: int | None = None  # prompt tokens Ollama's runner says it reused for this request
-    joules_per_token: float | None = None  # GPU energy over the decode window / tokens (NVML power)
-
-
-@dataclass(frozen=True)
-class RepDone:
-    result: RepResult
-
-
-@dataclass
-class ModelRun:
-    model: str
-    show: ShowInfo | None = None
-    reps: list[RepResult] = field(default_factory=list)
-    warmups: list[RepResult] = field(default_factory=list)
-    placement_before: str = "n/a"
-    placement_after: str = "n/a"
-    invalid: list[str] = field(default_factory=list)
-    flags: list[str] = field(default_factory=list)
-    status: str = "FINISHED"
-    summary: dict[str, float] = field(default_factory=dict)
-    stable: bool = False
-    sync_message: str = ""
-    not_saved: bool = False  # neither the spool nor MLflow took the run (tracking.sync.SyncResult.lost)
-    run_id: str | None = None
-    num_ctx: int = 0
-    ctx_note: str = ""
-    record_id: str = field(default_factory=lambda: secrets.token_hex(16))
-    lane_restore: str = ""
-    residency: str = ""  # what the bench's end unloaded and put back (guard.residency)
-    completed: bool = False  # all its repetitions ran and placement was checked after
-    refused: str = ""  # a guard refused it after the bench began (recorded refused, not valid)
-    resident_bytes: int | None = None  # the engine's size of the loaded model (/api/ps), weights + KV + graph
-    spec_total: specdec.SpecCounts | None = None  # engine counters differenced around the run (a sweep cell)
-
-
-@dataclass(frozen=True)
-class BenchFinished:
-    runs: list[ModelRun]
-
-
-Sink = Callable[[Any], None]
 
 
 class BenchRunner:
