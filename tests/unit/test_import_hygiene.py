@@ -73,3 +73,73 @@ def test_the_dashboards_start_leaves_the_statistics_of_compare_and_gates_unloade
                           "from sparkctl.tui.app import make_app\n"
                           "load_config(None, env={}, cwd=Path('/nonexistent'), state=None)\n")
     assert not mods & {"sparkctl.core.compare", "sparkctl.core.noninferiority", "sparkctl.core.stats"}, mods
+
+
+# ---- the measurement modules reach each other through public names only --------------------
+
+MEASUREMENT_PACKAGES = ("sparkctl/services/bench", "sparkctl/services/evals")
+_NAMEDTUPLE_API = {"_replace", "_asdict", "_fields", "_make"}  # public despite the underscore
+
+
+def _is_private(name: str) -> bool:
+    return name.startswith("_") and not (name.startswith("__") and name.endswith("__")) and name not in _NAMEDTUPLE_API
+
+
+def _own_private_names(tree) -> set[str]:
+    """The private names a module defines: its functions and classes, what it assigns on
+    `self`/`cls`, and its module-level (or local) variables."""
+    import ast
+
+    own = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            own.add(node.name)
+        elif (isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store)
+              and isinstance(node.value, ast.Name) and node.value.id in ("self", "cls")):
+            own.add(node.attr)
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            own.add(node.id)
+    return {n for n in own if _is_private(n)}
+
+
+def _private_reaches(path, tree, own: set[str], others: set[str]) -> list[str]:
+    """Where a module reaches a private name it does not define: `obj._name` (read, or written
+    on anything but self/cls), `super()._name`, `from sparkctl... import _name`, and a string
+    naming another module's private attribute (setattr/getattr by name)."""
+    import ast
+
+    out = []
+    for node in ast.walk(tree):
+        where = f"{path.parent.name}/{path.name}:{getattr(node, 'lineno', 0)}"
+        if isinstance(node, ast.Attribute) and _is_private(node.attr):
+            on_super = (isinstance(node.value, ast.Call) and isinstance(node.value.func, ast.Name)
+                        and node.value.func.id == "super")
+            on_self = isinstance(node.value, ast.Name) and node.value.id in ("self", "cls")
+            if on_super or node.attr not in own or (isinstance(node.ctx, ast.Store) and not on_self):
+                out.append(f"{where} .{node.attr}")
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("sparkctl"):
+            out += [f"{where} import {a.name}" for a in node.names if _is_private(a.name)]
+        elif (isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value.isidentifier()
+              and node.value in others and node.value not in own):
+            out.append(f"{where} {node.value!r}")
+    return out
+
+
+def test_the_measurement_modules_use_each_others_public_names_only():
+    """Bench, sweep and eval share one MeasurementSession (services/bench/session.py) and reach
+    it, and each other, through public methods and attributes: a runner that drives another's
+    private members (`base._sampler`, `guard._digests`, a setattr loop over `_shows`, `_ctx`...)
+    makes that module's internals an API no interface shows."""
+    import ast
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    files = [p for pkg in MEASUREMENT_PACKAGES for p in sorted((root / pkg).rglob("*.py"))]
+    assert len(files) > 10, files
+    trees = {p: ast.parse(p.read_text(encoding="utf-8")) for p in files}
+    own = {p: _own_private_names(t) for p, t in trees.items()}
+    offenders = []
+    for p, tree in trees.items():
+        others = set().union(*(names for q, names in own.items() if q != p)) - own[p]
+        offenders += _private_reaches(p, tree, own[p], others)
+    assert offenders == []

@@ -1,5 +1,7 @@
-"""The tracked bench: runner (timing, guards, records), residency (what was resident is put back), the per-engine lock and
-the GPU sampler. The public names are re-exported here."""
+"""The tracked bench: the measurement session every bench, sweep and eval runs on (lock, preflight,
+residency, sampler, identity, recording), the runner (timing, guards, records), residency (what
+was resident is put back), the per-engine lock and the GPU sampler. The public names are
+re-exported here."""
 
 from sparkctl.services.bench.events import BenchFinished, Live, Notice, Phase, RepDone, RepStarted
 from sparkctl.services.bench.lanes import LaneRestore
@@ -7,10 +9,11 @@ from sparkctl.services.bench.lock import BenchBusy, BenchLock
 from sparkctl.services.bench.results import ModelRun, RepResult
 from sparkctl.services.bench.runner import INVALIDATING, BenchRunner
 from sparkctl.services.bench.sampler import GpuSampler
+from sparkctl.services.bench.session import MeasurementSession
 from sparkctl.services.bench.settings import BenchRefused, BenchSettings
 
 __all__ = [
     "INVALIDATING", "BenchBusy", "BenchFinished", "BenchLock", "BenchRefused", "BenchRunner",
-    "BenchSettings", "GpuSampler", "LaneRestore", "Live", "ModelRun", "Notice", "Phase", "RepDone",
+    "BenchSettings", "GpuSampler", "LaneRestore", "Live", "MeasurementSession", "ModelRun", "Notice", "Phase", "RepDone",
     "RepResult", "RepStarted",
 ]

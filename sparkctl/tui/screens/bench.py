@@ -622,7 +622,7 @@ class BenchScreen(Screen):
         finally:
             res = runner.result
             done = [c for c in res.cells if c.result is not None]
-            version = getattr(runner.base, "engine_version", "") if runner.base is not None else ""
+            version = runner.engine_version
             view = SweepView(res.sweep_id, tuple(c.result for c in done), slo.text() if slo else "",
                              f"{getattr(engine, 'kind', '')} {version}".strip(), tuple(c.run.status for c in done))
             self.post_message(SweepFinished(res, view))
