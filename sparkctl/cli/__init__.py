@@ -124,6 +124,10 @@ def main(argv: list[str] | None = None) -> int:
         return _dispatch(args)
 
 
+# commands that only look: they never load, unload or repair (DESIGN: views only read)
+VIEWS = ("serve", "status", "fleet")
+
+
 def _dispatch(args) -> int:
     from sparkctl.core.redact import redact_text
     from sparkctl.engines.base import EngineError, EngineUnreachable
@@ -134,12 +138,12 @@ def _dispatch(args) -> int:
         # `config --init` writes the file that loading would look for: nothing to load yet
         cfg = None if (args.command == "config" and getattr(args, "init", False)) else _load_config(args)
         handler = getattr(args, "handler", None) or cmd_tui
-        if (handler is not cmd_tui and args.command != "serve" and not getattr(args, "restore", False)
-                and not getattr(args, "no_repair", False)):
+        if handler is not cmd_tui and args.command not in VIEWS and not getattr(args, "restore", False):
             # a bench that died left models changed: put them back first (`lanes --restore`
             # does it itself; the TUI only shows it, and puts them back when asked (P) or
-            # before a bench of its own; `status --no-repair`, which the fleet runs on every
-            # host, only reads)
+            # before a bench of its own; `status` and `fleet` are views and only read: status
+            # shows the pending repair as a warning naming `sparkctl lanes --restore`, and the
+            # fleet runs it on every host)
             from sparkctl.cli.recovery import recover_at_start
 
             recover_at_start(cfg)

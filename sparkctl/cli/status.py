@@ -8,9 +8,11 @@ from sparkctl.cli.exitcodes import EXIT_ENGINE_ERROR, EXIT_OK, EXIT_UNREACHABLE
 def register(sub) -> None:
     s = sub.add_parser("status", help="engine, resident models, memory budget and GPU, as text or JSON")
     s.add_argument("--json", action="store_true", help="one JSON object (keys in docs/dashboard.md)")
+    # status only reads (views never repair); the flag stays for fleets whose sparkctl versions
+    # differ: the fleet asks every host with it, and older hosts need it to only read
     s.add_argument("--no-repair", action="store_true",
-                   help="only read: leave what a dead bench changed as it is and list it under the warnings "
-                        "(the fleet asks every host this way)")
+                   help="the default now (status only reads: what a dead bench changed is listed under the "
+                        "warnings, put back by `sparkctl lanes --restore`); kept for fleets of mixed versions")
     s.set_defaults(handler=cmd_status)
 
 

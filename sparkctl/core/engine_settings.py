@@ -103,6 +103,23 @@ class EngineSettings:
             return "f16", bytes_per_type["f16"]
         return kind, bytes_per_type[kind]
 
+    def kv_cache_said(self, bytes_per_type: Mapping[str, float]) -> str:
+        """The KV cache type the estimate uses, in words for the fit, when it is not plainly
+        the default: a quantised type, or one stated that the runner will not use (so a
+        reader who sees `kv_cache_type q8_0` among the settings knows f16 was counted)."""
+        used, _ = self.kv_cache(bytes_per_type)
+        stated = str(self.kv_cache_type.value or "f16").lower()
+        if used != "f16":
+            return f"KV cache {used} ({self.kv_cache_type.source})"
+        if stated == "f16":
+            return ""
+        if stated in bytes_per_type:  # known, so set aside for flash attention being off
+            return (f"KV cache f16: {stated} stated, f16 used: Ollama quantizes the KV cache only with flash "
+                    f"attention (kv_cache_type from {self.kv_cache_type.source}; flash_attention off from "
+                    f"{self.flash_attention.source})")
+        return (f"KV cache f16: {stated} stated, f16 used: not a KV cache type Ollama knows "
+                f"({', '.join(bytes_per_type)}; {self.kv_cache_type.source})")
+
     def max_models(self, gpus: int) -> int:
         """OLLAMA_MAX_LOADED_MODELS, or Ollama's own choice: 3 per GPU (3 without one)."""
         v = self.max_loaded_models.value
@@ -253,6 +270,31 @@ def resolve(layers: Sequence[Layer], version: str | None, where: str,
             setting = Setting(value, f"{ASSUMED}{why}", False)
         out[name] = setting
     return EngineSettings(**out, where=where, version=version, notes=tuple(said))
+
+
+@dataclass(frozen=True)
+class ServerVariable:
+    """One more of the server's variables (OLLAMA_MODELS: where it keeps models), read from
+    the same layers as the settings: its value, or None when the server has it unset (`read`)
+    or when nothing of the server could be read (not `read`; `source` says why)."""
+
+    name: str
+    value: str | None
+    source: str
+    read: bool
+
+
+def server_variable(layers: Sequence[Layer], name: str, where: str) -> ServerVariable:
+    """`name` from the first layer that knows it; a complete layer without it means unset on
+    the server; past every layer, not read (`where`: why the server could not be read)."""
+    for layer in layers:
+        if not layer.read:
+            continue  # the user's [engine] statements hold the settings only
+        if name in layer.env:
+            return ServerVariable(name, _var(layer.env[name]) or None, f"{name} in {layer.source}", True)
+        if layer.complete:
+            return ServerVariable(name, None, f"{name} unset in {layer.source}", True)
+    return ServerVariable(name, None, where or "the server's settings were not read", False)
 
 
 def stated_layer(stated: Mapping[str, Any], origin: str) -> Layer | None:

@@ -44,6 +44,7 @@ from sparkctl.core.compare import PairedDiff, ProportionDiff
 from sparkctl.core.margins import DEFAULT_MARGINS_PP  # noqa: F401  (the gate's defaults; config reads them there)
 POWER = 0.80
 CONFIDENCE = 0.95
+ON_MARGIN_PP = 0.05  # half the 0.1 pp differences are shown with: closer than that is on the margin
 
 
 def _z(p: float) -> float:
@@ -65,10 +66,14 @@ def items_needed(diff_pp: float, margin_pp: float, variance: float, *, power: fl
     `power`, if the true difference were `diff_pp`: n = (z_(1-alpha/2) + z_power)^2 * V /
     (diff + margin)^2. Above the margin that side is "not worse", below it "worse": the
     formula is the same, only the sign of the room differs. None when the difference sits
-    exactly on -margin: no number of items separates a difference from itself."""
-    room = abs(diff_pp + margin_pp) / 100.0
-    if room <= 0:
+    on -margin: no number of items separates a difference from itself. "On" means closer than
+    half the 0.1 pp a difference is shown with (ON_MARGIN_PP): a difference and a margin that
+    print alike are the same to the user, and floating point leaves a residue (-2.0 + 2.0 can
+    be 1e-15 here) that would otherwise name an absurd count."""
+    room_pp = abs(diff_pp + margin_pp)
+    if room_pp < ON_MARGIN_PP:
         return None
+    room = room_pp / 100.0
     z = _z(0.5 + confidence / 2.0) + _z(power)
     return max(1, math.ceil(z * z * max(variance, 1e-12) / (room * room)))
 
@@ -141,8 +146,9 @@ class GateResult:
             return f"worse, beyond the {m} margin"
         if self.needed is None:
             return f"not resolved (the difference sits on the {m} margin)"
-        suite = f"; the suite has {self.suite_items:,}" if self.beyond_suite else ""
-        return f"not resolved: too few items (about {self.needed:,} would resolve it{suite})"
+        if self.beyond_suite:  # past the suite's size the count means nothing more than that
+            return f"not resolved: too few items (more than the suite's {self.suite_items:,} would be needed)"
+        return f"not resolved: too few items (about {self.needed:,} would resolve it)"
 
     def resolution(self, power_note: bool = True) -> str:
         """What would resolve an unresolved gate, in a clause ("" when resolved)."""
@@ -151,11 +157,13 @@ class GateResult:
         if self.needed is None:
             return ("the observed difference sits on the margin, so no number of items can be named that "
                     "would resolve it")
-        text = f"about {self.needed:,} {self.per} would resolve it at the observed spread"
+        if self.beyond_suite:
+            text = (f"more {self.per} than the suite's {self.suite_items:,} would be needed to resolve it at the "
+                    "observed spread")
+        else:
+            text = f"about {self.needed:,} {self.per} would resolve it at the observed spread"
         if power_note:
             text += " (80% power if the true difference is the one seen)"
-        if self.beyond_suite:
-            text += f", more than the suite's {self.suite_items:,}"
         return text
 
     def explain(self) -> str:

@@ -183,13 +183,40 @@ def plan(before: Iterable[Held], models: Iterable[str], disturbed: Iterable[str]
     out = []
     for step in steps:
         if step.kind == UNLOAD and lane_now(step.name):
-            step = Step(LANE_KEPT, step.name, f"lane {lane_now(step.name)} serves it now (changed while the "
-                                              "bench ran)")
+            step = Step(LANE_KEPT, step.name, f"lane {lane_now(step.name)} serves it now (changed since the "
+                                              "bench began)")
         elif step.kind == RESTORE and step.held is not None and step.held.lane and not lane_now(step.name):
-            step = Step(RETIRED, step.name, f"lane {step.held.lane} no longer serves it (changed while the bench "
-                                            "ran)", step.held)
+            step = Step(RETIRED, step.name, f"lane {step.held.lane} no longer serves it (changed since the bench "
+                                            "began)", step.held)
         out.append(step)
     return out
+
+
+def lanes_changed_since(then: Mapping[str, str] | None, before: Iterable[Held],
+                        now: Mapping[str, str]) -> Callable[[str], str | None] | None:
+    """`lane_now` for `plan` when a dead bench is repaired later: the lanes `now` (the config
+    as the repairing command reads it, sparkctl's own state file over it) against the lanes
+    `then` (the journal's, as the bench began), or None when no lane changed.
+
+    A lane that changed counts for any model (a model the bench loaded that such a lane names
+    now stays; the model such a lane named before is not loaded back); an unchanged lane only
+    for the models that were resident in it, so a lane model the bench loaded while it was not
+    resident is still unloaded. A journal without `then` (written before it was kept) shows
+    only the lanes of its resident models: only those are compared."""
+    before = list(before)
+    held = {h.key for h in before if h.lane}
+    known = dict(then) if then is not None else {h.lane: h.name for h in before if h.lane}
+    lanes = {ln: m for ln, m in now.items() if m}
+    names = set(known) | (set(lanes) if then is not None else set())
+    changed = {ln for ln in names if model_key(known.get(ln, "") or "-") != model_key(lanes.get(ln, "") or "-")}
+    if not changed:
+        return None
+
+    def lane_now(name: str) -> str | None:
+        key = model_key(name)
+        return next((ln for ln, m in lanes.items() if model_key(m) == key and (ln in changed or key in held)), None)
+
+    return lane_now
 
 
 def _plan(before: Iterable[Held], models: Iterable[str], disturbed: Iterable[str],

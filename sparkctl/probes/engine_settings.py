@@ -28,7 +28,8 @@ from sparkctl.core.loopback import is_loopback_url
 
 OLLAMA_UNIT = "ollama.service"  # what Ollama's install script creates
 SYSTEMCTL_TIMEOUT_S = 3.0
-_WANTED = set(ENV_VARS.values()) | {"OLLAMA_HOST"}
+# the settings, where it listens, and where it keeps models (pull's disk check)
+_WANTED = set(ENV_VARS.values()) | {"OLLAMA_HOST", "OLLAMA_MODELS"}
 
 
 @dataclass(frozen=True)

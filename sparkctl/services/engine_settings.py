@@ -3,7 +3,8 @@ type, flash attention, keep-alive, max loaded models) for fit, bench, sweep and 
 engine identity: the server's process environment, else its systemd unit, else a runner's
 command line (probes/engine_settings.py), else what `[engine]` states for a server sparkctl
 cannot read, else Ollama's documented defaults for the server's version
-(core/engine_settings.py). Never sparkctl's own shell.
+(core/engine_settings.py). Never sparkctl's own shell. The same places give pull's disk check
+the server's OLLAMA_MODELS (``read_server_variable``).
 """
 
 from __future__ import annotations
@@ -12,7 +13,8 @@ import asyncio
 from dataclasses import replace
 
 from sparkctl.config import Config
-from sparkctl.core.engine_settings import SETTINGS, EngineSettings, resolve, stated_layer, value_text
+from sparkctl.core.engine_settings import (SETTINGS, EngineSettings, ServerVariable, resolve, server_variable,
+                                           stated_layer, value_text)
 
 
 def _is_main_engine(cfg: Config, host: str) -> bool:
@@ -52,9 +54,20 @@ def read_engine_settings(cfg: Config | None, host: str, version: str | None = No
     return replace(settings, notes=settings.notes + tuple(contradicted)) if contradicted else settings
 
 
+def read_server_variable(host: str, name: str) -> ServerVariable:
+    """One more of the server's own variables (OLLAMA_MODELS for pull's disk check), from the
+    same places as the settings: its process environment, else its systemd unit. Never
+    sparkctl's shell. Blocking, as read_engine_settings."""
+    from sparkctl.probes.engine_settings import read_server
+
+    reading = read_server(host)
+    return server_variable(reading.layers, name, reading.where)
+
+
 async def engine_settings(cfg: Config | None, engine, version: str | None = None) -> EngineSettings:
     """The settings of `engine`'s server (an Ollama engine), read in a worker thread."""
     return await asyncio.to_thread(read_engine_settings, cfg, engine.host, version)
 
 
-__all__ = ["EngineSettings", "SETTINGS", "engine_settings", "read_engine_settings"]
+__all__ = ["EngineSettings", "SETTINGS", "ServerVariable", "engine_settings", "read_engine_settings",
+           "read_server_variable"]

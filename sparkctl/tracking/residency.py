@@ -56,6 +56,9 @@ class ResidencyJournal:
     state: str = RUNNING
     failures: list[str] = field(default_factory=list)
     lane: str = ""  # a promotion or rollback: the lane it switches (done once the lane serves models[0])
+    # the lanes as the bench began (lane -> model): a repair after its death compares them with
+    # the lanes then, so a lane changed meanwhile keeps its new model (None: an older journal)
+    lanes: dict[str, str] | None = None
     path: Path | None = None
 
     def to_dict(self) -> dict[str, Any]:
@@ -63,7 +66,8 @@ class ResidencyJournal:
                 "kind": self.kind, "models": self.models, "mode": self.mode, "keep_loaded": self.keep_loaded,
                 "before": [h.to_dict() for h in self.before], "disturbed": self.disturbed,
                 "lane_keep_alive": self.lane_keep_alive, "owner": self.owner, "started": self.started,
-                "state": self.state, "failures": self.failures, "lane": self.lane}
+                "state": self.state, "failures": self.failures, "lane": self.lane,
+                **({"lanes": self.lanes} if self.lanes is not None else {})}
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any], path: Path | None = None) -> "ResidencyJournal":
@@ -81,7 +85,9 @@ class ResidencyJournal:
                    bool(d.get("keep_loaded")), [Held.from_dict(h) for h in d.get("before") or []],
                    [str(k) for k in d.get("disturbed") or []], dict(d.get("lane_keep_alive") or {}),
                    dict(d.get("owner") or {}), str(d.get("started", "")), str(d.get("state", RUNNING)),
-                   [str(f) for f in d.get("failures") or []], str(d.get("lane") or ""), path)
+                   [str(f) for f in d.get("failures") or []], str(d.get("lane") or ""),
+                   {str(k): str(v) for k, v in d["lanes"].items()} if isinstance(d.get("lanes"), dict) else None,
+                   path)
 
     def describe(self) -> str:
         pid = self.owner.get("pid", "?")

@@ -38,13 +38,14 @@ def kill_mid_solo_bench(server: FakeOllama, cfg: Path, tmp_path: Path) -> None:
 
 
 def test_kill_9_mid_solo_bench_then_any_command_puts_both_lanes_back(lanes_fake, tmp_path):
+    """Any command that may act; not `status`, a view (tests/integration/test_views_read_only.py)."""
     cfg = write_config(tmp_path, lanes_fake)
     kill_mid_solo_bench(lanes_fake, cfg, tmp_path)
     assert list((tmp_path / "data" / "residency").glob("*.json"))  # journaled before it touched them
-    status = sparkctl(cfg, tmp_path, "status", "--json")
-    assert status.returncode == 0, status.stderr
-    assert "put back what a bench of llama3.2:3b" in status.stderr and "Traceback" not in status.stderr
-    assert json.loads(status.stdout)["warnings"] == []
+    lanes = sparkctl(cfg, tmp_path, "lanes")
+    assert lanes.returncode == 0, lanes.stderr
+    assert "put back what a bench of llama3.2:3b" in lanes.stderr and "Traceback" not in lanes.stderr
+    assert json.loads(sparkctl(cfg, tmp_path, "status", "--json").stdout)["warnings"] == []
     after = ps(lanes_fake)
     assert set(after) == {"qwen3:8b", "qwen3:4b"}  # and nothing the bench loaded
     assert after["qwen3:8b"][0] == 32768 and after["qwen3:8b"][1] > FOREVER_AFTER_S
@@ -61,6 +62,8 @@ def test_a_failed_recovery_is_loud_in_status_until_lanes_restore(lanes_fake, tmp
     kill_mid_solo_bench(lanes_fake, cfg, tmp_path)
     lanes_fake.state.models["qwen3:8b"].load_error = (500, "model requires more system memory (20 GiB) than "
                                                            "is available (4 GiB)")
+    tried = sparkctl(cfg, tmp_path, "lanes")  # a command that may act tries the repair (status only reads)
+    assert "could not all be put back" in tried.stderr, tried.stderr
     status = sparkctl(cfg, tmp_path, "status", "--json")
     warnings = json.loads(status.stdout)["warnings"]
     assert any("not put back" in w and "qwen3:8b" in w for w in warnings), warnings

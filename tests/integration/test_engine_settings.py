@@ -64,6 +64,29 @@ def test_a_fit_counts_the_slots_the_servers_own_environment_sets(tmp_path, clean
     assert "assumed" not in text  # everything came from the server
 
 
+def test_a_quantised_cache_without_flash_attention_is_said_to_count_as_f16(tmp_path, clean_env, capsys):
+    """Review of issue 28: the settings said `kv_cache_type q8_0` and `flash_attention off` while
+    the estimate counted f16 (rightly: Ollama quantizes the KV cache only with flash
+    attention), and nothing said so."""
+    with spawn(tmp_path, {"OLLAMA_KV_CACHE_TYPE": "q8_0", "OLLAMA_FLASH_ATTENTION": "0"}) as off, \
+            spawn(tmp_path, {}) as plain:
+        without_fa, f16 = fit_json(tmp_path, off.url, capsys), fit_json(tmp_path, plain.url, capsys)
+        config = tmp_path / "fit.toml"
+        config.write_text(f'[engine]\nhost = "{off.url}"\n')
+        assert cli.main(["--config", str(config), "fit", "qwen3:8b"]) == 0
+        text = capsys.readouterr().out
+
+    assert without_fa["engine_settings"]["kv_cache_type"]["value"] == "q8_0"
+    assert without_fa["engine_settings"]["flash_attention"]["value"] == "off"
+    assert without_fa["estimate"]["kv_cache"] == f16["estimate"]["kv_cache"]  # f16, as the runner will hold it
+    context = next(line for line in text.splitlines() if line.startswith("  context "))
+    assert ("KV cache f16: q8_0 stated, f16 used: Ollama quantizes the KV cache only with flash attention "
+            f"(kv_cache_type from OLLAMA_KV_CACHE_TYPE=q8_0 in the server's environment (PID {off.pid}); "
+            f"flash_attention off from OLLAMA_FLASH_ATTENTION=0 in the server's environment (PID {off.pid}))"
+            ) in context, context
+    assert "KV cache q8_0" not in text
+
+
 def fake_systemctl(bindir: Path, port: int, pid: int, environment: str, files: str = "") -> None:
     """`systemctl show ollama.service --property=...` as systemd prints it (other units:
     inactive, MainPID=0, as systemctl shows a unit it does not know)."""
@@ -80,15 +103,15 @@ fi
     script.chmod(0o755)
 
 
-def sparkctl_unprivileged(tmp_path: Path, bindir: Path, *argv: str) -> subprocess.CompletedProcess:
+def sparkctl_unprivileged(tmp_path: Path, bindir: Path, *argv: str, module: bool = True) -> subprocess.CompletedProcess:
     """sparkctl as a user who may not read another's process: as root, with every capability
     dropped (no CAP_SYS_PTRACE, no CAP_DAC_*); any other user is that already."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("OLLAMA_")}
     env.update(PATH=f"{bindir}{os.pathsep}{env.get('PATH', '')}", SPARKCTL_DATA_DIR=str(tmp_path / "data"),
                SPARKCTL_STATE_FILE=str(tmp_path / "state.toml"), XDG_CONFIG_HOME=str(tmp_path / "xdg"))
     prefix = ["setpriv", "--bounding-set=-all", "--inh-caps=-all"] if os.geteuid() == 0 else []
-    return subprocess.run([*prefix, sys.executable, "-m", "sparkctl", *argv], capture_output=True, text=True,
-                          env=env, cwd=tmp_path, timeout=60)
+    run = [sys.executable, "-m", "sparkctl"] if module else [sys.executable]
+    return subprocess.run([*prefix, *run, *argv], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=60)
 
 
 def test_a_service_whose_process_cannot_be_read_is_read_from_its_unit(tmp_path):
@@ -120,3 +143,41 @@ def test_a_service_whose_process_cannot_be_read_is_read_from_its_unit(tmp_path):
     elsewhere = json.loads(other.stdout)["engine_settings"]
     assert elsewhere["num_parallel"] == {"value": 1, "read": False, "source": "assumed: Ollama 0.12.6's default"}
     assert "ollama.service listens on port 1, not " in " ".join(elsewhere["notes"])
+
+
+def test_pulls_check_the_disk_where_the_server_keeps_models_not_where_this_shell_says(
+        tmp_path, clean_env, monkeypatch):
+    """Review of issue 28: pull's disk check took OLLAMA_MODELS from sparkctl's shell. The
+    server (its own process and environment) keeps models elsewhere: that is the disk checked,
+    read where its other settings are read."""
+    from sparkctl.services.models import find_model_store
+
+    served = tmp_path / "served-models"
+    served.mkdir()
+    monkeypatch.setenv("OLLAMA_MODELS", str(tmp_path / "not-the-servers"))  # this shell's: not the server's
+    with spawn(tmp_path, {"OLLAMA_MODELS": str(served)}) as server:
+        store = find_model_store(server.url)
+    assert store.path == str(served)
+    assert store.why == f"from OLLAMA_MODELS in the server's environment (PID {server.pid})"
+
+    # a server without it keeps Ollama's default, whatever this shell says: the shell's is never taken
+    with spawn(tmp_path, {}) as plain:
+        store = find_model_store(plain.url)
+    assert store.path != str(tmp_path / "not-the-servers")
+    assert f"OLLAMA_MODELS unset in the server's environment (PID {plain.pid})" in store.why
+
+
+def test_a_service_whose_process_cannot_be_read_gives_its_model_store_from_its_unit(tmp_path):
+    served = tmp_path / "var-models"
+    served.mkdir()
+    with spawn(tmp_path, {"OLLAMA_MODELS": str(served)}, undumpable=True) as server:
+        fake_systemctl(tmp_path / "bin", server.port, server.pid,
+                       f"OLLAMA_HOST=127.0.0.1:{server.port} OLLAMA_MODELS={served}")
+        done = sparkctl_unprivileged(
+            tmp_path, tmp_path / "bin", "-c",
+            f"from sparkctl.services.models import find_model_store as f; s = f({server.url!r}); print(s.path); "
+            "print(s.why)", module=False)
+    assert done.returncode == 0, done.stderr
+    path, why = done.stdout.splitlines()
+    assert path == str(served)
+    assert why == "from OLLAMA_MODELS in ollama.service's Environment= (systemctl show)"

@@ -18,7 +18,7 @@ import pytest
 
 
 from tests.fakes.ollama_server import bench_scenario
-from tests.integration.test_eval import A, T, config, gold_of, run_eval, run_in_store, write_gsm8k
+from tests.integration.test_eval import A, B, T, config, gold_of, run_eval, run_in_store, write_gsm8k
 from tests.integration.tracking_fixtures import mlflow_store, mlflow_template_db  # noqa: F401
 
 
@@ -119,3 +119,57 @@ async def test_a_quality_change_across_an_engine_upgrade_names_the_sampling_that
     assert "sampling changes: repeat_penalty 1.1 -> 1.0 (runner /slots)" in text
     assert "engine changes: version 0.32.9 -> 0.32.10" in text
     assert change.diff.verdict == "not resolved" and not change.flagged  # 2 items say nothing either way
+
+
+# what an eval recorded as its scoring rules before inline thinking was cut (the whole text scored)
+GSM8K_RULES_BEFORE_THE_CUT = "lm-eval gsm8k_cot_zeroshot v3.0 @4e7e0d47"
+
+
+async def test_an_eval_scored_before_thinking_was_cut_is_never_paired_with_one_after(
+        serve, mlflow_store, tmp_path, monkeypatch):  # noqa: F811
+    """Review of issue 31: cutting inline thinking changes scores, so it is part of the scoring
+    rules in the workload identity. An eval recorded by the sparkctl before it (simulated:
+    that version's rule string put back for one run) and one recorded now are neither
+    compared (compare, the promotion gate) nor set side by side across an engine upgrade
+    (regressions)."""
+    from sparkctl.core.suites import gsm8k
+    from sparkctl.services.runs.decide import compare_models, regression_report
+    from sparkctl.services.runs.quality import eval_rows, suite_evidence
+    from tests.integration.tracking_fixtures import recording_bench
+
+    state = bench_scenario(tokens_per_s=None)
+    state.answers = lambda model, prompt: None if gold_of(prompt) is None else f"The answer is {gold_of(prompt)}."
+    server = serve(state)
+    cfg = config(write_gsm8k(tmp_path / "suites"))
+    await recording_bench(server.url, mlflow_store, tmp_path / "spool.jsonl", warmup=0, reps=3, num_predict=8)(A, B)
+    with monkeypatch.context() as m:
+        m.setattr(gsm8k, "RULES_VERSION", GSM8K_RULES_BEFORE_THE_CUT)
+        _r, (old_a,), _ = await run_eval(server.url, cfg, mlflow_store, tmp_path / "spool.jsonl", [A], n="all",
+                                         think=False)
+    _r, (new_b,), _ = await run_eval(server.url, cfg, mlflow_store, tmp_path / "spool.jsonl", [B], n="all",
+                                     think=False)
+    # compare and the promotion gate: not like for like, said
+    cmp = compare_models(mlflow_store, [A, B], lanes={"production": A})
+    assert cmp.quality == []
+    ev = suite_evidence(mlflow_store, "gsm8k", A, B, eval_rows(mlflow_store, A), eval_rows(mlflow_store, B),
+                        "ollama", None, 2.0)
+    assert ev.diff is None and "scoring rules" in ev.problem, ev.problem
+
+    # regressions: the same model before and after an engine upgrade, across the change
+    state.version = "0.13.0"
+    _r, (new_a,), _ = await run_eval(server.url, cfg, mlflow_store, tmp_path / "spool.jsonl", [A], n="all",
+                                     think=False)
+    assert new_a.run_id != old_a.run_id
+    assert not [q for q in regression_report(mlflow_store).quality if q.model == A]
+    rules = {r: run_in_store(mlflow_store, r)["tags"]["workload.rule_version"] for r in (old_a.run_id, new_b.run_id)}
+    assert rules[old_a.run_id] == GSM8K_RULES_BEFORE_THE_CUT
+    assert rules[new_b.run_id] != GSM8K_RULES_BEFORE_THE_CUT and "</think>" in rules[new_b.run_id]
+
+
+def test_every_suite_s_rules_name_how_thinking_is_cut():
+    """IFEval's answers are cut the same way (review of issue 31): its rule version moves too."""
+    from sparkctl.core.suites import gsm8k, ifeval, thinking
+
+    assert ifeval.RULES_VERSION != "google instruction_following_eval, sparkctl checkers 1"
+    for rules in (gsm8k.RULES_VERSION, ifeval.RULES_VERSION):
+        assert rules.endswith(thinking.RULES_VERSION)

@@ -205,9 +205,14 @@ async def test_pull_checks_disk_and_reports_it_when_it_fits(engine, server):
     assert odd.outcome == "success" and odd.disk.ok is None and "permission denied" in odd.disk.note
 
 
-def test_model_store_from_env_remote_and_missing(tmp_path):
-    assert ms.find_model_store("http://127.0.0.1:11434", {"OLLAMA_MODELS": str(tmp_path / "m")}).path == str(tmp_path)
-    remote = ms.find_model_store("http://spark-02:11434", {"OLLAMA_MODELS": str(tmp_path)})
+def test_model_store_from_the_servers_variable_remote_and_missing(tmp_path):
+    from sparkctl.core.engine_settings import ServerVariable
+
+    said = ServerVariable("OLLAMA_MODELS", str(tmp_path / "m"), "OLLAMA_MODELS in the server's environment (PID 9)",
+                          True)
+    found = ms.find_model_store("http://127.0.0.1:11434", said)
+    assert found.path == str(tmp_path) and found.why == "from OLLAMA_MODELS in the server's environment (PID 9)"
+    remote = ms.find_model_store("http://spark-02:11434", said)
     assert remote.path is None and "another machine" in remote.why
 
 

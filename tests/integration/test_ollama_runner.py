@@ -68,7 +68,11 @@ def test_an_ollama_bench_reports_acceptance_from_the_runner(drafting):
     drafted = sum(t["timings"]["draft_n"] for t in truth[1:])
     accepted = sum(t["timings"]["draft_n_accepted"] for t in truth[1:])
     assert (s["spec_draft_tokens_total"], s["spec_accepted_tokens_total"]) == (drafted, accepted)
-    assert s["spec_acceptance_pct_total"] >= 90.0  # greedy, the model drafting for itself
+    # the rate is the runner's own counts divided, whatever llama.cpp accepted this time (greedy
+    # self-drafting accepts most, not all: the target's q8_0 cache and batched verification can
+    # pick another token; 85-100% seen here)
+    assert accepted > 0
+    assert s["spec_acceptance_pct_total"] == pytest.approx(100.0 * accepted / drafted)
     # per draft position, pooled over the repetitions, as the runner's counter has them
     positions = [s[k] for k in sorted(s) if k.startswith("spec_accepted_pos")]
     assert positions and sum(positions) == accepted

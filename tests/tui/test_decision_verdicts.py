@@ -99,7 +99,8 @@ async def test_the_promote_dialog_names_the_newer_eval_it_left_out_and_does_not_
             await until(pilot, lambda: dialog.plan is not None)
             text = " ".join(str(dialog.query_one("#promote-evidence", Static).render()).split())
             assert "quality unmet gsm8k: qwen3:8b vs llama3.2:3b: 90.0% -> 90.0%, +0.0 pp [" in text
-            assert "not resolved at the 2 pp margin" in text and "items per model would resolve it" in text
+            assert "not resolved at the 2 pp margin" in text
+            assert "more items per model than the suite's 1,319 would be needed to resolve it" in text
             assert "worse by more" not in text and "would not show" not in text
             assert f"a newer gsm8k eval of {CON} was left out" in text
             assert f"run {newer[:8]} (" in text and "not like for like: num_ctx 4096 vs 8192" in text

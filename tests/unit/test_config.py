@@ -20,6 +20,21 @@ def test_shipped_default_config_is_valid_and_documents_every_section():
     assert cfg.ui.refresh_s == 1.0
 
 
+def test_shipped_config_says_each_comment_once():
+    """A comment block pasted twice reads as two settings to a user editing the file.
+    (sparkctl.toml at the root is a symlink to the packaged default: one file.)"""
+    assert (REPO / "sparkctl.toml").resolve() == (REPO / "sparkctl" / "defaults" / "sparkctl.toml").resolve()
+    lines = (REPO / "sparkctl" / "defaults" / "sparkctl.toml").read_text().splitlines()
+    runs, seen = [], set()
+    for i in range(len(lines) - 3):
+        window = tuple(lines[i:i + 4])
+        if all(w.lstrip().startswith("#") and len(w.strip()) > 20 for w in window):
+            assert window not in seen, f"comment repeated at line {i + 1}: {window[0]!r}"
+            seen.add(window)
+            runs.append(window)
+    assert runs  # the file does have commented blocks: the check looked at something
+
+
 def test_ollama_host_env_wins():
     cfg = parse_config('[engine]\nhost = "http://10.0.0.5:11434"\n', "x.toml", env={"OLLAMA_HOST": "spark:11434"})
     assert cfg.engine.host == "spark:11434"

@@ -56,6 +56,9 @@ def test_items_needed_by_the_textbook_formula():
     assert items_needed(-7.0, 2.0, 0.10) == 314 == items_needed(3.0, 2.0, 0.10)
     # exactly on the margin: no number of items separates a difference from itself
     assert items_needed(-2.0, 2.0, 0.10) is None
+    # on the margin as shown (0.1 pp): floating point's residue names no count (review of issue 30)
+    assert items_needed((0.88 - 0.90) * 100, 2.0, 0.10) is None
+    assert items_needed(-2.04, 2.0, 0.10) is None and items_needed(-2.06, 2.0, 0.10) is not None
 
 
 def test_the_module_s_own_example_is_the_interval_its_table_gives():
@@ -104,7 +107,9 @@ def test_equal_accuracy_on_20_items_is_not_resolved_and_says_how_many_items_woul
     # facing the margin): 20 * (23.5 / 100 / 1.96)^2 = 0.2875 -> 7.8489 * 0.2875 / 0.03^2 = 2,507,
     # or more (the rounding of the bounds above)
     assert 2400 <= g.needed <= 2700
-    assert g.verdict() == f"not resolved: too few items (about {g.needed:,} would resolve it; the suite has 1,319)"
+    # more than the suite holds: said as that, without the count (review of issue 30)
+    assert g.verdict() == "not resolved: too few items (more than the suite's 1,319 would be needed)"
+    assert f"{g.needed:,}" not in g.explain()
     text = g.explain()
     assert "worse" not in text.replace('"not worse" nor "worse"', "")
     assert "would not show" not in text and "would show it" not in text
@@ -135,8 +140,10 @@ def test_a_sample_too_small_says_how_many_items_would_resolve_it():
     # 7.8489 * (2 * 0.88 * 0.12) / 0.02^2 = 4,145 per model; more than GSM8K has either way
     g = judge("gsm8k", proportion_diff(88, 100, 88, 100), 2.0, 1319)
     assert not g.shown and g.needed >= 4145
-    assert f"about {g.needed:,} items per model would resolve it" in g.explain()
-    assert "more than the suite's 1,319" in g.explain()
+    assert "more items per model than the suite's 1,319 would be needed to resolve it" in g.explain()
+    assert judge("gsm8k", proportion_diff(88, 100, 88, 100), 2.0).needed == g.needed  # suite size unknown:
+    assert f"about {g.needed:,} items per model would resolve it" in judge(  # the count is said
+        "gsm8k", proportion_diff(88, 100, 88, 100), 2.0).explain()
 
 
 def test_the_power_estimate_holds_by_simulation():

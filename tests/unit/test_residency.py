@@ -87,3 +87,25 @@ def test_a_timed_model_reloaded_by_the_bench_gets_its_session_back_even_when_it_
     steps = plan([FAST], ["qwen3:4b"], {"qwen3:4b"}, [rm("qwen3:4b", 8192, NOW + timedelta(minutes=5))],
                  {"fast": "30m"}, NOW)
     assert [(s.kind, s.why) for s in steps] == [(RESTORE, "reloaded by the bench: its session was reset")]
+
+
+def test_a_repair_after_death_follows_only_the_lanes_that_changed():
+    """Review of issue 28: a dead bench's repair compares the lanes now with the journal's."""
+    from sparkctl.core.residency import LANE_KEPT, RETIRED, lanes_changed_since
+
+    then = {"production": "qwen3:32b", "fast": "qwen3:4b"}
+    assert lanes_changed_since(then, [PROD, FAST], dict(then)) is None  # nothing changed: as before
+    # fast was promoted to llama3.2:3b (the bench's model) after the bench died
+    lane_now = lanes_changed_since(then, [PROD, FAST], {**then, "fast": "llama3.2:3b"})
+    steps = {s.name: s.kind for s in plan([PROD, FAST], ["llama3.2:3b"], ["qwen3:32b", "qwen3:4b"],
+                                          [rm("llama3.2:3b", 4096, FOREVER)], {}, NOW, lane_now=lane_now)}
+    assert steps == {"llama3.2:3b": LANE_KEPT, "qwen3:4b": RETIRED, "qwen3:32b": RESTORE}
+    # a lane model the bench loaded while it was not resident is still unloaded when another lane changed
+    lane_now = lanes_changed_since({**then, "big": "gemma3:27b"}, [PROD],
+                                   {**then, "big": "gemma3:27b", "fast": "phi4:14b"})
+    steps = {s.name: s.kind for s in plan([PROD], ["gemma3:27b"], [], [rm("qwen3:32b", 32768, FOREVER),
+                                          rm("gemma3:27b", 8192, FOREVER)], {}, NOW, lane_now=lane_now)}
+    assert steps["gemma3:27b"] == UNLOAD
+    # a journal from before the lanes were kept: only the lanes of its resident models compare
+    assert lanes_changed_since(None, [PROD, FAST], {**then, "big": "gemma3:27b"}) is None
+    assert lanes_changed_since(None, [PROD, FAST], {**then, "fast": "llama3.2:3b"})("llama3.2:3b") == "fast"

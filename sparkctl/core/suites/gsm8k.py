@@ -37,6 +37,8 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from sparkctl.core.suites import thinking
+
 INVALID = "[invalid]"  # what lm-eval's regex filter gives when nothing matches
 
 # the task's filter patterns (pattern, which match of findall to keep)
@@ -50,8 +52,9 @@ IGNORE_PATTERNS = (re.compile(","), re.compile(r"\$"), re.compile(r"(?s).*#### "
 # engine to stop where lm-eval's would; the scoring below does not cut responses at them
 LM_EVAL_UNTIL = ("Q:", "</s>", "<|im_end|>")
 
-# Which rules score a run: the task, its metadata version and the lm-eval commit read.
-RULES_VERSION = "lm-eval gsm8k_cot_zeroshot v3.0 @4e7e0d47"
+# Which rules score a run: the task, its metadata version and the lm-eval commit read, and
+# how thinking is kept out of the scored text (thinking.py; before it, the whole text was scored).
+RULES_VERSION = f"lm-eval gsm8k_cot_zeroshot v3.0 @4e7e0d47; {thinking.RULES_VERSION}"
 
 _COT_ZEROSHOT = "Q: {question}\nA: Let's think step by step."
 _FINISH = ('\nEnd your response with "The answer is N." where N is the final answer'

@@ -16,6 +16,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 THINK_END_TOKENS = ("</think>",)
+# How thinking is kept out of the scored text, as part of every suite's RULES_VERSION (the
+# workload identity's "scoring rules"): a run scored before inline thinking was cut (the whole
+# text scored) is never paired with one scored after. A change here gets a new number.
+RULES_VERSION = "thinking cut at the last </think> 1"
 
 FIELD = "separate field"  # the engine returned the reasoning apart
 SPLIT = "text before the last {token} removed"  # inline, cut at its end marker

@@ -2,11 +2,12 @@
 
 A bench killed without its wrap-up (kill -9, an OOM kill, a Spark power-cycled after a
 memory freeze) leaves its residency journal behind (tracking/residency.py). Every CLI
-command that may act (not `status --no-repair`, which the fleet runs: views only read) calls
+command that may act (not `status`, which the fleet runs: views only read) calls
 ``recover_residency`` at its start, the TUI when asked (P on the dashboard), and a bench,
-sweep, eval or promotion calls ``repair_before`` on its own engine before it looks at what
-is resident (so a TUI that only showed the warning never benches beside a dead bench's
-leftovers). For each journal whose
+sweep, eval, promotion or rollback, and the Models screen's load and unload, call
+``repair_before`` on their own engine before they look at what is resident (so a TUI that
+only showed the warning never acts beside a dead bench's leftovers, nor has its change
+undone by the next command's repair). For each journal whose
 owner process is dead, it takes the engine's bench lock (so no live bench is disturbed),
 puts back what the journal says was resident, unloads what the bench loaded, verifies from
 /api/ps, and says what it did. A restore that fails keeps the journal, marked failed: the
@@ -88,7 +89,7 @@ async def recover_residency(cfg, *, directory: Path | None = None, retry_failed:
                                        f"({holder.describe()}), so they are put back later (`sparkctl lanes --restore`)")
                 continue
             try:
-                await _recover_one(engine, j, report, say)
+                await _recover_one(cfg, engine, j, report, say)
             finally:
                 lock.release()
     finally:
@@ -150,7 +151,7 @@ async def repair_before(cfg, engine, say: Callable[[str], None], *, lock_held: b
     try:
         if lock_held or lock is not None:
             for j in todo:
-                await _recover_one(engine, j, report, say)
+                await _recover_one(cfg, engine, j, report, say)
     finally:
         if lock is not None:
             lock.release()
@@ -159,10 +160,14 @@ async def repair_before(cfg, engine, say: Callable[[str], None], *, lock_held: b
     return report
 
 
-async def _recover_one(engine, j: ResidencyJournal, report: RecoveryReport, say) -> None:
+async def _recover_one(cfg, engine, j: ResidencyJournal, report: RecoveryReport, say) -> None:
+    from sparkctl.core.residency import lanes_changed_since
     from sparkctl.services.bench.residency import put_back
 
-    out = await put_back(engine, j, say)
+    # the lanes as this command reads them (sparkctl's own state file over the config) win
+    # over the lanes the bench began with: a promotion or an edit since then is not undone
+    lane_now = lanes_changed_since(j.lanes, j.before, dict(getattr(cfg, "lanes", {}) or {}))
+    out = await put_back(engine, j, say, lane_now)
     changes = out.residency_tag()
     if out.ok and not out.leftover:
         report.done.append(f"put back what {j.describe()} changed when it died: {changes}")

@@ -171,7 +171,7 @@ class ResidencyGuard:
             secrets.token_hex(8), engine_key(self.engine.host), redact_uri(self.engine.host), self.kind,
             self.models, self.mode, self.keep_loaded, before, sorted(disturbed),
             dict(getattr(self.cfg, "lane_keep_alive", {}) or {}), {}, now.isoformat(timespec="seconds"),
-            lane=self.lane)
+            lane=self.lane, lanes={ln: m for ln, m in (getattr(self.cfg, "lanes", {}) or {}).items() if m})
         try:
             self.journal.owner = await asyncio.to_thread(current_owner)
             await asyncio.to_thread(self.journal.save, self.directory)

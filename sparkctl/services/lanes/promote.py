@@ -144,6 +144,7 @@ class PromotionOutcome:
     unreachable: bool = False  # ...or stopped answering
     problems: tuple[str, ...] = ()
     restored: list[str] = field(default_factory=list)  # what was put back after a failure
+    repaired: list[str] = field(default_factory=list)  # what a dead bench left, put back before the switch
     unloaded: str = ""  # --swap: the incumbent's unload, in words
     state_file: str = ""
     entry: HistoryEntry | None = None
@@ -157,7 +158,7 @@ class PromotionOutcome:
 
     def lines(self) -> list[str]:
         p = self.plan
-        out: list[str] = []
+        out: list[str] = [f"  repaired: {r}" for r in self.repaired]
         if self.forced and p.unmet:
             out.append("  forced past: " + "; ".join(f"{c.name}: {c.summary}" for c in p.unmet))
         if self.load is not None:
@@ -182,6 +183,7 @@ class PromotionOutcome:
         r = self.record
         return {**self.plan.to_dict(), "forced": self.forced, "ok": self.ok, "changed": self.changed,
                 "error": self.error or None, "problems": list(self.problems), "restored": list(self.restored),
+                "repaired": list(self.repaired),
                 "unloaded": self.unloaded or None, "state_file": self.state_file or None,
                 "load": self.load.to_dict() if self.load else None,
                 "hook": self.hook.to_dict() if self.hook else None,
@@ -373,13 +375,31 @@ async def execute(cfg: Config, engine, probes, plan: PromotionPlan, *, force: bo
         lock = switch_lock(engine, plan.action, plan.lane, plan.model)
         await lock.acquire(wait, say)
     try:
-        out.error = await _changed_since_plan(cfg, engine, plan, state_path, residency=own)
+        out.error = await _repair_first(cfg, engine, plan, out)
+        if not out.error:
+            out.error = await _changed_since_plan(cfg, engine, plan, state_path, residency=own)
         if out.error:
             return out
         return await _execute_locked(cfg, engine, probes, plan, out, recorder, state_path, run_hooks, clock)
     finally:
         if own:
             lock.release()
+
+
+async def _repair_first(cfg: Config, engine, plan: PromotionPlan, out: PromotionOutcome) -> str:
+    """Under the lock, before anything is read or changed: put back what a dead bench left on
+    this engine (the TUI only shows it). Otherwise the next command's repair would undo this
+    switch: load back the model it retires, unload the one it puts on the lane. A repair that
+    changed the resident models makes the plan stale (its fit and the incumbent's context
+    were read without them): nothing is switched, and the plan is to be made again."""
+    from sparkctl.services.bench.recovery import repair_before
+
+    report = await repair_before(cfg, engine, lambda _t: None, lock_held=True)
+    out.repaired = list(report.lines)
+    if not report.done:
+        return ""
+    return (f"what a dead bench changed was put back first; the engine's resident models are not those this "
+            f"{plan.action} was planned with, so nothing was loaded or written: check it again")
 
 
 async def _changed_since_plan(cfg: Config, engine, plan: PromotionPlan, state_path: Path | None,

@@ -269,8 +269,9 @@ async def judge_model(
                         ctx_source=(settings.context_length.source if settings.context_length.read
                                     else f"{env_ctx} ({settings.context_length.source})"),
                         parallel_source=settings.num_parallel.source)
-    if cache_type != "f16":
-        note += f"; KV cache {cache_type} ({settings.kv_cache_type.source})"
+    kv_said = settings.kv_cache_said(KV_CACHE_TYPE_BYTES)
+    if kv_said:
+        note += f"; {kv_said}"
     return FitReport(
         model=name,
         size=size,

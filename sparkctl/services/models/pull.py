@@ -9,16 +9,16 @@ cancel (it keeps the partial blobs and the next pull resumes them).
 from __future__ import annotations
 
 import asyncio
-import os
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from sparkctl.core.fmt import gib, size
 from sparkctl.core.names import validate_model_name
+from sparkctl.core.engine_settings import ServerVariable
 from sparkctl.core.snapshots import Unavailable
 from sparkctl.engines.base import EngineError, EngineUnreachable, ModelNotFound, PullEvent
 from sparkctl.services.models.common import _is_local
@@ -49,27 +49,31 @@ DEFAULT_STORES = ("/usr/share/ollama/.ollama/models", "~/.ollama/models", "/var/
 
 
 
-def find_model_store(host: str, env: Mapping[str, str] | None = None) -> ModelStore:
-    """OLLAMA_MODELS, else the first usual default that exists; unknown for a remote engine.
-
-    Only this shell's environment is visible: a systemd override of OLLAMA_MODELS on the
-    service is not, so the path found is reported with the check for the user to judge.
-    """
-    env = os.environ if env is None else env
+def find_model_store(host: str, server: ServerVariable | None = None) -> ModelStore:
+    """Where the server keeps models: its own OLLAMA_MODELS, read where its settings are read
+    (its process environment, else its systemd unit: services/engine_settings.py), else the
+    first of Ollama's default locations that exists; unknown for a remote engine. Never this
+    shell's OLLAMA_MODELS: on a Spark the service sets its own. `server`: the variable as
+    already read (else it is read here). Blocking (a /proc scan, stat() calls)."""
     if not _is_local(host):
         return ModelStore(None, f"the engine at {host} is on another machine")
-    explicit = env.get("OLLAMA_MODELS", "").strip()
-    if explicit:
-        p = Path(explicit).expanduser()
-        # The store may not exist yet (first pull); its nearest existing parent holds it.
+    if server is None:
+        from sparkctl.services.engine_settings import read_server_variable
+
+        server = read_server_variable(host, "OLLAMA_MODELS")
+    if server.value:
+        # as the server takes it (Ollama does not expand ~); the store may not exist yet (a
+        # first pull): its nearest existing parent holds it
+        p = Path(server.value)
         while not p.exists() and p != p.parent:
             p = p.parent
-        return ModelStore(str(p), "from OLLAMA_MODELS")
+        return ModelStore(str(p), f"from {server.source}")
+    why = server.source if server.read else f"OLLAMA_MODELS not read: {server.source}"
     for candidate in DEFAULT_STORES:
         p = Path(candidate).expanduser()
         if p.is_dir():
-            return ModelStore(str(p), "Ollama's default location")
-    return ModelStore(None, "no model store found (set OLLAMA_MODELS to check disk space)")
+            return ModelStore(str(p), f"Ollama's default location ({why})")
+    return ModelStore(None, f"no model store found ({why})")
 
 
 def _disk_free(path: str) -> int | Unavailable:

@@ -378,6 +378,9 @@ def _memory(rows: list[DecisionRow], t: _Tally, base, other, limit: float | None
             t.limits.append((None, t.missing[-1]))
         return
     pct = (b - a) / a * 100.0
+    ratio = b / a
+    said = ("twice the memory" if 1.9 <= ratio < 2.1 else f"{ratio:.1f} times the memory" if ratio >= 2.1
+            else f"memory {pct:+.1f}%")
     if abs(pct) < MEMORY_SAME_PCT:
         verdict = "same"
     elif pct < 0:
@@ -385,15 +388,15 @@ def _memory(rows: list[DecisionRow], t: _Tally, base, other, limit: float | None
         t.better.append(f"less memory ({b:.2f} vs {a:.2f} GiB)")
     else:
         verdict = "worse (larger)"
-        ratio = b / a
-        said = ("twice the memory" if 1.9 <= ratio < 2.1 else f"{ratio:.1f} times the memory" if ratio >= 2.1
-                else f"memory {pct:+.1f}%")
         t.worse["memory"] = f"{said} ({b:.2f} vs {a:.2f} GiB)"
-        if limit is not None and pct > limit:
-            t.keep.append(f"{said} ({pct:+.1f}%, {b:.2f} vs {a:.2f} GiB) is beyond {key} = {limit:g}")
-            t.blockers.append("memory")
-            t.limits.append((False, t.keep[-1]))
-    if limit is not None and not (pct > limit and verdict.startswith("worse")):
+    # the limit is the user's own line: checked against the figure whatever the row's word
+    # ("same" only says that under 1% one reading each is not called a difference)
+    if limit is not None and pct > limit:
+        figure = f"{b:.2f} vs {a:.2f} GiB" if said.startswith("memory") else f"{pct:+.1f}%, {b:.2f} vs {a:.2f} GiB"
+        t.keep.append(f"{said} ({figure}) is beyond {key} = {limit:g}")
+        t.blockers.append("memory")
+        t.limits.append((False, t.keep[-1]))
+    elif limit is not None:
         t.limits.append((True, f"resident memory {pct:+.1f}% ({b:.2f} vs {a:.2f} GiB) is within {key} = {limit:g}"))
     rows.append(DecisionRow("resident GiB", f"{a:.2f}", f"{b:.2f}", f"{pct:+.1f}%", verdict,
                             "one reading each, no interval"))

@@ -100,6 +100,7 @@ FLAG_HELP = (
     ("reload", "the model was reloaded after the warm-up (a changed option or eviction)"),
     ("throttled", "the GPU slowed its clocks (power, thermal): the numbers are below what it can do"),
     ("did not finish", "repetitions past the ceiling ([bench] timeout_s) are DNF, left out of the medians"),
+    ("nothing measured", "every repetition was DNF or an engine error: the run has no figure, so it is FAILED"),
     ("failed", "repetitions the engine answered with an error"),
     ("roofline", "faster than memory bandwidth allows: the model's size or [bench] bandwidth_gbps is wrong"),
     ("lane restore", "a lane model could not be put back as it was"),

@@ -320,7 +320,7 @@ class ModelsScreen(Screen):
         self.choices: dict[str, LoadChoice] = {}
         self._loaded_key: dict[str, str] = {}
         self._lane_key: dict[str, str] = {}
-        # Where pulls check free disk space; None: found from OLLAMA_MODELS / the defaults.
+        # Where pulls check free disk space; None: found from the server's OLLAMA_MODELS / the defaults.
         self.model_store: ModelStore | None = None
 
     # -- layout --------------------------------------------------------------------------
@@ -503,10 +503,21 @@ class ModelsScreen(Screen):
             return
         self.post_message(FitChecked(report))
 
+    async def _repair_first(self) -> None:
+        """Before a load or unload changes what is resident: put back what a dead bench left
+        on this engine (the dashboard only shows it), or the next command's repair would undo
+        this change. In the worker; the repair's file and lock work runs in threads."""
+        from sparkctl.services.bench.recovery import repair_before
+
+        report = await repair_before(self.cfg, self.app.engine, lambda _t: None, lock_held=False)
+        for line in report.lines:
+            self.notify(line, severity="warning" if line.startswith("WARNING") else "information", timeout=15)
+
     @work(group="load", exclusive=True, exit_on_error=False)
     async def run_load(self, name: str, force: bool = False, choice: LoadChoice | None = None) -> None:
         choice = choice or LoadChoice()
         try:
+            await self._repair_first()
             report = await side_load(self.cfg, self.app.engine, self.app.probes, name, force=force,
                                      num_ctx=choice.num_ctx, keep_alive=choice.keep_alive)
         except ModelsRefused as exc:
@@ -526,6 +537,7 @@ class ModelsScreen(Screen):
     @work(group="unload", exclusive=True, exit_on_error=False)
     async def run_unload(self, name: str) -> None:
         try:
+            await self._repair_first()
             report: UnloadReport = await unload_model(self.app.engine, name)
         except EngineError as exc:
             self.post_message(ActionReported(f"Unload {name}", Text(f"✘ {exc.message}", style="bold red")))
