@@ -69,10 +69,11 @@ def _bench_args(b) -> None:
     add_sweep_args(b)
 
 
-def _validate(args, effective_kind: str = "ollama") -> None:
+def _validate(args, effective_kind: str = "ollama") -> list:
+    """The arguments checked; the model names parsed (the ModelNames the bench passes on)."""
     if not args.models:
         raise CliError("bench needs at least one MODEL", EXIT_BAD_INPUT)
-    validate_models(args.models, effective_kind)
+    models = validate_models(args.models, effective_kind)
     if args.solo and effective_kind != "ollama":
         raise CliError("--solo needs an engine that can unload models; an OpenAI-compatible server "
                        "serves one fixed model (run one server per model instead)", EXIT_BAD_INPUT)
@@ -84,7 +85,7 @@ def _validate(args, effective_kind: str = "ollama") -> None:
         if value is not None and value > high:
             raise CliError(f"{flag} must be at most {high}, got {_count(value)}", EXIT_BAD_INPUT)
     if getattr(args, "until_resolved", False):
-        if len(dict.fromkeys(args.models)) != 2:
+        if len(dict.fromkeys(models)) != 2:
             raise CliError("--until-resolved compares exactly two models", EXIT_BAD_INPUT)
         if args.max_reps < 3:
             raise CliError(f"--max-reps must be >= 3, got {args.max_reps}", EXIT_BAD_INPUT)
@@ -97,6 +98,7 @@ def _validate(args, effective_kind: str = "ollama") -> None:
     parent = getattr(args, "mlflow_parent_run_id", None)
     if parent is not None and not re.fullmatch(r"[0-9a-f]{32}", parent.strip()):
         raise CliError(f"--mlflow-parent-run-id: {parent!r} is not an MLflow run id (32 hex digits)", EXIT_BAD_INPUT)
+    return models
 
 
 def _count(value: int) -> str:
@@ -215,7 +217,7 @@ def cmd_bench(args, cfg) -> int:
     name, kind, url, effective_kind = engine_choice(args, cfg)
     if not args.models and name is not None and cfg.engines[name].model:
         args.models = [cfg.engines[name].model]
-    _validate(args, effective_kind)
+    models = _validate(args, effective_kind)
     try:
         engine = make_engine(cfg, name=name, kind=kind, url=url)
     except EngineChoiceError as exc:
@@ -233,7 +235,7 @@ def cmd_bench(args, cfg) -> int:
     )
     progress = _Progress(sys.stderr.isatty() and not args.json)
     if sweep_requested(args):  # --profile/--depth/--concurrency/--slo/--csv/--markdown
-        return cmd_sweep(args, cfg, engine, settings, progress)
+        return cmd_sweep(args, cfg, engine, settings, progress, models)
     spool, _store = make_spool_and_store(cfg)
     recovered = recover(spool)
     for text in recovered:
@@ -245,7 +247,7 @@ def cmd_bench(args, cfg) -> int:
             runner = BenchRunner(cfg, engine, make_probes(), settings, sink=progress,
                                  recorder=make_recorder(cfg), journal=getattr(spool, "journal", None))
             runner_box.append(runner)
-            return await runner.run(args.models)
+            return await runner.run(models)
         finally:
             await engine.close()
 

@@ -86,7 +86,7 @@ def _plan_args(args, cfg):
     return profiles, depths, conc, slo, grid
 
 
-def cmd_sweep(args, cfg, engine, settings, progress) -> int:
+def cmd_sweep(args, cfg, engine, settings, progress, models: list) -> int:
     import asyncio
     import json
     from dataclasses import replace
@@ -120,10 +120,10 @@ def cmd_sweep(args, cfg, engine, settings, progress) -> int:
         try:
             runner = SweepRunner(cfg, engine, make_probes(), settings, profiles, depths, conc, slo,
                                  sink=progress, recorder=make_recorder(cfg), journal=getattr(spool, "journal", None),
-                                 ctx_explicit=args.ctx is not None, schedule=schedule,
+                                 schedule=schedule,
                                  grid=grid.name if grid is not None else "")
             box.append(runner)
-            return await runner.run(args.models)
+            return await runner.run(models)
         finally:
             await engine.close()
 

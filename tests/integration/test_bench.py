@@ -294,3 +294,18 @@ async def test_gpu_samples_belong_to_the_model_that_was_running(serve):
     assert by_model["qwen3:8b"].summary["gpu_power_w_mean"] == pytest.approx(200.0)
     samples = {rec.params["model"]: rec.artifacts["gpu_samples.json"] for rec in records}
     assert {s["power_w"] for s in samples["qwen3:8b"]} == {200.0}
+
+
+def test_a_model_typed_with_a_stray_space_is_benched_and_recorded_under_its_name(serve, tmp_path, capsys):
+    """Issue 33: `sparkctl bench` parses each MODEL once, where it is typed, and the bench sends
+    and records that parsed name. The name used to be checked and then passed on as typed, so
+    the engine was asked for ' llama3.2:3b' and the run recorded under it."""
+    from sparkctl.cli import main
+
+    server = serve(bench_scenario(tokens_per_s=None))
+    cfg = tmp_path / "sparkctl.toml"
+    cfg.write_text(f'[engine]\nhost = "{server.url}"\n[bench]\nwarmup = 0\nreps = 2\nnum_predict = 10\n')
+    assert main(["--config", str(cfg), "bench", " llama3.2:3b", "--json"]) == 0
+    (run,) = json.loads(capsys.readouterr().out)
+    assert run["model"] == "llama3.2:3b"
+    assert {c.body.get("model") for c in server.calls("/api/generate")} == {"llama3.2:3b"}

@@ -37,7 +37,7 @@ from sparkctl.services.bench.events import BenchFinished, Live, Phase, RepDone, 
 from sparkctl.services.bench.lanes import LaneRestore
 from sparkctl.services.bench.results import ModelRun, RepResult
 from sparkctl.services.bench.sampler import GpuSampler
-from sparkctl.services.bench.session import MeasurementSession
+from sparkctl.services.bench.session import MeasurementSession, model_names
 from sparkctl.services.bench.settings import BenchRefused, BenchSettings
 from sparkctl.services.bench.specwatch import SpecWatch
 
@@ -366,7 +366,8 @@ class BenchRunner:
     # ---- the whole bench --------------------------------------------------------------------
 
     async def run(self, models: list[str]) -> list[ModelRun]:
-        models = list(dict.fromkeys(models))
+        """Bench `models` (ModelNames, parsed where they entered; a plain str is taken as given)."""
+        models = model_names(models)
         async with self.session.locked(models):
             return await self._run_locked(models)
 

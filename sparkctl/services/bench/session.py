@@ -37,7 +37,7 @@ from sparkctl.config import Config
 from sparkctl.core import prefill
 from sparkctl.core.budget import build_budget
 from sparkctl.core.engine_identity import version_at_least
-from sparkctl.core.names import model_key
+from sparkctl.core.names import ModelName, model_key
 from sparkctl.core.placement import placement
 from sparkctl.core.redact import redact_text, redact_uri
 from sparkctl.core.snapshots import GIB, MemInfo, ResidentModel, Unavailable
@@ -56,6 +56,12 @@ from sparkctl.services.bench.wrapup import finish_shielded
 from sparkctl.services.runners import RunnerWatch
 
 FINISHED, FAILED, KILLED = "FINISHED", "FAILED", "KILLED"
+
+
+def model_names(models) -> list[ModelName]:
+    """A measurement's models, once each, as ModelNames: those parsed where they entered pass
+    through as they are; a plain str (a caller in Python) is kept exactly as given."""
+    return list(dict.fromkeys(ModelName.of(m) for m in models))
 
 
 class MeasurementSession:

@@ -46,7 +46,7 @@ from sparkctl.services.bench.lanes import LaneRestore
 from sparkctl.services.bench.profiles import Profile
 from sparkctl.services.bench.results import ModelRun, RepResult
 from sparkctl.services.bench.runner import BenchRunner
-from sparkctl.services.bench.session import MeasurementSession
+from sparkctl.services.bench.session import MeasurementSession, model_names
 from sparkctl.services.bench.settings import BenchRefused, BenchSettings
 from sparkctl.tracking.record import RunRecord, new_record_id
 
@@ -288,7 +288,7 @@ class CellRunner(BenchRunner):
 class SweepRunner:
     def __init__(self, cfg, engine, probes, settings: BenchSettings, profiles: list[Profile], depths: list[int],
                  concurrencies: list[int], slo: Slo | None = None, sink=None, recorder=None, journal=None,
-                 ctx_explicit: bool = False, schedule: list[tuple[int, int]] | None = None,
+                 schedule: list[tuple[int, int]] | None = None,
                  grid: str = "") -> None:
         # a published order of (depth, concurrency) cells, kept exactly (Spark Arena's), and
         # the name of the published grid it comes from ("arena-v2"); None/"": the own order
@@ -304,7 +304,6 @@ class SweepRunner:
         self.depths = depths
         self.concurrencies = concurrencies
         self.slo = slo
-        self.ctx_explicit = ctx_explicit
         self.sweep_id = time.strftime("%Y%m%dT%H%M%S") + "-" + secrets.token_hex(3)
         self.result = SweepResult(self.sweep_id, slo=slo)
 
@@ -333,7 +332,7 @@ class SweepRunner:
                    for p in self.profiles.values())
 
     async def run(self, models: list[str]) -> SweepResult:
-        models = list(dict.fromkeys(models))
+        models = model_names(models)
         async with self.session.locked(models):
             await self._run_locked(models)
         return self.result
@@ -341,7 +340,7 @@ class SweepRunner:
     async def _run_locked(self, models: list[str]) -> None:
         need = self.context_needed()
         s = self.s
-        if self.ctx_explicit and s.num_ctx < need:
+        if s.ctx_explicit and s.num_ctx < need:
             raise BenchRefused(f"depth {max(self.depths)} needs num_ctx >= {need} (depth + prompt + num_predict); "
                                f"--ctx is {s.num_ctx}")
         if s.num_ctx < need:

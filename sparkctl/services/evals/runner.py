@@ -38,7 +38,7 @@ from sparkctl.engines.base import DoneEvent, EngineError, EngineStalled, EngineU
 from sparkctl.services.bench.events import Phase
 from sparkctl.services.bench.lanes import LaneRestore
 from sparkctl.services.bench.results import ModelRun
-from sparkctl.services.bench.session import MeasurementSession
+from sparkctl.services.bench.session import MeasurementSession, model_names
 from sparkctl.services.bench.settings import BenchSettings
 from sparkctl.services.evals.scoring import chances, passed, score_item
 from sparkctl.services.evals.suites import Suite, SuiteItem
@@ -229,7 +229,7 @@ class EvalRunner:
     # ---- the whole run ---------------------------------------------------------------------
 
     async def run(self, models: list[str]) -> list[ModelEval]:
-        models = list(dict.fromkeys(models))
+        models = model_names(models)
         async with self.session.locked(models):
             return await self._run_locked(models)
 
