@@ -47,9 +47,10 @@ PAUSE_ENV = "SPARKCTL_TEST_STATE_PAUSE_S"
 
 HEADER = """\
 # Written by sparkctl; do not edit by hand (edit your sparkctl.toml instead).
-# Lane changes from `sparkctl promote` / `sparkctl rollback`, the theme chosen in the TUI
-# and the models it marks contender, layered over your sparkctl.toml. [base] holds what your file said when each value
-# was written: change that key in your own file and your value wins again.
+# Lane changes from `sparkctl promote` / `sparkctl rollback`, the theme chosen in the TUI,
+# the models it marks contender and the keep-alive it loaded each model with, layered over
+# your sparkctl.toml. [base] holds what your file said when each value was written: change
+# that key in your own file and your value wins again.
 # `sparkctl config` shows which file every value comes from.
 
 """
@@ -132,6 +133,10 @@ class OwnedState:
     # models loaded beside production to be evaluated for a lane (the TUI's "contender"
     # mark), until promoted, unloaded or deleted from sparkctl
     contenders: tuple[str, ...] = ()
+    # the keep-alive sparkctl last loaded each model with (`load --keep-alive`, the Models
+    # screen, a promotion): a bench that had to reload the model gives it back that session
+    # instead of the engine's default
+    sessions: dict[str, str] = field(default_factory=dict)
 
     @property
     def next_seq(self) -> int:
@@ -147,6 +152,8 @@ class OwnedState:
             out["lanes"] = dict(sorted(self.lanes.items()))
         if self.base:
             out["base"] = dict(sorted(self.base.items()))
+        if self.sessions:
+            out["sessions"] = dict(sorted(self.sessions.items()))
         if self.history:
             out["history"] = [h.to_toml() for h in self.history[-HISTORY_MAX:]]
         return out
@@ -214,7 +221,7 @@ def parse_state(text: str, path: Path) -> OwnedState:
         raise StateError(f"{origin}: history: expected an array of tables")
     history = tuple(HistoryEntry.from_toml(h, origin, i) for i, h in enumerate(history_raw))
     return OwnedState(path=path, lanes=lanes, theme=ui.get("theme", ""), base=strings("base"), history=history,
-                      contenders=tuple(contenders))
+                      contenders=tuple(contenders), sessions=strings("sessions"))
 
 
 def read_state(path: Path | None = None) -> OwnedState:
@@ -305,6 +312,21 @@ def save_theme(theme: str, user_theme: str, path: Path | None = None) -> OwnedSt
     """Persist the theme chosen in the TUI (``user_theme``: the user's file's own
     ``[ui] theme``, "" when it has none)."""
     return update_state(lambda s: set_owned(s, "ui.theme", theme, user_theme), path)
+
+
+SESSIONS_MAX = 200  # models remembered; the oldest entries go first
+
+
+def record_session(model: str, keep_alive: str, path: Path | None = None) -> OwnedState:
+    """Remember the keep-alive sparkctl loaded `model` with (one entry per model)."""
+    from sparkctl.core.names import model_key
+
+    def change(state: OwnedState) -> OwnedState:
+        kept = {m: ka for m, ka in state.sessions.items() if model_key(m) != model_key(model)}
+        kept[model] = keep_alive
+        return replace(state, sessions=dict(list(kept.items())[-SESSIONS_MAX:]))
+
+    return update_state(change, path)
 
 
 def mark_contender(model: str, on: bool, path: Path | None = None) -> OwnedState:

@@ -35,7 +35,9 @@ def _bench_args(b) -> None:
     b.add_argument("--reps", type=int, help="measured repetitions per model (default [bench] reps)")
     b.add_argument("--warmup", type=int, help="warm-up requests per model, not measured")
     b.add_argument("--timeout", type=float, metavar="SECONDS", help="per-request ceiling; past it the repetition is DNF")
-    b.add_argument("--ctx", type=int, metavar="N", help="num_ctx, fixed for the whole bench")
+    b.add_argument("--ctx", type=int, metavar="N",
+                   help="num_ctx for every model, fixed for the whole bench (default: the context a resident lane "
+                        "model among them runs at, else [bench] num_ctx)")
     b.add_argument("--num-predict", type=int, metavar="N", help="maximum tokens per request")
     b.add_argument("--prompt", help="override the configured prompt (its sha256 is logged)")
     b.add_argument("--solo", action="store_true",

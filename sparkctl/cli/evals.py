@@ -45,7 +45,9 @@ def register(sub) -> None:
                    help="per-item ceiling (default [eval] timeout_s = 900); past it the item is DNF")
     e.add_argument("--concurrency", type=int, metavar="K", help="items in flight at once (default [eval] concurrency = 1)")
     e.add_argument("--num-predict", type=int, metavar="N", help="token ceiling per answer (default [eval] num_predict)")
-    e.add_argument("--ctx", type=int, metavar="N", help="num_ctx (default: the bench's, or a resident model's own)")
+    e.add_argument("--ctx", type=int, metavar="N",
+                   help="num_ctx for every model (default: the context a resident lane model among them runs at, "
+                        "else [bench] num_ctx)")
     e.add_argument("--no-think", action="store_true", help="ask thinking models not to think")
     e.add_argument("--allow-cpu", action="store_true", help="run a model that is not 100%% GPU, marked invalid")
     e.add_argument("--prompt", choices=("sparkctl", "lm-eval"), default="sparkctl",
@@ -54,7 +56,7 @@ def register(sub) -> None:
                         "compare with published lm-eval numbers); recorded with its sha256")
     e.add_argument("--for-promotion", action="store_true",
                    help="the evidence a promotion needs: the whole suite (--n all), every model at one context "
-                        "(--ctx, default [bench] num_ctx) so the runs pair item by item")
+                        "(as always) so the runs pair item by item")
     e.add_argument("--no-wait", action="store_true", help="if a bench or eval is running on the engine, refuse (exit 4)")
     e.add_argument("--engine", metavar="NAME", help="evaluate on the [engines.NAME] server from the config")
     e.add_argument("--engine-kind", choices=("ollama", "openai"), help="an engine given by URL (openai: llama-server, vLLM, SGLang)")
@@ -257,9 +259,10 @@ def _run_eval(args, cfg) -> int:
     if args.for_promotion:
         if n is not None and n != "all":
             raise CliError(f"--for-promotion runs the whole suite; drop --n {args.n}", EXIT_BAD_INPUT)
-        # the whole suite (the margins are sized for it, core/noninferiority.py) and one
-        # context for every model: a resident lane model at its own context would not pair
-        n, ctx = "all", ctx or cfg.bench.num_ctx
+        # the whole suite (the margins are sized for it, core/noninferiority.py); every model
+        # runs at one context anyway (services/bench/context.py), the lane model's when it is
+        # resident, so the runs pair item by item
+        n = "all"
     try:
         suite = load_suite(cfg, args.suite)
     except SuiteError as exc:

@@ -61,6 +61,15 @@ def spill_warning(lane: str, name: str, size: int, size_vram: int) -> str | None
             "not the GPU's; free memory (or lower its context) and load it again")
 
 
+def spill_headline(lane: str, name: str, size: int, size_vram: int) -> str | None:
+    """spill_warning in one line (the dashboard's; the whole warning is a key away)."""
+    p = placement(size, size_vram)
+    if not p.spilled:
+        return None
+    where = "all on the CPU" if p.gpu_fraction == 0 else f"{round((1 - p.gpu_fraction) * 100)}% on the CPU"
+    return f"lane {lane}: {name} is {where}: decode bound by host memory"
+
+
 def until_label(expires_at: datetime | None, now: datetime) -> str:
     """The UNTIL column: 'Forever' for negative keep-alive, 'Stopping...' once past."""
     if expires_at is None:

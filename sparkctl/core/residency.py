@@ -119,10 +119,22 @@ def find(resident: Iterable[ResidentModel], name: str) -> ResidentModel | None:
     return next((r for r in resident if model_key(r.name) == key), None)
 
 
-def restore_session(held: Held, lane_keep_alive: Mapping[str, Any]) -> Session:
-    """The session a model that lost its runner comes back with (see the module doc)."""
+def restore_session(held: Held, lane_keep_alive: Mapping[str, Any],
+                    sessions: Mapping[str, str] | None = None) -> Session:
+    """The session a model that lost its runner comes back with (see the module doc):
+    forever as before; the keep-alive sparkctl loaded it with (`sessions`: model key ->
+    keep-alive, kept in its state file); its lane's [lanes.keep_alive]; else the engine's
+    default."""
     if held.forever:
         return Session(-1, "forever", "as before", True)
+    own = (sessions or {}).get(held.key)
+    if own is not None:
+        try:
+            ka = parse_keep_alive(own)
+        except ValueError:
+            ka = None
+        if ka is not None:
+            return Session(ka.wire, ka.label, "as sparkctl loaded it (load --keep-alive)", ka.forever)
     configured = lane_keep_alive.get(held.lane) if held.lane else None
     if configured is not None:
         ka = parse_keep_alive(configured)
@@ -167,9 +179,25 @@ class Step:
     session: Session | None = None
 
 
+def session_still_set(held: Held, keep_alive: str, now: datetime) -> bool:
+    """Whether `held`'s session can still be the one sparkctl loaded it with: a request
+    restarts a session at its length, so an expiry further away than that length means
+    another client loaded it since, with a longer one."""
+    try:
+        ka = parse_keep_alive(keep_alive)
+    except ValueError:
+        return False
+    if ka.forever:
+        return held.forever
+    if held.forever or held.expires_at is None or ka.seconds is None:
+        return False
+    return (held.expires_at - now).total_seconds() <= ka.seconds + SESSION_TOLERANCE_S
+
+
 def plan(before: Iterable[Held], models: Iterable[str], disturbed: Iterable[str],
          resident_now: list[ResidentModel], lane_keep_alive: Mapping[str, Any], now: datetime,
-         keep_loaded: bool = False, lane_now: Callable[[str], str | None] | None = None) -> list[Step]:
+         keep_loaded: bool = False, lane_now: Callable[[str], str | None] | None = None,
+         sessions: Mapping[str, str] | None = None) -> list[Step]:
     """What to do so the residency set after the bench is the set before it.
 
     `models`: what the bench measured. `disturbed`: keys of models whose runner the bench
@@ -177,7 +205,7 @@ def plan(before: Iterable[Held], models: Iterable[str], disturbed: Iterable[str]
     when they look resident now. Models the bench loaded (not held before) are unloaded
     first, so the ones put back have room. `lane_now`: the lanes as they are at the end,
     when they changed while the bench ran (see the module's doc)."""
-    steps = _plan(before, models, disturbed, resident_now, lane_keep_alive, now, keep_loaded)
+    steps = _plan(before, models, disturbed, resident_now, lane_keep_alive, now, keep_loaded, sessions)
     if lane_now is None:
         return steps
     out = []
@@ -221,7 +249,7 @@ def lanes_changed_since(then: Mapping[str, str] | None, before: Iterable[Held],
 
 def _plan(before: Iterable[Held], models: Iterable[str], disturbed: Iterable[str],
           resident_now: list[ResidentModel], lane_keep_alive: Mapping[str, Any], now: datetime,
-          keep_loaded: bool) -> list[Step]:
+          keep_loaded: bool, sessions: Mapping[str, str] | None = None) -> list[Step]:
     before = list(before)
     held_keys = {h.key for h in before}
     disturbed = {model_key(d) for d in disturbed}
@@ -240,7 +268,7 @@ def _plan(before: Iterable[Held], models: Iterable[str], disturbed: Iterable[str
     for h in before:
         r = find(resident_now, h.name)
         diff = changes(h, r, now)
-        session = restore_session(h, lane_keep_alive)
+        session = restore_session(h, lane_keep_alive, sessions)
         mine = h.key in touched
         if r is None:
             timed_out = not h.forever and h.expires_at is not None and h.expires_at <= now

@@ -212,6 +212,12 @@ class StatusReport:
         return out
 
     @property
+    def spilled_lane_names(self) -> frozenset[str]:
+        """The lanes whose model is resident partly or wholly on the CPU."""
+        return frozenset(row.lane for row in self.rows if row.lane is not None
+                         and spill_warning(row.lane, row.model.name, row.model.size, row.model.size_vram))
+
+    @property
     def warnings(self) -> list[str]:
         """Everything `status --json` lists under "warnings", loudest first."""
         return [*self.residency_warnings, *self.lanes_spilled,

@@ -60,13 +60,16 @@ class ResidencyJournal:
     # the lanes then, so a lane changed meanwhile keeps its new model (None: an older journal)
     lanes: dict[str, str] | None = None
     path: Path | None = None
+    # model key -> the keep-alive sparkctl loaded it with (the state file's [sessions]), for
+    # the models resident before whose session is still that one
+    sessions: dict[str, str] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return {"version": JOURNAL_VERSION, "id": self.id, "engine_key": self.engine_key, "engine": self.engine,
                 "kind": self.kind, "models": self.models, "mode": self.mode, "keep_loaded": self.keep_loaded,
                 "before": [h.to_dict() for h in self.before], "disturbed": self.disturbed,
                 "lane_keep_alive": self.lane_keep_alive, "owner": self.owner, "started": self.started,
-                "state": self.state, "failures": self.failures, "lane": self.lane,
+                "state": self.state, "failures": self.failures, "lane": self.lane, "sessions": self.sessions,
                 **({"lanes": self.lanes} if self.lanes is not None else {})}
 
     @classmethod
@@ -87,7 +90,8 @@ class ResidencyJournal:
                    dict(d.get("owner") or {}), str(d.get("started", "")), str(d.get("state", RUNNING)),
                    [str(f) for f in d.get("failures") or []], str(d.get("lane") or ""),
                    {str(k): str(v) for k, v in d["lanes"].items()} if isinstance(d.get("lanes"), dict) else None,
-                   path)
+                   path, {str(k): str(v) for k, v in (d.get("sessions") or {}).items()
+                          } if isinstance(d.get("sessions"), dict) else {})
 
     def describe(self) -> str:
         pid = self.owner.get("pid", "?")

@@ -20,12 +20,16 @@ sampled every `[ui] refresh_s` in worker threads.
 - **GPU** (NVML): utilisation, temperature, power, SM clock, throttle reasons. On a GB10
   NVML has no memory figures; the budget comes from /proc/meminfo.
 - **Memory pressure** (PSI, /proc/pressure/memory): stall share over 10 s and 60 s.
-- A yellow line under the resident models names lanes last benched on another engine
-  version: `h` then `B` re-benches them with the settings of their last run.
-- Warnings under the resident models: in red, models a bench that died (or whose restore
-  failed) did not put back; the dashboard only shows them (views only read), `P` puts them
-  back (as `sparkctl lanes --restore` does), and a bench started here does it first. In
-  yellow, lanes spilled to the CPU (decode bound by host memory) or not resident.
+- Warnings under the resident models, one line each (the rows come first; what does not
+  fit whole is counted in a last line, and `N` shows every warning whole, then the
+  messages): in red, models a bench that died (or whose restore failed) did not put back;
+  the dashboard only shows them (views only read), `P` puts them back (as `sparkctl lanes
+  --restore` does), and a bench started here does it first. In yellow, lanes spilled to the
+  CPU (decode bound by host memory), lanes to bench again with the key that does it:
+  `(h then B)` re-benches a lane last benched on another engine version with the settings
+  of that run, `(b)` a lane never benched here is benched from the Bench screen,
+  `(spilled: not now)` a bench would be refused until the lane is all on the GPU; lanes not
+  resident.
 """,
     "ModelsScreen": """\
 **Models**: the engine's local models (`/api/tags`, `/api/show`).
@@ -40,7 +44,11 @@ sampled every `[ui] refresh_s` in worker threads.
   evict a lane model or plan below the reserve is refused unless forced (`L`, offered
   only where forcing could work).
 - Load (`l`) asks for a context and a keep-alive, side-loads beside what is resident and
-  verifies placement from `/api/ps` and NVML. `escape` closes the result and pull panels.
+  verifies placement from `/api/ps` and NVML. The keep-alive is kept in sparkctl's state
+  file: a bench that has to reload the model puts it back with it. `escape` closes the
+  result and pull panels.
+- Would it fit (`w`): name any model, pulled or not; its fit here from its registry (the
+  manifest and the GGUF header, a few kB). Nothing is pulled.
 """,
     "BenchScreen": """\
 **Bench**: a fixed prompt at temperature 0 and a fixed seed, a warm-up, then interleaved
@@ -55,6 +63,10 @@ and GPU state.
 - *DNF*: repetitions past the ceiling (`[bench] timeout_s`).
 - *verdict*: stable (CV < 5%), unstable, or INVALID (not 100% GPU, cached prefill,
   foreign load, throttled...).
+- *num_ctx* (settings): empty runs every model at one context, chosen for them: the one a
+  resident lane model among them runs at (or, for a contender, the one the lane model it is
+  compared with runs at), else `[bench] num_ctx`; the settings line says which before the
+  run, and what runs (its kind and context) while it runs.
 - *sweep* mode (the picker left of the models, or `w`): Run becomes "Run sweep" and the
   sweep's fields show (profiles, depths, concurrency, SLO, as the CLI's flags); one run per
   cell, and the matrix opens at the end. In bench mode the sweep fields are not used.
@@ -81,7 +93,9 @@ more), read in a worker thread.
   truncated, cache=warm, lane-restore-failed, recovered.
 - Enter opens a run (repetitions, guards, GPU samples, output or items); `c` charts the
   selected model across engine versions; `space` marks models and `v` compares them with
-  95% intervals; `B` re-benches lane models last benched on another engine version; `R`
+  95% intervals (at 80 columns one line per metric, `w` the whole tables; `b` benches a pair
+  measured at two contexts at one, `e` evaluates the contender again at the incumbent's
+  context and sample); `B` re-benches lane models last benched on another engine version; `R`
   lists engine-change regressions (as `sparkctl regressions`); `P` promotes; `M` shows the
   workload sweep the selected run is a cell of (matrix and charts). The chart (`c`) adds the
   model's time to first chunk by its OpenTelemetry name, AIPerf's runs in the experiment beside
@@ -96,8 +110,10 @@ for IFEval) on the final answer, never the thinking.
   from wrong answers), engine error.
 - Accuracy over all items (DNF = not passed) with its 95% Wilson interval; the same over
   answered items only is in the results table and MLflow.
+- *ctx*: empty runs every model at one context, chosen as on the Bench screen (its value in
+  the field until one is typed), so a contender's run pairs with the lane model's.
 - Refusals, failures and each run's guard flags are in the notes under the results (`n`
-  opens them whole).
+  opens them whole), why a run did not happen first.
 - `s` scores a file of saved responses (JSONL, one `{"prompt", "response"}` a line) against
   a suite, as `sparkctl eval score`: no model runs and nothing is recorded.
 - Each eval talks to the engine with a read timeout of the item ceiling times the

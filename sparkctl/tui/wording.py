@@ -37,7 +37,17 @@ _MODELS = (
     (r"--keep-alive", "the keep-alive field"),
     (r"--force", "L (load anyway)"),
 )
-_WHERE = {"bench": _SETTINGS, "eval": _SETTINGS, "models": _MODELS}
+# The Eval screen has the num_ctx setting and the think switch, not the bench's others; the
+# guards it shares with the bench speak of "the bench".
+_EVAL = (
+    (r"\(--ctx / the form\)", "(the form)"),
+    (r", or use --solo", ", or unload other models first"),
+    (r"--allow-cpu", "`sparkctl eval --allow-cpu`"),
+    (r"--no-think", "the 'think' switch"),
+    (r"--ctx", "the num_ctx setting"),
+    (r"\bthe bench\b", "the eval"),
+)
+_WHERE = {"bench": _SETTINGS, "eval": _EVAL, "models": _MODELS}
 _COMPILED = {where: tuple((re.compile(cli), tui) for cli, tui in table) for where, table in _WHERE.items()}
 
 

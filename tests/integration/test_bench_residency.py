@@ -194,3 +194,27 @@ async def test_solo_puts_back_a_resident_non_lane_model_too(serve):
     assert after["gemma3:4b"][0] == 16384 and after["gemma3:4b"][1] > FOREVER_AFTER_S
     assert "restored: " in run.residency and "gemma3:4b" in run.residency
     assert "unloaded: llama3.2:3b" in run.residency
+
+
+async def test_a_session_sparkctl_set_comes_back_as_set_after_a_bench(serve):
+    """Issue 30: a model sparkctl itself loaded with `--keep-alive 30m` came back from a solo
+    bench with the engine's default 5 minutes. sparkctl keeps the session it set in its
+    state file and puts the model back with it."""
+    from sparkctl.services.models import side_load
+    from sparkctl.statefile import read_state
+
+    state = spark_lanes()
+    state.default_keep_alive_s = 300.0  # OLLAMA_KEEP_ALIVE unset: 5m
+    server = serve(state)
+    cfg = Config(lanes=LANES)
+    engine = OllamaEngine(server.url, timeout=5.0, connect_timeout=1.0)
+    try:
+        await side_load(cfg, engine, FakeProbes(spark_snapshot()), "gemma3:4b", keep_alive="30m", force=True)
+    finally:
+        await engine.close()
+    runner, (run,) = await bench(server, cfg, ["llama3.2:3b"], settings(cfg, mode="solo"))
+    assert run.status == "FINISHED" and runner.lane_restore.ok, runner.lane_restore
+    ctx, left = ps(server)["gemma3:4b"]
+    assert abs(left - HALF_HOUR) < 60, f"gemma3:4b is back with {left:.0f} s, not the 30m sparkctl loaded it with"
+    assert read_state().sessions == {"gemma3:4b": "30m"}  # kept in sparkctl's own state file
+    assert "as sparkctl loaded it" in " ".join(runner.lane_restore.summary() + runner.lane_restore.notes)

@@ -195,10 +195,11 @@ async def test_1_a_sweep_cell_is_never_compared_with_a_plain_bench(serve, mlflow
     assert {s.model: s.run.run_id for s in cmp.sides} == plain_ids
 
 
-async def test_2_runs_at_different_contexts_are_refused_naming_the_context_and_the_command(
+async def test_2_one_bench_runs_every_model_at_one_context_said_before_any_request(
         serve, mlflow_store, tmp_path):  # noqa: F811
-    """Point 2: a resident model is benched at its own context; the bench says so before any
-    request, and compare names num_ctx (not a generic list) and the command to match."""
+    """Point 2, as issue 30 changed it: a bench of several models runs them at one context.
+    The contender is resident at 4096, the incumbent is not: both run at [bench] num_ctx
+    (the contender reloaded for the bench and put back after), so compare pairs them."""
     state = bench_scenario(tokens_per_s=None)
     state.add_resident(CON, context_length=4096, expires_in_s=None)
     server = serve(state)
@@ -208,13 +209,29 @@ async def test_2_runs_at_different_contexts_are_refused_naming_the_context_and_t
     sp = spool(tmp_path)
     engine = OllamaEngine(server.url, timeout=5.0)
     try:
-        await BenchRunner(cfg, engine, FakeProbes(spark_snapshot()), s, sink=said.append,
-                          recorder=lambda rec: record_run(rec, sp, mlflow_store)).run([INC, CON])
+        runs = await BenchRunner(cfg, engine, FakeProbes(spark_snapshot()), s, sink=said.append,
+                                 recorder=lambda rec: record_run(rec, sp, mlflow_store)).run([INC, CON])
+        resident = {r.name: r.context_length for r in await engine.ps()}
     finally:
         await engine.close()
     notices = [e.text for e in said if isinstance(e, Notice)]
-    assert any(n.startswith("num_ctx 4096: qwen3:8b is resident at that context") for n in notices)
-    assert any("contexts differ (llama3.2:3b at 8192, qwen3:8b at 4096)" in n for n in notices)
+    assert {r.num_ctx for r in runs} == {8192}
+    assert not any("contexts differ" in n for n in notices)
+    assert resident[CON] == 4096  # put back at its own context
+    cmp = compare_models(mlflow_store, [INC, CON], lanes={"production": INC})
+    assert {s.run.identity.num_ctx for s in cmp.sides} == {"8192"}
+
+
+async def test_2_runs_at_different_contexts_are_refused_naming_the_context_and_the_command(
+        serve, mlflow_store, tmp_path):  # noqa: F811
+    """Point 2: runs at two contexts (each model benched alone, at a context given with
+    --ctx): compare names num_ctx (not a generic list) and the command to match."""
+    server = serve(bench_scenario(tokens_per_s=None))
+    bench = recording_bench(server.url, mlflow_store, tmp_path / "spool.jsonl", warmup=0, reps=3, num_predict=12)
+    base = recording_bench(server.url, mlflow_store, tmp_path / "spool.jsonl", warmup=0, reps=3, num_predict=12,
+                           num_ctx=4096, ctx_explicit=True)
+    await bench(INC)
+    await base(CON)
     with pytest.raises(NothingToCompare) as exc:
         compare_models(mlflow_store, [INC, CON], lanes={"production": INC})
     message = str(exc.value)

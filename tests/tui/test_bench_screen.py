@@ -294,3 +294,44 @@ async def test_quitting_during_a_bench_asks_first(serve):
         await pilot.press("q", "y")  # yes: stopped, recorded, then the app exits
         await pilot.pause(3)
     assert [r.status for r in records] == ["KILLED"]
+
+
+async def test_a_refusal_s_reason_is_the_first_note(serve):
+    """Issue 30: a refusal's reason was the second note, under a context note, so at 80x24
+    the notes panel showed the context and hid why nothing ran. The contender qwen3:8b
+    loads 30% on the CPU (FAKE Ollama) beside production, resident at its own context."""
+    from sparkctl.tui.widgets.notes import NotesPanel
+
+    server = serve(load_scenario(spill=True))
+    app = build(server, config(warmup=0, reps=1, num_predict=5))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await start(app, pilot, "gpt-oss:120b qwen3:8b")
+        await finish(app, pilot)
+        notes = app.screen.query_one("#notes", NotesPanel).notes
+        assert len(notes) >= 2, notes  # the context the bench chose, and the refusal
+        assert notes[0].level == "error" and notes[0].text.startswith("bench refused"), notes
+
+
+async def test_the_status_line_says_loading_only_for_a_load_and_recording_while_it_records(
+        serve, mlflow_store, tmp_path):  # noqa: F811
+    """Issue 30: "loading gpt-oss:120b" showed for a model already resident at the bench's
+    context, and the wrap-up that records the runs (the first one creates the MLflow
+    store: seconds) showed nothing. The phases the screen was given, in order."""
+    from sparkctl.tui.screens.bench import BenchEvent
+
+    seen: list = []
+    server = serve(load_scenario())  # gpt-oss:120b resident (production), qwen3:8b on disk
+    spool = Spool(tmp_path / "spool.jsonl")
+    app = build(server, config(warmup=0, reps=1, num_predict=5, num_ctx=131072),
+                recorder=lambda rec: record_run(rec, spool, mlflow_store))
+    async with app.run_test(size=(120, 40), message_hook=seen.append) as pilot:
+        await start(app, pilot, "gpt-oss:120b qwen3:8b")
+        await finish(app, pilot)
+    # (the hook sees each message where it is posted and where it is handled: once each here)
+    phases = list(dict.fromkeys(m.event.text for m in seen
+                                if isinstance(m, BenchEvent) and type(m.event).__name__ == "Phase"))
+    assert "loading qwen3:8b" in phases, phases
+    assert "loading gpt-oss:120b" not in phases, phases
+    assert "gpt-oss:120b is resident at num_ctx 131072: checking where it runs" in phases
+    recording = [i for i, text in enumerate(phases) if text.startswith("recording the run of")]
+    assert len(recording) == 2 and recording[0] > phases.index("loading qwen3:8b"), phases

@@ -78,8 +78,7 @@ async def test_engine_down_is_shown_and_recovers_by_itself(fake):
         await wait_for(pilot, lambda: len(table_rows(app)) == 2)
         fake.down()
         await wait_for(pilot, lambda: "UNREACHABLE" in app.screen.query_one("#engine", Panel).content.plain)
-        label = app.screen.query_one("#attribution", Label).content
-        assert "engine unreachable" in str(label)
+        assert "engine unreachable" in app.screen.query_one("#warnings").text
         assert table_rows(app) == []
         fake.up()
         await wait_for(pilot, lambda: "● reachable" in app.screen.query_one("#engine", Panel).content.plain)
@@ -95,7 +94,7 @@ async def test_engine_500_is_an_engine_error_not_unreachable(fake):
         engine_text = app.screen.query_one("#engine", Panel).content.plain
         assert "ENGINE ERROR" in engine_text and "UNREACHABLE" not in engine_text
         assert "engine error: llama-server process has terminated: exit status 2" in engine_text
-        assert "engine error" in str(app.screen.query_one("#attribution", Label).content)
+        assert "engine error" in app.screen.query_one("#warnings").text
         fake.state.clear_faults()
         await wait_for(pilot, lambda: len(table_rows(app)) == 2)
         assert "● reachable" in app.screen.query_one("#engine", Panel).content.plain
@@ -167,7 +166,7 @@ async def test_history_grows_and_gpu_mismatch_is_flagged(fake):
     app = app_for(fake, probes=probes)
     async with app.run_test(size=(120, 40)) as pilot:
         await wait_for(pilot, lambda: len(app.history_available) >= 3)
-        await wait_for(pilot, lambda: "NVML attributes 0.0 GiB" in str(app.screen.query_one("#attribution", Label).content))
+        await wait_for(pilot, lambda: "NVML attributes 0.0 GiB" in app.screen.query_one("#warnings").text)
 
 
 async def test_bad_theme_falls_back_cleanly(fake, tmp_path):
@@ -214,3 +213,39 @@ async def test_manual_refresh_does_not_fork_the_sampling_loop(fake):
         await pilot.pause(3.0)
         # one chain: about 3.0 / 0.3 = 10 reads (a forked loop would read 5-6 times as often)
         assert probes.reads - before <= 14
+
+
+async def test_the_budget_legend_names_every_model_s_lane_at_any_width():
+    """Issue 30: at 140 columns with three models the legend's one-line form without lanes
+    was taken over the lane-naming form on two lines. The budget is the real core's, from a
+    FAKE Spark's meminfo and three resident models with long names."""
+    from textual.app import App
+
+    from sparkctl.core.budget import build_budget
+    from sparkctl.core.snapshots import GIB, ResidentModel
+
+    from sparkctl.core.names import model_key
+
+    # at 140 columns the legend without lanes fits one line, the one with lanes does not
+    lanes = {"gpt-oss:120b": "production", "llama3.2:3b-instruct-q8_0": "fast"}
+    contender = "qwen3-coder:30b-a3b-q8_0"
+    resident = [ResidentModel("gpt-oss:120b", int(68 * GIB), int(68 * GIB)),
+                ResidentModel("llama3.2:3b-instruct-q8_0", int(3 * GIB), int(3 * GIB)),
+                ResidentModel(contender, int(24 * GIB), int(24 * GIB))]
+    snap = spark_snapshot()
+    budget = build_budget(snap.meminfo, snap.gpu, resident, lanes.get, 8.0, 16.0)
+
+    class Bar(App):
+        def compose(self):
+            yield BudgetBar()
+
+    for width in (80, 100, 140, 200):
+        app = Bar()
+        async with app.run_test(size=(width, 10)) as pilot:
+            bar = app.query_one(BudgetBar)
+            bar.show(budget, contenders=(model_key(contender),))
+            await pilot.pause()
+            legend = " ".join(bar.render().plain.splitlines()[2:])
+            for model, lane in (*lanes.items(), (contender, "contender")):
+                assert f"{model} ({lane})" in legend, (width, legend)
+            assert all(len(line) <= width - 2 for line in bar.render().plain.splitlines())

@@ -320,3 +320,26 @@ def test_eval_screen_snapshot(snap_compare, tmp_path):
         assert snap_compare(app, terminal_size=(80, 24), run_before=run)
     finally:
         server.stop()
+
+
+async def test_a_refusal_s_reason_is_the_first_note(serve, tmp_path):
+    """Issue 30: why an eval did not run came after what was said on the way (the context
+    chosen), hidden at 80x24. The contender qwen3:8b loads 30% on the CPU (FAKE Ollama)
+    beside production, resident at its own context."""
+    from tests.fakes.ollama_server import load_scenario
+    from tests.integration.test_eval import write_gsm8k
+
+    from sparkctl.tui.widgets.notes import NotesPanel
+
+    server = serve(load_scenario(spill=True))
+    cfg = dataclasses.replace(config(write_gsm8k(tmp_path / "suites")), lanes={"production": "gpt-oss:120b"})
+    app = build(server, cfg)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await start(app, pilot, "gpt-oss:120b qwen3:8b", n="2")
+        await finish(app, pilot)
+        notes = app.screen.query_one("#eval-notes", NotesPanel).notes
+        assert len(notes) >= 2, notes  # the context the eval chose, and the refusal
+        assert notes[0].level == "error" and notes[0].text.startswith("eval failed"), notes
+        # in the Eval screen's words: it has no 'allow CPU' setting, and it is not a bench
+        assert "the eval needs 100% GPU" in notes[0].text and "allow CPU' setting" not in notes[0].text, notes[0]
+        assert not any("the bench" in n.text for n in notes), notes

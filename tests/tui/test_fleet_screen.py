@@ -110,3 +110,37 @@ async def test_the_live_host_shows_within_2_s_while_the_other_is_down_and_enter_
     finally:
         for f in (fake_a, fake_b, local):
             f.stop()
+
+
+async def test_r_reads_the_config_s_hosts_again(lab, tmp_path):
+    """Issue 30: a host added to (or removed from) the config while the fleet screen is open
+    appeared only after a restart; r re-read nothing but the hosts' status."""
+    sshd_a, sshd_b = lab.server("a"), lab.server("b")
+    lab.alias("spark-a", sshd_a)
+    lab.alias("spark-b", sshd_b)
+    fake_a, fake_b, local = (FakeOllama(two_models_resident()).start(), FakeOllama(default_state()).start(),
+                             FakeOllama(default_state()).start())
+    try:
+        a = install(tmp_path, "a", fake_a.url, {"production": "gpt-oss:120b"})
+        b = install(tmp_path, "b", fake_b.url)
+        path = fleet_config(tmp_path / "fleet.toml", lab, {"spark-a": {"sparkctl": str(a)}}, refresh_s=1)
+        app = make_app(load_config(str(path), state=None), engine=OllamaEngine(local.url, timeout=3.0),
+                       probes=FakeProbes(spark_snapshot()), recorder=lambda r: None)
+        app.animation_level = "none"
+        async with app.run_test(size=(160, 40)) as pilot:
+            await pilot.press("F")
+            await wait_for(pilot, lambda: app.current_mode == "fleet" and app.screen.query("#fleet")
+                           and app.screen.query_one("#fleet", DataTable).row_count == 1, timeout=10)
+            table = app.screen.query_one("#fleet", DataTable)
+            fleet_config(path, lab, {"spark-a": {"sparkctl": str(a)}, "spark-b": {"sparkctl": str(b)}}, refresh_s=1)
+            await pilot.press("r")
+            await wait_for(pilot, lambda: table.row_count == 2, timeout=10)
+            await wait_for(pilot, lambda: cells(app, "spark-b")["state"] == "live", timeout=20)
+            fleet_config(path, lab, {"spark-b": {"sparkctl": str(b)}}, refresh_s=1)  # spark-a removed
+            await pilot.press("r")
+            await wait_for(pilot, lambda: table.row_count == 1 and table.get_row_index("spark-b") == 0, timeout=10)
+            await pilot.pause(1.5)  # a refresh later: nothing of spark-a comes back
+            assert table.row_count == 1 and set(app.screen.views) == {"spark-b"}
+    finally:
+        for f in (fake_a, fake_b, local):
+            f.stop()

@@ -87,6 +87,8 @@ async def test_p_promotes_the_selected_runs_model_after_showing_the_evidence(mlf
             await until(pilot, lambda: type(app.screen).__name__ == "ConfirmDialog")
             question = str(app.screen.query_one("#confirm-question").render())
             assert "Roll lane production back to gpt-oss:120b?" in question
+            # issue 30: the dialog says what the rollback unloads before it runs
+            assert "unloads  qwen3:8b (it serves no lane after the rollback)" in question, question
             await pilot.press("y")
             await until(pilot, lambda: app.config.lanes["production"] == "gpt-oss:120b", timeout=30)
             # the overlay names where the lane comes from as `sparkctl lanes` does, read afresh

@@ -141,3 +141,26 @@ async def test_the_screen_stays_responsive_while_a_large_gguf_header_is_parsed(f
     assert worst < min(0.5, parse_s / 2), (f"the event loop stalled {worst:.2f} s while the header was parsed "
                                            f"(the parse alone: {parse_s:.2f} s)")
     assert ticks >= 5, f"the event loop ran only {ticks} times in the {last - first:.2f} s of parsing"
+
+
+async def test_w_says_whether_a_model_would_fit_without_pulling_it(fake, registry, huge_kv_gguf, smol_gguf,
+                                                                    tmp_path):
+    """Issue 30: "would X fit?" could only be asked by starting a pull. w names a model and
+    shows its verdict from the registry; nothing is pulled, whatever the verdict."""
+    registry.state.add_model("library/qwen3:8b", gguf=huge_kv_gguf)
+    registry.state.add_model("library/smollm2:135m", gguf=smol_gguf)
+    app = build(fake, tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_models(app, pilot)
+        for name, verdict in (("qwen3:8b", "does not fit: needs "), ("smollm2:135m", "fits")):
+            await pilot.press("w")
+            await pilot.pause()
+            assert isinstance(app.screen, PullDialog)
+            app.screen.query_one(Input).value = name
+            await pilot.press("enter")
+            await settle(app, pilot)
+            assert not isinstance(app.screen, ConfirmDialog)  # no "pull anyway?"
+            shown = info(screen)
+            assert screen.query_one("#model-info").border_title == f"Fit {name} (from its registry; nothing pulled)"
+            assert "remote: from the registry manifest and GGUF header" in shown and verdict in shown, shown
+        assert fake.calls("/api/pull") == []

@@ -12,7 +12,6 @@ import sys
 import time
 from datetime import datetime, timedelta, timezone
 
-from textual.widgets import Label
 
 from sparkctl import paths
 from sparkctl.config import Config
@@ -56,13 +55,14 @@ async def test_the_tui_start_shows_what_a_dead_bench_changed_and_p_puts_it_back(
         dead_bench_left(server)
         app = build(server)
         async with app.run_test(size=(140, 45)) as pilot:
-            label = app.screen.query_one("#lanes-cold", Label)
+            label = app.screen.query_one("#warnings")
             for _ in range(100):
                 await pilot.pause(0.05)
-                if label.display and "not put back yet" in str(label.render()):
+                if label.display and "not put back yet" in label.text:
                     break
             await app.workers.wait_for_complete()
-            assert "not put back yet" in str(label.render()) and "P puts them back" in str(label.render())
+            assert "not put back yet" in label.text and "P puts them back" in label.text  # as N shows it
+            assert "(P)" in str(label.render())  # the line on screen names the key
             assert server.state.resident_names() == ["llama3.2:3b"]  # shown, not touched
             await pilot.press("P")
             for _ in range(200):
@@ -88,14 +88,14 @@ async def test_a_restore_that_fails_is_a_loud_warning_on_the_dashboard():
         dead_bench_left(server)
         app = build(server)
         async with app.run_test(size=(140, 45)) as pilot:
-            label = app.screen.query_one("#lanes-cold", Label)
+            label = app.screen.query_one("#warnings")
             await pilot.pause(0.2)
             await pilot.press("P")
             for _ in range(200):
                 await pilot.pause(0.05)
-                if label.display and "not put back" in str(label.render()):
+                if label.display and "not put back" in label.text:
                     break
-            text = str(label.render())
+            text = label.text  # whole, as N shows it
         assert "models not put back after a bench of llama3.2:3b" in text and "qwen3:8b" in text
         assert "sparkctl lanes --restore" in text
     finally:

@@ -14,7 +14,8 @@ from tests.tui.test_runs_screen import build, until
 from tests.tui.test_screen_states import refused_history  # noqa: F401
 
 
-async def test_at_80x24_status_and_flags_come_first_and_a_refused_run_reads_refused(refused_history):
+async def test_at_80x24_status_model_kind_speed_and_score_come_first_and_a_refused_run_reads_refused(
+        refused_history):  # noqa: F811
     server = FakeOllama(load_scenario()).start()  # the screen's own engine: the runs are in the store
     store = refused_history
     app = build(server, store)
@@ -24,9 +25,18 @@ async def test_at_80x24_status_and_flags_come_first_and_a_refused_run_reads_refu
         await pilot.pause(0.2)
         lines = screen_text(app).splitlines()
         head = next(line for line in lines if "Status" in line)
-        assert head.split()[1:4] == ["Status", "Flags", "Model"]
+        # issue 30: what a decision reads comes first, within 80 columns (it took ~20 presses
+        # of → to reach tok/s); the flags follow, Enter shows a run whole
+        assert head.split()[1:6] == ["Status", "Model", "Kind", "tok/s", "score%"]
+        table = app.screen.query_one("#runs", DataTable)
+        keys = [c.key.value for c in table.ordered_columns]
+        upto = keys.index("score") + 1
+        assert sum(c.get_render_width(table) for c in table.ordered_columns[:upto]) <= 78
         refused = next(line for line in lines if "qwen3:8b" in line)
-        assert refused.split()[1:3] == ["REFUSED", "invalid"]  # not "FAILED", and not valid
+        assert refused.split()[1:3] == ["REFUSED", "qwen3:8b"]  # not "FAILED"
+        benched = next(line for line in lines if "llama3.2:3b" in line)
+        decode = next(r for r in app.screen.rows if r.model == "llama3.2:3b").decode_tps_median
+        assert f"{decode:.1f}" in benched.split()  # its tok/s on screen without scrolling
         footer = lines[-1]
         assert "d m b h e screens" in footer and "q Quit" in footer and "? Help" in footer
         table = app.screen.query_one("#runs", DataTable)

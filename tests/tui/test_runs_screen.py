@@ -220,8 +220,42 @@ async def test_chart_and_head_to_head_from_the_table_at_80_columns(history):
         await until(pilot, lambda: type(app.screen).__name__ == "HeadToHeadScreen" and app.screen.data is not None)
         text = str(app.screen.query_one("#chart").render())
         assert "decode tok/s (median)" in text and "█" in text
-        assert "engine: ollama 0.13.0" in text and "worse" in text  # A (100) vs B (150) on the same engine
+        assert "decision on ollama 0.13.0" in text and "worse" in text  # A (100) vs B (150) on the same engine
         assert all(len(line) <= 80 for line in text.splitlines() if "█" in line)
+
+
+async def test_the_decision_table_keeps_one_line_per_metric_at_80_columns(history):
+    """Issue 30: at 80 columns every row of the decision table wrapped onto two lines. Now
+    each metric is one line within the chart (the models named above it as A and B, a
+    verdict that does not fit cut with … and given whole below), and w shows the CLI's
+    whole tables."""
+    server, store = history
+    app = build(server, store)
+    app.config = dataclasses.replace(app.config, lanes={"production": A})
+    async with app.run_test(size=(80, 24)) as pilot:
+        screen = await open_runs(app, pilot)
+        table = screen.query_one("#runs", DataTable)
+        for row in (0, 1):
+            table.move_cursor(row=row)
+            await pilot.press("space")
+        await pilot.press("v")
+        await until(pilot, lambda: type(app.screen).__name__ == "HeadToHeadScreen" and app.screen.data is not None)
+        await pilot.pause(0.2)
+        chart = app.screen.query_one("#chart")
+        lines = str(chart.render()).splitlines()
+        start = next(i for i, line in enumerate(lines) if "verdict" in line.lower())
+        end = next(i for i, line in enumerate(lines) if line.startswith("recommendation:"))
+        rows = lines[start:end]
+        assert all(len(line) <= chart.size.width for line in rows), rows
+        for metric in ("decode", "TTFT s", "GSM8K", "IFEval", "J/token"):
+            assert sum(line.startswith(metric) for line in rows) == 1, (metric, rows)
+        assert any(line.startswith("A = llama3.2:3b (incumbent) · B = qwen3:8b") for line in lines)
+        decode = next(line for line in rows if line.startswith("decode"))
+        assert decode.rstrip().endswith("better")  # B (150 tok/s) against A (100): on the metric's own line
+        assert all(len(line) <= chart.size.width for line in lines if "█" in line)  # the bars too
+        await pilot.press("w")
+        await pilot.pause(0.1)
+        assert "DIFFERENCE [95% CI]" in str(chart.render())  # the CLI's table, whole
 
 
 async def test_B_rebenches_lanes_benched_on_an_older_engine_with_their_last_settings(history):
@@ -249,6 +283,40 @@ async def test_B_rebenches_lanes_benched_on_an_older_engine_with_their_last_sett
         server.state.version = "0.13.0"
 
 
+async def test_the_dashboard_offers_B_only_for_lanes_B_can_rebench_and_B_says_why_not(history, monkeypatch):
+    """Issue 30: the dashboard said "fast has no valid bench yet: bench it · h then B re-benches
+    them", and B answered "every lane model has a valid bench". Now each warning names the key
+    that answers it: B for a lane benched on an older engine, b for one never benched, and B
+    names the lanes it leaves out with the same reason."""
+    import sparkctl.tui.app as app_module
+
+    monkeypatch.setattr(app_module, "DRIFT_DELAY_S", 0.05)
+    server, store = history
+    app = build(server, store)
+    app.config = dataclasses.replace(app.config, lanes={"production": A, "fast": "phi4:14b"})
+    server.state.version = "0.14.0"
+    try:
+        async with app.run_test(size=(140, 45)) as pilot:
+            await until(pilot, lambda: len(app.stale_lanes) == 2)
+            await pilot.pause(0.2)
+            lines = str(app.screen.query_one("#warnings").render()).splitlines()
+            production = next(line for line in lines if "production" in line)
+            fast = next(line for line in lines if "phi4:14b" in line)
+            assert production.endswith("re-bench (h then B)"), lines
+            assert fast.endswith("has no valid bench yet: bench it (b)"), lines
+            assert not any("re-benches them" in line for line in lines)
+            await open_runs(app, pilot)
+            await pilot.press("B")
+            await until(pilot, lambda: app.current_mode == "bench")
+            assert app.screen.query_one("#models").value == A  # production only
+            said = [n.message for n in app._notifications]
+            assert any("left out: fast (phi4:14b): never benched here" in m for m in said), said
+            await until(pilot, lambda: not any(w.group == "bench" and not w.is_finished for w in app.screen.workers),
+                        timeout=30)
+    finally:
+        server.state.version = "0.13.0"
+
+
 async def test_dashboard_says_which_lanes_were_benched_on_another_engine_version(history, monkeypatch):
     server, store = history
     import sparkctl.tui.app as app_module
@@ -260,7 +328,7 @@ async def test_dashboard_says_which_lanes_were_benched_on_another_engine_version
     try:
         async with app.run_test(size=(120, 40)) as pilot:
             await until(pilot, lambda: len(app.stale_lanes) == 2)
-            drift = str(app.screen.query_one("#drift").render())
+            drift = app.screen.query_one("#warnings").text
             assert "engine 0.14.0 since last bench of production (0.13.0): re-bench" in drift
             assert "engine 0.14.0 since last bench of fast (0.13.0): re-bench" in drift
     finally:
@@ -270,7 +338,7 @@ async def test_dashboard_says_which_lanes_were_benched_on_another_engine_version
     async with app.run_test(size=(120, 40)) as pilot:
         await until(pilot, lambda: app._drift_checked is not None)
         await pilot.pause(0.5)
-        assert app.stale_lanes == () and not app.screen.query_one("#drift").display
+        assert app.stale_lanes == () and "re-bench" not in app.screen.query_one("#warnings").text
 
 
 async def test_R_lists_engine_change_regressions(history):

@@ -82,9 +82,9 @@ async def test_dashboard_marks_a_lane_whose_model_is_not_resident(tmp_path):
     try:
         a = app(load_config(str(user)), server)
         async with a.run_test(size=(120, 40)) as pilot:
-            label = a.screen.query_one("#lanes-cold")
+            label = a.screen.query_one("#warnings")
             await wait_for(pilot, lambda: label.display and "NOT RESIDENT" in str(label.render()))
-            text = str(label.render())
+            text = str(label.render())  # the line on screen
             assert "lane fast: llama3.2:3b NOT RESIDENT" in text and "production" not in text
     finally:
         server.stop()

@@ -3,7 +3,7 @@ residency, sampler, identity, recording), the runner (timing, guards, records), 
 was resident is put back), the per-engine lock and the GPU sampler. The public names are
 re-exported here."""
 
-from sparkctl.services.bench.events import BenchFinished, Live, Notice, Phase, RepDone, RepStarted
+from sparkctl.services.bench.events import BenchFinished, ContextChosen, Live, Notice, Phase, RepDone, RepStarted
 from sparkctl.services.bench.lanes import LaneRestore
 from sparkctl.services.bench.lock import BenchBusy, BenchLock
 from sparkctl.services.bench.results import ModelRun, RepResult
@@ -14,6 +14,6 @@ from sparkctl.services.bench.settings import BenchRefused, BenchSettings
 
 __all__ = [
     "INVALIDATING", "BenchBusy", "BenchFinished", "BenchLock", "BenchRefused", "BenchRunner",
-    "BenchSettings", "GpuSampler", "LaneRestore", "Live", "MeasurementSession", "ModelRun", "Notice", "Phase", "RepDone",
+    "BenchSettings", "ContextChosen", "GpuSampler", "LaneRestore", "Live", "MeasurementSession", "ModelRun", "Notice", "Phase", "RepDone",
     "RepResult", "RepStarted",
 ]

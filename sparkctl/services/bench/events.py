@@ -19,6 +19,15 @@ class Phase:
 
 
 @dataclass(frozen=True)
+class ContextChosen:
+    """The one num_ctx the run's models run at, once preflight knows it (a screen shows it
+    beside the other settings of what is running)."""
+
+    num_ctx: int
+    why: str  # a few words: "production's", "given", "" ([bench] num_ctx)
+
+
+@dataclass(frozen=True)
 class Notice:
     """Something the user must see even when output is piped: waiting for another bench,
     a lane model that could not be put back."""

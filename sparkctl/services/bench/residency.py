@@ -67,7 +67,8 @@ async def put_back(engine, j: ResidencyJournal, say: Callable[[str], None],
                 out.leftover.append(f"{m}: cannot read the engine's resident models ({why})")
         return out
     now = _now()
-    for step in plan(j.before, j.models, j.disturbed, resident, j.lane_keep_alive, now, j.keep_loaded, lane_now):
+    for step in plan(j.before, j.models, j.disturbed, resident, j.lane_keep_alive, now, j.keep_loaded, lane_now,
+                     j.sessions):
         if step.kind == UNLOAD:
             say(f"unloading {step.name}: {step.why}")
             try:
@@ -171,7 +172,8 @@ class ResidencyGuard:
             secrets.token_hex(8), engine_key(self.engine.host), redact_uri(self.engine.host), self.kind,
             self.models, self.mode, self.keep_loaded, before, sorted(disturbed),
             dict(getattr(self.cfg, "lane_keep_alive", {}) or {}), {}, now.isoformat(timespec="seconds"),
-            lane=self.lane, lanes={ln: m for ln, m in (getattr(self.cfg, "lanes", {}) or {}).items() if m})
+            lane=self.lane, lanes={ln: m for ln, m in (getattr(self.cfg, "lanes", {}) or {}).items() if m},
+            sessions=await self._own_sessions(before, now))
         try:
             self.journal.owner = await asyncio.to_thread(current_owner)
             await asyncio.to_thread(self.journal.save, self.directory)
@@ -180,8 +182,31 @@ class ResidencyGuard:
                 "cannot be put back at the next start")
             self.journal.path = None
 
+    async def _own_sessions(self, before, now) -> dict[str, str]:
+        """The keep-alive sparkctl loaded each resident model with (its state file),
+        where that is still the model's session: put back with it, not the engine's
+        default. Unreadable state: none (the engine's default, said as before)."""
+        from sparkctl.core.residency import session_still_set
+        from sparkctl.statefile import StateError, read_state
+
+        state_file = getattr(self.cfg, "state_file", None)
+        try:
+            state = await asyncio.to_thread(read_state, Path(state_file) if state_file else None)
+        except StateError:
+            return {}
+        own = {model_key(m): ka for m, ka in state.sessions.items()}
+        return {h.key: own[h.key] for h in before if h.key in own and session_still_set(h, own[h.key], now)}
+
     def was_resident(self, model: str) -> bool:
         return model_key(model) in self._held
+
+    def loads(self, model: str) -> bool:
+        """Whether measuring `model` starts with a load: it was not resident, or this run
+        unloads or reloads it (another context, solo turns). Unknown (no journal): True."""
+        if not self.active or self.journal is None:
+            return True
+        key = model_key(model)
+        return key not in self._held or key in self.journal.disturbed
 
     def keep_alive(self, model: str, bench_keep_alive: Any) -> Any:
         """What a request to `model` carries: nothing for a model that was resident (Ollama

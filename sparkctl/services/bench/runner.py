@@ -408,7 +408,8 @@ class BenchRunner:
         for run in runs.values():
             if run.reps or run.status != "FINISHED":
                 if self.session.recorder is not None:
-                    await self.session.record(self.to_record(run, self.began_ms, end_ms, sampler), into=run)
+                    await self.session.record(self.to_record(run, self.began_ms, end_ms, sampler), into=run,
+                                              what=run.model)
 
     async def journal_run(self, run: ModelRun) -> None:
         """The run so far (status KILLED until it ends) into the spool, fsynced."""
@@ -428,7 +429,7 @@ class BenchRunner:
     async def _bench_models(self, models: list[str], runs: dict[str, ModelRun]) -> None:
         """Load and check each model, warm each up, then the interleaved repetitions."""
         for m in models:
-            self.sink(Phase(f"loading {m}"))
+            self.sink(Phase(self.session.load_phase(m)))
             await self.check_placement(runs[m], m, before=True)
             await self.session.idle_check(runs[m])
             await self.session.read_identity(m)  # first: Ollama's runner, if read, makes the opening's probes needless
@@ -706,7 +707,8 @@ class BenchRunner:
             tags["guard.residency"] = run.residency
         tags.update(session.workload_tags(self.workload(run)))
         if run.ctx_note:
-            tags["bench.num_ctx_source"] = "resident"
+            # where the one context of this decision came from (services/bench/context.py)
+            tags["bench.num_ctx_source"] = session.context.source if session.context is not None else "resident"
             tags["bench.num_ctx_note"] = run.ctx_note
         tags.update(session.build_tags())
         if session.ctx_requested is not None:

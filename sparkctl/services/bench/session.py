@@ -44,7 +44,7 @@ from sparkctl.core.snapshots import GIB, MemInfo, ResidentModel, Unavailable
 from sparkctl.core.workload import WorkloadIdentity
 from sparkctl.engines.base import DoneEvent, EngineError, ModelNotFound, ShowInfo
 from sparkctl.services.bench import coldness, engineid
-from sparkctl.services.bench.events import Notice, Phase, Sink
+from sparkctl.services.bench.events import ContextChosen, Notice, Phase, Sink
 from sparkctl.services.bench.lanes import LaneRestore
 from sparkctl.services.bench.lock import BenchLock
 from sparkctl.services.bench.recovery import repair_before
@@ -84,6 +84,7 @@ class MeasurementSession:
         self.host_facts: dict[str, str] = {}
         self.budget: Any = None
         self.ctx_requested: int | None = None  # set when the server's context replaced ours
+        self.context: Any = None  # the ContextChoice made in preflight (services/bench/context.py)
         self.start_ms = 0
         self.nonce = secrets.token_hex(3)  # the cold preamble's marker (the opening's probes, a bench's requests)
         self.residency: ResidencyGuard | None = None  # what was resident before, put back after
@@ -94,7 +95,6 @@ class MeasurementSession:
         self._shows: dict[str, ShowInfo] = {}
         self._digests: dict[str, str] = {}
         self._sizes: dict[str, int] = {}
-        self._ctx: dict[str, int] = {}  # per model: the bench's num_ctx, or its resident one
         self._ctx_note: dict[str, str] = {}
         self._openings: dict[str, coldness.Opening] = {}  # per model: the template opening cold requests share
         self._identity: dict[str, dict[str, str]] = {}  # per model: runner, its build, flash attention, KV cache
@@ -128,7 +128,8 @@ class MeasurementSession:
         return self._sizes.get(model)
 
     def num_ctx(self, model: str) -> int:
-        return self._ctx.get(model, self.settings.num_ctx)
+        """The context `model` runs at: one for every model of the measurement (context.py)."""
+        return self.settings.num_ctx
 
     def ctx_note(self, model: str) -> str:
         """Why `model` runs at another context than asked ('' when it does not)."""
@@ -180,6 +181,13 @@ class MeasurementSession:
             return coldness.NONCE_NONE
         return coldness.nonce_position(getattr(self.engine, "kind", ""), self.model_system(model))
 
+    def load_phase(self, model: str) -> str:
+        """What the status line says before a model's first request: "loading" only when a
+        load happens (a model resident at the run's context is only checked)."""
+        if self.residency is not None and not self.residency.loads(model):
+            return f"{model} is resident at num_ctx {self.num_ctx(model)}: checking where it runs"
+        return f"loading {model}"
+
     def add_window(self, window: tuple[float, float]) -> None:
         """A request of the measurement (any model's): GPU load inside it is the bench's own."""
         self.windows.append(window)
@@ -215,24 +223,26 @@ class MeasurementSession:
             if ctx and ctx != s.num_ctx:
                 self.ctx_requested = s.num_ctx
                 self.settings = replace(s, num_ctx=ctx)
+            self.sink(ContextChosen(self.settings.num_ctx, "the server's" if ctx else ""))
         elif getattr(self.engine, "reports_placement", True) and not s.ctx_explicit:
-            # A resident model benched at its own context is not reloaded (a reload would
-            # change a lane model the user's router relies on).
-            resident = {model_key(r.name): r for r in await self.engine.ps()}
-            for m in models:
-                rm = resident.get(model_key(m))
-                if rm is not None and rm.context_length and rm.context_length != s.num_ctx:
-                    self._ctx[m] = rm.context_length
-                    self._ctx_note[m] = (
-                        f"num_ctx {rm.context_length}: {m} is resident at that context, so the bench "
-                        f"uses it instead of {s.num_ctx} to avoid a reload (--ctx forces one)")
-                    # said before any request, even when output is piped: the context is part
-                    # of what the run measures (a run at another context is not comparable)
-                    self.notice(self._ctx_note[m])
-            if len({self.num_ctx(m) for m in models}) > 1:
-                at = ", ".join(f"{m} at {self.num_ctx(m)}" for m in models)
-                self.notice(f"contexts differ ({at}): these runs will not compare like for like; "
-                            f"--ctx N benches every model at one context")
+            # One context for every model (services/bench/context.py): a resident lane
+            # model's own, so it is not reloaded (its router relies on it) and the others
+            # compare like for like with it; said before any request, even when output is
+            # piped: the context is part of what the run measures.
+            from sparkctl.services.bench.context import choose_context, resident_contexts
+
+            choice = choose_context(models, self.cfg.lanes, getattr(self.cfg, "contenders", ()),
+                                    resident_contexts(await self.engine.ps()), s.num_ctx)
+            self.context = choice
+            if choice.num_ctx != s.num_ctx:
+                self.settings = replace(s, num_ctx=choice.num_ctx)
+                for m in models:
+                    self._ctx_note[m] = choice.note
+            if choice.note:
+                self.notice(choice.note)
+            self.sink(ContextChosen(choice.num_ctx, choice.why))
+        else:
+            self.sink(ContextChosen(s.num_ctx, (s.ctx_why or "given") if s.ctx_explicit else ""))
         try:
             for lm in await self.engine.tags():
                 for m in models:
@@ -609,11 +619,14 @@ class MeasurementSession:
 
     # ---- recording --------------------------------------------------------------------------
 
-    async def record(self, record: Any, into: Any = None) -> Any:
+    async def record(self, record: Any, into: Any = None, what: str = "") -> Any:
         """Spool, then write to MLflow (from a thread); the outcome is noted on `into` (a run
-        with sync_message, run_id and not_saved). None without a recorder."""
+        with sync_message, run_id and not_saved). `what`: the run, said while it is written.
+        None without a recorder."""
         if self.recorder is None:
             return None
+        if what:  # the first run on a new store waits seconds for its set-up: say what runs
+            self.phase(f"recording the run of {what}…")
         result = await asyncio.to_thread(self.recorder, record)
         if result is not None and into is not None:
             into.sync_message = result.message

@@ -37,6 +37,7 @@ class BenchSettings:
     wait: bool = True  # another bench on the engine: wait (True) or refuse (False)
     until_resolved: int = 0  # > 0: two models, repetitions until decode differs or is pinned, up to this many
     keep_loaded: bool = False  # models the bench loaded stay resident after it
+    ctx_why: str = ""  # why num_ctx is fixed when not the user's (a sweep's depth), for the screens
     parent_run_id: str = ""  # --mlflow-parent-run-id: an existing MLflow run this bench's runs go under
     follow_up_chars: int = 0  # warm policy: characters of fresh text each request adds (a sweep's pp)
 

@@ -344,7 +344,7 @@ class SweepRunner:
             raise BenchRefused(f"depth {max(self.depths)} needs num_ctx >= {need} (depth + prompt + num_predict); "
                                f"--ctx is {s.num_ctx}")
         if s.num_ctx < need:
-            s = replace(s, num_ctx=round_ctx(need), ctx_explicit=True)
+            s = replace(s, num_ctx=round_ctx(need), ctx_explicit=True, ctx_why="for the sweep")
             self.sink(Phase(f"num_ctx {s.num_ctx} for depth {max(self.depths)} (fixed for the whole sweep)"))
         session = self.session
         session.settings = s
@@ -412,7 +412,7 @@ class SweepRunner:
             prof = self.profiles[cell.profile]
             setup = session.new_run(m, with_ctx_note=False)
             if m not in warmed:
-                self.sink(Phase(f"loading {m}"))
+                self.sink(Phase(session.load_phase(m)))
                 await session.check_placement(setup, m, before=True)
                 await session.read_identity(m)  # first: a runner that counts cached tokens makes probes needless
                 await session.measure_opening(m, counted_per_request=False)  # cells of several requests at once
@@ -498,7 +498,8 @@ class SweepRunner:
             cr, run = c.runner, c.run
             run_id = None
             if session.recorder is not None and (run.reps or run.status != "FINISHED"):
-                res = await session.record(cr.to_record(run, cr.began_ms, c.end_ms or end_ms, sampler), into=run)
+                res = await session.record(cr.to_record(run, cr.began_ms, c.end_ms or end_ms, sampler), into=run,
+                                           what=f"{run.model} {c.cell.key}")
                 if res is not None:
                     run_id = res.run_id
             c.result = CellResult(c.cell, st, run_id=run_id, depth_tokens=cr.measured_depth(run),

@@ -256,7 +256,7 @@ class EvalRunner:
 
     async def _eval_model(self, run: ModelEval) -> None:
         m = run.model
-        self.sink(Phase(f"loading {m}"))
+        self.sink(Phase(self.session.load_phase(m)))
         run.started = True
         await self.session.check_placement(run.guard, m, before=True)
         await self.session.read_identity(m)  # runner, build, flash attention, KV type (and Ollama's runner)
@@ -482,7 +482,7 @@ class EvalRunner:
         if self.recorder is not None:
             for run in runs.values():
                 if run.items or (run.started and run.status != "FINISHED"):  # a model never reached: no run
-                    await self.session.record(self.to_record(run), into=run)
+                    await self.session.record(self.to_record(run), into=run, what=run.model)
 
     def _finish(self, run: ModelEval) -> None:
         g = run.guard

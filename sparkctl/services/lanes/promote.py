@@ -105,6 +105,7 @@ class PromotionPlan:
     digests: dict[str, str] = field(default_factory=dict)  # model -> manifest digest
     undoes: int = 0  # rollback: seq of the promotion undone
     quality_from_version: str = ""  # evals on this older engine version were accepted (--quality-from-version)
+    unloads: tuple[str, ...] = ()  # "MODEL (why)" for each model the switch unloads (said before it runs)
 
     @property
     def unmet(self) -> list[rules.Precondition]:
@@ -121,13 +122,15 @@ class PromotionPlan:
             out.append(f"  {c.name:<8} {c.state:<6} {c.summary}")
             out.extend(f"           {d}" for d in c.details)
         out.append(f"  loads    with {self.settings.label()}")
+        for line in self.unloads:
+            out.append(f"  unloads  {line}")
         return out
 
     def to_dict(self) -> dict[str, Any]:
         return {"action": self.action, "lane": self.lane, "model": self.model, "incumbent": self.incumbent or None,
                 "engine": {"kind": self.engine_kind, "version": self.engine_version},
                 "preconditions": [c.to_dict() for c in self.checks], "unmet": [c.name for c in self.unmet],
-                "swap": self.swap, "swap_first": self.swap_first,
+                "swap": self.swap, "swap_first": self.swap_first, "unloads": list(self.unloads),
                 "keep_alive": self.settings.keep_alive, "num_ctx": self.settings.num_ctx,
                 "settings_why": self.settings.why, "digests": dict(self.digests), "evidence": list(self.evidence),
                 "quality_from_version": self.quality_from_version or None}
@@ -272,7 +275,8 @@ async def plan_promotion(cfg: Config, engine, probes, store, lane: str, model: s
     return PromotionPlan("promote", lane, model, incumbent, kind, version, engine.host,
                          (bench, quality, fit_check_, *limits), fit, swap, swap_first, settings, resident,
                          {model: _digest(digests, model), incumbent: _digest(digests, incumbent)},
-                         quality_from_version=quality_from_version)
+                         quality_from_version=quality_from_version,
+                         unloads=unload_plan(cfg, "promote", lane, incumbent, swap, swap_first))
 
 
 async def plan_rollback(cfg: Config, engine, probes, lane: str, *, swap: bool = False,
@@ -300,7 +304,8 @@ async def plan_rollback(cfg: Config, engine, probes, lane: str, *, swap: bool = 
         f"({entry.previous} served the lane before it)", runs=entry.evidence)
     return PromotionPlan("rollback", lane, target, current, kind, version, engine.host, (undo, fit_check_),
                          fit, swap, swap_first, settings, resident,
-                         {target: _digest(digests, target), current: _digest(digests, current)}, undoes=entry.seq)
+                         {target: _digest(digests, target), current: _digest(digests, current)}, undoes=entry.seq,
+                         unloads=unload_plan(cfg, "rollback", lane, current, swap, swap_first))
 
 
 # ---------------------------------------------------------------------------- the switch
@@ -312,6 +317,26 @@ def _hard_problems(load: LoadReport) -> tuple[str, ...]:
 
 PUT_BACK_ATTEMPTS = 3  # the engine may be restarting: try again before giving the repair to the next start
 PUT_BACK_PAUSE_S = 2.0
+
+
+def unload_plan(cfg: Config, action: str, lane: str, incumbent: str, swap: bool, swap_first: bool
+                ) -> tuple[str, ...]:
+    """What a switch will unload, with why, as `_switch` and `_after_change` do it: the
+    incumbent with --swap (before loading when both do not fit, else once the new one is
+    verified), and after a rollback the model it rolls back from when it serves no other
+    lane (kept forever as a lane model, it would otherwise stay resident for nobody)."""
+    if not incumbent:
+        return ()
+    if swap_first:
+        return (f"{incumbent} (--swap: before loading, both do not fit; put back if the switch fails)",)
+    serves_other = any(same_model(m, incumbent) for ln, m in cfg.lanes.items() if ln != lane)
+    if serves_other:
+        return ()
+    if swap:
+        return (f"{incumbent} (--swap, once the new model is verified)",)
+    if action == "rollback":
+        return (f"{incumbent} (it serves no lane after the rollback)",)
+    return ()
 
 
 def _lanes_during(cfg: Config, plan: PromotionPlan) -> Callable[[str], str | None]:
@@ -472,7 +497,7 @@ async def _switch(cfg, engine, probes, plan: PromotionPlan, out: PromotionOutcom
             out.unloaded = f"--swap: {gone.line()} before loading {plan.model}"
         out.load = await side_load(cfg, engine, probes, plan.model, keep_alive=plan.settings.keep_alive,
                                    num_ctx=plan.settings.num_ctx, force=True,
-                                   fit=None if plan.swap_first else plan.fit, clock=clock)
+                                   fit=None if plan.swap_first else plan.fit, clock=clock, remember_session=False)
         out.problems = _hard_problems(out.load)
         if out.problems:
             out.error = f"{plan.model} loaded but failed verification: " + "; ".join(out.problems)
@@ -498,8 +523,8 @@ async def _switch(cfg, engine, probes, plan: PromotionPlan, out: PromotionOutcom
 async def _after_change(cfg, engine, plan: PromotionPlan, out: PromotionOutcome, run_hooks: bool) -> None:
     """The lane now serves plan.model: unload what no lane needs any more, run the hook."""
     old = plan.incumbent
-    serves_other = old and any(same_model(m, old) for ln, m in cfg.lanes.items() if ln != plan.lane)
-    if old and not plan.swap_first and not serves_other and (plan.swap or plan.action == "rollback"):
+    # the same rule the plan said before the switch (unload_plan)
+    if old and not plan.swap_first and unload_plan(cfg, plan.action, plan.lane, old, plan.swap, False):
         # --swap; and a rollback always: the model it rolls back from serves no lane now and
         # would otherwise stay resident (kept forever as a lane model) for nobody
         why = "--swap" if plan.swap else "rollback: it serves no lane now"

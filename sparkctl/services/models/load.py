@@ -4,6 +4,7 @@ and unloading."""
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -18,6 +19,8 @@ from sparkctl.core.snapshots import GpuProcess, HostSnapshot, ResidentModel
 from sparkctl.engines.base import DoneEvent, EngineError, EngineUnreachable
 from sparkctl.services.models.common import LoadFailed, ModelsRefused, _find, did_you_mean, lane_label
 from sparkctl.services.models.fit import FitEstimate, FitReport, fit_check, refusal_reason
+
+log = logging.getLogger(__name__)
 
 
 # ---------------------------------------------------------------------------- side-load
@@ -227,6 +230,21 @@ class LoadReport:
 
 
 
+async def _remember_session(cfg: Config, name: str, keep_alive: str) -> None:
+    """Keep the session length sparkctl gave `name` in its state file: a bench that has to
+    reload the model later puts it back with it (services/bench/residency.py), not with the
+    engine's default. A state file that cannot be written costs only that."""
+    from pathlib import Path
+
+    from sparkctl.statefile import StateError, record_session
+
+    state_file = getattr(cfg, "state_file", None)
+    try:
+        await asyncio.to_thread(record_session, name, keep_alive, Path(state_file) if state_file else None)
+    except (StateError, OSError) as exc:
+        log.warning("keep-alive of %s not remembered: %s", name, exc)
+
+
 async def side_load(
     cfg: Config,
     engine: Any,
@@ -238,13 +256,16 @@ async def side_load(
     force: bool = False,
     clock: Callable[[], float] = time.monotonic,
     fit: FitReport | None = None,
+    remember_session: bool = True,
 ) -> LoadReport:
     """Load `name` beside what is resident, after the fit guard, and verify the result.
 
     Raises ModelsRefused when the guard says no (unless `force`), LoadFailed when the
     engine fails the load; otherwise returns a report whose verification lists every
     problem loudly (a CPU spill or an evicted lane model is a report, not an exception:
-    the model is loaded, and the user decides what to do about it).
+    the model is loaded, and the user decides what to do about it). `remember_session`: keep
+    the keep-alive it was given in sparkctl's state file (a promotion does not: its lane's
+    session is the lane's, and a switch that fails must leave the file as it was).
     """
     name = validate_model_name(name)
     ka = parse_keep_alive(keep_alive if keep_alive is not None else cfg.models.keep_alive)
@@ -270,6 +291,8 @@ async def side_load(
             pass
         raise LoadFailed(exc.message, exc.status, lost_lanes=lost, resident_after=after) from exc
     load_s = clock() - started
+    if remember_session:
+        await _remember_session(cfg, name, str(keep_alive if keep_alive is not None else cfg.models.keep_alive))
     after = tuple(await engine.ps())
     host_after = await asyncio.to_thread(probes.read)
     verification = verify_load(cfg, name, fit.estimate, before, after, host_after)

@@ -17,6 +17,7 @@ import sys
 from dataclasses import dataclass
 from typing import Any
 
+from sparkctl.core.rebench import rebench_blocker  # noqa: F401  (the Runs screen's B and the dashboard share it)
 from sparkctl.services.runs.decide import usable
 from sparkctl.services.runs.query import list_runs, run_params
 from sparkctl.services.runs.rows import RunRow
@@ -56,8 +57,10 @@ def stale_lanes(store, lanes: dict[str, str], engine_kind: str, engine_version: 
 CHILD_TIMEOUT_S = 120.0
 
 
-def engine_change_notes(store, lanes: dict[str, str], engine_kind: str, engine_version: str) -> list[tuple[str, str]]:
-    """(lane, message) for every stale lane, for the dashboard: never imports MLflow here.
+def engine_change_notes(store, lanes: dict[str, str], engine_kind: str, engine_version: str
+                        ) -> list[tuple[str, str, bool]]:
+    """(lane, message, whether it has a bench to repeat) for every stale lane, for the
+    dashboard: never imports MLflow here.
 
     The store's reads without MLflow (SQLite read directly, a server over REST) answer;
     where only MLflow's client can (a schema revision sparkctl's reader does not know),
@@ -67,7 +70,8 @@ def engine_change_notes(store, lanes: dict[str, str], engine_kind: str, engine_v
     from sparkctl.tracking.store import NeedsMlflow, fallback_note
 
     try:
-        return [(s.lane, s.message) for s in stale_lanes(store.without_mlflow(), lanes, engine_kind, engine_version)]
+        return [(s.lane, s.message, s.run is not None)
+                for s in stale_lanes(store.without_mlflow(), lanes, engine_kind, engine_version)]
     except NeedsMlflow as exc:
         why = fallback_note(store.display_uri, exc.reason)
     ask = {"uri": store.uri, "experiment": store.experiment, "lanes": lanes, "kind": engine_kind,
@@ -80,12 +84,13 @@ def engine_change_notes(store, lanes: dict[str, str], engine_kind: str, engine_v
 
         raise TrackingError((done.stderr.strip().splitlines() or ["the engine-change check failed"])[-1])
     # the last entry, with no lane: why the answer took a child process (the dashboard says so)
-    return [tuple(pair) for pair in json.loads(done.stdout)] + [("", why)]
+    return [(str(lane), str(message), bool(has_run)) for lane, message, has_run in json.loads(done.stdout)] + [
+        ("", why, False)]
 
 
 def _child() -> int:
     """``python -m sparkctl.services.runs.drift``: the query of engine_change_notes through
-    MLflow's client; a JSON request on stdin, a JSON list of [lane, message] on stdout."""
+    MLflow's client; a JSON request on stdin, a JSON list of [lane, message, has_run] on stdout."""
     from sparkctl.tracking.store import MlflowStore, TrackingError
 
     os.nice(10)  # background work: the TUI that asked comes first
@@ -96,7 +101,7 @@ def _child() -> int:
     except TrackingError as exc:
         print(str(exc), file=sys.stderr)
         return 1
-    print(json.dumps([[s.lane, s.message] for s in stale]))
+    print(json.dumps([[s.lane, s.message, s.run is not None] for s in stale]))
     return 0
 
 

@@ -191,8 +191,10 @@ def flags_of(tags: dict[str, str], params: dict[str, str], dnf_count: int | None
     if _bool_tag(tags, "guard.valid") is False:
         out.append(FLAG_INVALID)
     placements = [tags.get("guard.placement_before", ""), tags.get("guard.placement_after", "")]
+    # a placement flag needs a placement reading: "n/a" is a check that never ran (a run
+    # stopped before its placement after was read), "unknown" an engine that cannot say
     if " placement " in f" {invalid_reasons} " or any(
-        p and p != "100% GPU" and not p.startswith("unknown") for p in placements
+        p and p not in ("100% GPU", "n/a") and not p.startswith("unknown") for p in placements
     ):
         out.append(FLAG_PLACEMENT)
     if dnf_count:

@@ -23,6 +23,7 @@ from sparkctl.services.bench import (
     BenchRefused,
     BenchRunner,
     BenchSettings,
+    ContextChosen,
     Live,
     Notice,
     Phase,
@@ -198,7 +199,8 @@ class BenchScreen(Screen):
                              compact=True)
             with Horizontal():
                 yield Label("num_ctx")
-                yield Field(value=str(b.num_ctx), id="num_ctx", type="integer", compact=True)
+                # empty: one context for every model, chosen as the settings line says
+                yield Field(placeholder="auto", id="num_ctx", compact=True)
                 yield Label("num_predict")
                 yield Field(value=str(b.num_predict), id="num_predict", type="integer", compact=True)
                 yield Label("ceiling s")
@@ -231,10 +233,13 @@ class BenchScreen(Screen):
     def on_mount(self) -> None:
         s = self.app.config.bench
         self.query_one("#phase", Label).update(
-            f"prompt sha256 {BenchSettings.from_config(s).prompt_sha256[:12]} · num_ctx {s.num_ctx} · "
+            f"prompt sha256 {BenchSettings.from_config(s).prompt_sha256[:12]} · "
             f"num_predict {s.num_predict} · warm-up {s.warmup} · ceiling {s.timeout_s:g} s · "
             f"temperature {s.temperature:g} · seed {s.seed}"
         )
+        self._what_runs: dict[str, str] | None = None  # what the running bench runs, for the settings line
+        # the context a run would choose moves with what is resident: the line follows it
+        self.watch(self.app, "report", lambda _r: self._settings_changed(), init=False)
         self._total_steps = 0
         self._done_steps = 0
         self.runs: list = []
@@ -250,21 +255,48 @@ class BenchScreen(Screen):
         return self.query_one("#kind", Select).value == "sweep"
 
     def _settings_title(self) -> str:
-        """The settings in one line, so a collapsed panel still says what a run will do."""
+        """The settings in one line, so a collapsed panel still says what a run will do (and,
+        while one runs, what it runs: its kind and the context it chose). Within 80 columns:
+        the mode only when solo (the SOLO badge says it too). Literal text, never markup."""
+        from textual.markup import escape
+
         b = self.app.config.bench
         if not self.is_mounted:
-            return f"settings (ctrl+s): {b.reps} reps · warm-up {b.warmup} · {b.mode} · num_ctx {b.num_ctx} · cold"
+            solo = " · solo" if b.mode == "solo" else ""
+            return f"settings (ctrl+s): {b.reps} reps · {b.warmup} warm-up{solo} · num_ctx auto · cold"
+        running = getattr(self, "_what_runs", None)
+        if running is not None:
+            solo = " · solo" if running["mode"] == "solo" else ""
+            return escape(f"running {running['kind']}: {running['reps']} reps · {running['warmup']} warm-up{solo} · "
+                          f"{running['ctx']} · {running['cache']}{running['keep']}")
         q = self.query_one
-        mode = "solo" if q("#solo", Switch).value else "beside"
+        solo = " · solo" if q("#solo", Switch).value else ""
         keep = " · keep loaded" if q("#keep_loaded", Switch).value else ""
-        return (f"settings (ctrl+s): {q('#reps', Input).value} reps · warm-up {q('#warmup', Input).value} · {mode} · "
-                f"num_ctx {q('#num_ctx', Input).value} · {q('#cache', Select).value}{keep}")
+        return escape(f"settings (ctrl+s): {q('#reps', Input).value} reps · {q('#warmup', Input).value} warm-up{solo} · "
+                      f"{self._ctx_text()} · {q('#cache', Select).value}{keep}")
 
-    @on(Input.Changed, "#settings Input")
+    def _ctx_text(self) -> str:
+        """The context the form's models would run at, as the runner will choose it."""
+        from sparkctl.tui.context_hint import context_label, explicit_ctx, predicted_context
+
+        raw = self.query_one("#num_ctx", Input).value
+        try:
+            explicit = explicit_ctx(raw)
+        except ValueError:
+            return f"num_ctx {raw.strip()!r}?"
+        if str(self.query_one("#engine", Select).value) != OLLAMA:
+            return f"num_ctx {explicit}" if explicit is not None else "num_ctx: the server's"
+        models = self.query_one("#models", Input).value.split()
+        return context_label(predicted_context(self.app, models, explicit))
+
+    @on(Input.Changed, "#settings Input, #models")
     @on(Switch.Changed, "#settings Switch")
-    @on(Select.Changed, "#cache")
+    @on(Select.Changed, "#cache, #engine")
     def _settings_changed(self) -> None:
-        self.query_one("#settings", Collapsible).title = self._settings_title()
+        title = self._settings_title()
+        settings = self.query_one("#settings", Collapsible)
+        if settings.title != title:
+            settings.title = title
 
     @on(Select.Changed, "#kind")
     def _kind_changed(self) -> None:
@@ -365,11 +397,20 @@ class BenchScreen(Screen):
         try:
             reps = number("reps", int, 1, "reps", MAX_REPS)
             warmup = number("warmup", int, 0, "warm-up", MAX_WARMUP)
-            num_ctx = number("num_ctx", int, 256, "num_ctx")
             num_predict = number("num_predict", int, 1, "num_predict")
             timeout = number("timeout", float, 0.001, "the ceiling")
         except ValueError:
             return None
+        from sparkctl.tui.context_hint import explicit_ctx
+
+        raw_ctx = self.query_one("#num_ctx", Input).value
+        try:
+            num_ctx = explicit_ctx(raw_ctx)
+            if num_ctx is not None and num_ctx < 256:
+                raise ValueError
+        except ValueError:
+            return self._refuse(f"num_ctx must be a whole number >= 256, or empty for one context chosen for "
+                                f"every model, not {raw_ctx.strip()!r}")
         solo = self.query_one("#solo", Switch).value
         if solo and engine != OLLAMA:
             return self._refuse("solo needs Ollama: an OpenAI-compatible server serves one fixed model")
@@ -377,7 +418,7 @@ class BenchScreen(Screen):
         prompt = self.query_one("#prompt", Input).value.strip() or None
         settings = BenchSettings.from_config(
             b, reps=reps, warmup=warmup, num_predict=num_predict, timeout_s=timeout,
-            num_ctx=num_ctx if num_ctx != b.num_ctx else None, prompt=prompt,
+            num_ctx=num_ctx, prompt=prompt,
             mode="solo" if solo else "beside", cache=str(self.query_one("#cache", Select).value),
             think=self.query_one("#think", Switch).value, allow_cpu=self.query_one("#allow_cpu", Switch).value,
             keep_loaded=self.query_one("#keep_loaded", Switch).value,
@@ -492,11 +533,22 @@ class BenchScreen(Screen):
 
     def _launch_sweep(self, models: list[str], settings: BenchSettings, engine: str, plan) -> None:
         self._begin(None)
+        self._show_running("sweep", settings)
         self.run_sweep(models, settings, engine, plan)
 
     def _launch(self, models: list[str], settings: BenchSettings, engine: str = OLLAMA) -> None:
         self._begin(len(models) * (settings.reps + settings.warmup))
+        self._show_running("bench", settings)
         self.run_bench(models, settings, engine)
+
+    def _show_running(self, kind: str, settings: BenchSettings) -> None:
+        """The settings line says what runs, not what the form holds (a re-bench runs other
+        settings); its context once the runner has chosen it (ContextChosen)."""
+        self._what_runs = {
+            "kind": kind, "reps": str(settings.reps), "warmup": str(settings.warmup), "mode": settings.mode,
+            "ctx": f"num_ctx {settings.num_ctx}" if settings.ctx_explicit else "num_ctx: choosing…",
+            "cache": settings.cache, "keep": " · keep loaded" if settings.keep_loaded else ""}
+        self._settings_changed()
 
     def start_with(self, models: list[str], overrides: dict, why: str = "") -> None:
         """Start a bench of `models` with settings other than the form's (a re-bench that
@@ -504,10 +556,24 @@ class BenchScreen(Screen):
         if self._bench_running():
             self.notify("a bench is running; escape stops it", severity="warning")
             return
-        settings = BenchSettings.from_config(self.app.config.bench, **overrides)
-        self.query_one("#models", Input).value = " ".join(models)
-        self.query_one("#reps", Input).value = str(settings.reps)
-        self.query_one("#engine", Select).value = OLLAMA
+        b = self.app.config.bench
+        settings = BenchSettings.from_config(b, **overrides)
+        # the form shows what runs: a plain bench (never a sweep left selected), its context
+        # and the rest of the settings it repeats
+        q = self.query_one
+        q("#kind", Select).value = "bench"
+        q("#sweep-row").set_class(False, "-on")
+        q("#models", Input).value = " ".join(models)
+        q("#engine", Select).value = OLLAMA
+        q("#reps", Input).value = str(settings.reps)
+        q("#warmup", Input).value = str(settings.warmup)
+        q("#num_ctx", Input).value = str(settings.num_ctx) if settings.ctx_explicit else ""
+        q("#num_predict", Input).value = str(settings.num_predict)
+        q("#timeout", Input).value = f"{settings.timeout_s:g}"
+        q("#cache", Select).value = settings.cache
+        q("#think", Switch).value = settings.think
+        q("#keep_loaded", Switch).value = settings.keep_loaded
+        q("#prompt", Input).value = "" if settings.prompt == b.prompt else settings.prompt
         if why:
             self.query_one("#phase", Label).update(why)
             self.notify(why, timeout=10)
@@ -638,7 +704,9 @@ class BenchScreen(Screen):
         self.app.remember(text, "error")
 
     def on_said(self, message: Said) -> None:
-        self.notes.append(message.note)
+        # why nothing ran comes first: at 80x24 the panel shows a few lines, and the notices
+        # said on the way (the context chosen, a wait) matter less than the ending
+        self.notes.insert(0, message.note)
         self._show_notes()
         self.query_one("#phase", Label).update(message.phase)
 
@@ -664,14 +732,21 @@ class BenchScreen(Screen):
     def on_bench_event(self, message: BenchEvent) -> None:
         ev = message.event
         if ev is None:  # the worker ended, however it ended
+            self._what_runs = None
+            self._settings_changed()
             self.query_one("#run", Button).disabled = False
             self._reset_solo()
             # no live figure outlives its stream (a refusal leaves none of the last run's either)
             self.query_one(Gauges).set(tps="-", elapsed="-")
             phase = self.query_one("#phase", Label)
-            if str(phase.render()).startswith(("streaming", "stopping", "loading")):
+            if str(phase.render()).startswith(("streaming", "stopping", "loading", "recording")) or \
+                    " is resident at num_ctx " in str(phase.render()):
                 phase.update("bench stopped" if any(r.status == "KILLED" for r in self.runs) or not self.runs
                              else "bench finished")
+        elif isinstance(ev, ContextChosen):
+            if self._what_runs is not None:
+                self._what_runs["ctx"] = f"num_ctx {ev.num_ctx}" + (f" ({ev.why})" if ev.why else "")
+                self._settings_changed()
         elif isinstance(ev, Phase):
             self.query_one("#phase", Label).update(tui_words(ev.text))
         elif isinstance(ev, Notice):
@@ -755,7 +830,8 @@ class BenchScreen(Screen):
                 verdict = Text("unstable", style="bold yellow")
             else:
                 verdict = Text("- (1 rep)", style="dim")
-            placement = run.placement_before if run.placement_before == run.placement_after else (
+            # after = n/a: the run stopped before the check after it (no reading, no change)
+            placement = run.placement_before if run.placement_after in (run.placement_before, "n/a") else (
                 f"{run.placement_before} → {run.placement_after}")
             cells = dict(zip(SUMMARY_COLUMNS, (
                 labels[i] if labels else run.model, f(s.get("decode_tps_median")), f(s.get("decode_tps_min")),
@@ -813,13 +889,18 @@ def run_notes(run, named: bool = False) -> list[Note]:
     from sparkctl.core.specdec import summary_text
 
     about = run.model if named else ""
+    # what makes the numbers suspect first (at 80x24 the panel shows a few lines), then
+    # what the run merely reports
     notes = []
+    flags = list(dict.fromkeys(run.invalid + run.flags))
+    # a cause before its consequence: the repetitions that did not finish, then "nothing measured"
+    flags.sort(key=lambda flag: flag.startswith("nothing measured"))
+    for flag in flags:
+        notes.append(Note(tui_words(flag), "error" if flag in run.invalid else "warning", about, explain(flag)))
+    if run.sync_message and not run.run_id:
+        notes.append(Note(run.sync_message, "warning", about))
     if summary_text(run.summary):  # what the engine reported of its draft model
         notes.append(Note(summary_text(run.summary), "info", about))
     if run.residency and run.residency != "as before":  # what the end of the bench unloaded and put back
         notes.append(Note(f"residency after the bench: {run.residency}", "info", about))
-    for flag in dict.fromkeys(run.invalid + run.flags):
-        notes.append(Note(tui_words(flag), "error" if flag in run.invalid else "warning", about, explain(flag)))
-    if run.sync_message and not run.run_id:
-        notes.append(Note(run.sync_message, "warning", about))
     return notes

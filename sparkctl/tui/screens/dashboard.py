@@ -14,12 +14,16 @@ from sparkctl.core.budget import Level, MemoryBudget
 from sparkctl.core.fmt import gib, na, size
 from sparkctl.core.names import model_key
 from sparkctl.core.snapshots import GIB, GpuMemory, MemInfo, Pressure, Unavailable
+from sparkctl.core.placement import spill_headline, spill_warning
+from sparkctl.core.rebench import rebench_blocker
 from sparkctl.services.status import StatusReport
 from sparkctl.tui.breakpoints import preset_breakpoints
 from sparkctl.tui.widgets.budget_bar import BudgetBar
 from sparkctl.tui.widgets.drift import DriftGate
 from sparkctl.tui.widgets.footer import KeysFooter
 from sparkctl.tui.widgets.history import HistorySparkline
+from sparkctl.tui.widgets.notes import Note
+from sparkctl.tui.widgets.warning_lines import WarningLine, WarningLines
 
 SPARK_EVERY = 3  # redraw the history sparklines every this many samples
 RESIDENT_COLUMNS = ("Model", "Lane", "Size", "Processor", "Context", "Until", "Quant")
@@ -68,6 +72,7 @@ def _shape(text: Text | str) -> tuple[int, ...]:
 
 class DashboardScreen(Screen):
     BINDINGS = [("r", "app.refresh_now", "Refresh now"), ("l", "lanes", "Lanes"),
+                Binding("N", "warnings", "Warnings and messages", show=False),
                 Binding("P", "app.put_back", "Put back", show=False)]
 
     def __init__(self, *args, **kwargs) -> None:
@@ -84,9 +89,8 @@ class DashboardScreen(Screen):
             v.border_title = "Resident models"
             yield Static("", id="first-run")
             yield DataTable(id="resident", cursor_type="row", zebra_stripes=True)
-            yield Label("", id="attribution")
-            yield Label("", id="lanes-cold")
-            yield Label("", id="drift")
+            # under the rows, never above them: one line per warning, N opens them whole
+            yield WarningLines(id="warnings")
         with Horizontal(id="panels"):
             yield Panel("connecting…", id="engine")
             yield Panel("reading…", id="gpu")
@@ -108,6 +112,16 @@ class DashboardScreen(Screen):
         from sparkctl.tui.screens.lanes import LanesScreen
 
         self.app.push_screen(LanesScreen())
+
+    def action_warnings(self) -> None:
+        """N: every warning the resident box shows in one line, whole; then the messages."""
+        from sparkctl.tui.widgets.notes import NotesScreen
+
+        level = {"error": "error", "warning": "warning"}
+        messages = [Note(text, level.get(sev, "info"), at) for at, sev, text in reversed(self.app.messages)]
+        warnings = self.query_one("#warnings", WarningLines).notes
+        if not isinstance(self.app.screen, NotesScreen):
+            self.app.push_screen(NotesScreen("Warnings, then messages (newest first)", [*warnings, *messages]))
 
     def _resident_columns(self) -> tuple[str, ...]:
         if self.app.size.width < WIDE:
@@ -138,7 +152,6 @@ class DashboardScreen(Screen):
         table = self.query_one("#resident", DataTable)
         self._columns = self._resident_columns()
         table.add_columns(*self._columns)
-        self.query_one("#lanes-cold", Label).styles.padding = (0, 1)
         first = self.query_one("#first-run", Static)
         first.styles.padding = (0, 1)
         first.display = False
@@ -167,42 +180,84 @@ class DashboardScreen(Screen):
     # ---- rendering a report --------------------------------------------------------------
 
     def _show_drift(self, stale: tuple) -> None:
-        label = self.query_one("#drift", Label)
-        label.display = bool(stale)
-        if stale:
-            text = Text()
-            lanes = [message for lane, message in stale if lane]
-            for message in lanes:
-                text.append(f"⚠ {message}\n", style="bold yellow")
-            if lanes:
-                text.append("h then B re-benches them with the settings of their last run", style="dim")
-            # a note without a lane: how the history was read (MLflow's client, slower)
-            for message in (message for lane, message in stale if not lane):
-                text.append(("\n" if lanes else "") + message, style="dim")
-            label.update(text)
+        self._stale = stale
+        if self.app.report is not None or not stale:
+            self._show_warnings(self.app.report)
 
-    def _show_cold_lanes(self, r: StatusReport) -> None:
-        """Mark every lane whose model is not resident (the router's next request to it
-        loads it cold) or spilled to the CPU, and models a dead bench left changed. Hidden
-        while there is nothing to say."""
-        cold = r.lanes_not_resident
-        loud = [*r.residency_warnings, *r.lanes_spilled]
-        label = self.query_one("#lanes-cold", Label)
-        label.display = bool(cold or loud)
-        if cold or loud:
-            text = Text()
-            for line in loud:
-                text.append(f"⚠ {line}\n", style="bold red" if line in r.residency_warnings else "bold yellow")
-            if r.residency_warnings:
+    def _show_warnings(self, r: StatusReport | None) -> None:
+        """Every warning of the resident box, loudest first, as one line each (widgets/
+        warning_lines.py): models a dead bench left changed, lanes spilled to the CPU, lanes
+        to re-bench (with the key that does it, or why no key can), lanes not resident, and
+        what NVML says of the engine's memory."""
+        items: list[WarningLine] = []
+
+        def add(line: Text, text: str, level: str) -> None:
+            items.append(WarningLine(line, Note(text, level)))
+
+        spilled: set[str] = set()
+        if r is not None:
+            for w in r.residency_warnings:
                 # a view only shows it; the repair is the user's to start
-                text.append("  P puts them back (what `sparkctl lanes --restore` does)\n", style="dim")
-            for i, (lane, model) in enumerate(cold):
-                text.append(" · " if i else "", style="dim")
-                text.append(f"○ lane {lane}: {model} NOT RESIDENT", style="bold yellow")
-            if cold:
-                text.append("  (its next request loads it cold)", style="dim")
-            text.rstrip()
-            set_if_changed(label, text)
+                line = Text(f"⚠ {_residency_headline(w)}", style="bold red")
+                line.append(" (P)", style="dim")
+                add(line, f"{w}; P puts them back (what `sparkctl lanes --restore` does)", "error")
+            for row in r.rows:
+                if row.lane is None:
+                    continue
+                m = row.model
+                whole = spill_warning(row.lane, m.name, m.size, m.size_vram)
+                if whole:
+                    spilled.add(row.lane)
+                    add(Text(f"⚠ {spill_headline(row.lane, m.name, m.size, m.size_vram)}", style="bold yellow"),
+                        whole, "warning")
+        notes = [entry[1] for entry in getattr(self, "_stale", ()) if not entry[0]]
+        for entry in getattr(self, "_stale", ()):
+            lane, message = entry[0], entry[1]
+            if not lane:
+                continue  # a note, not a lane: how the history was read (below)
+            has_run = bool(entry[2]) if len(entry) > 2 else True
+            blocker = rebench_blocker(has_run, lane in spilled)
+            if lane in spilled:
+                hint, why = " (spilled: not now)", f"; not now: {blocker}"
+            elif blocker:
+                hint, why = " (b)", "; the Bench screen (b) benches it"
+            else:
+                hint, why = " (h then B)", "; h then B re-benches it with the settings of its last run"
+            line = Text(f"⚠ {message}", style="bold yellow")
+            line.append(hint, style="dim")
+            add(line, message + why, "warning")
+        if r is not None:
+            for lane, model in r.lanes_not_resident:
+                line = Text(f"○ lane {lane}: {model} NOT RESIDENT", style="bold yellow")
+                line.append(" (its next request loads it cold)", style="dim")
+                add(line, f"lane {lane}: {model} is not resident: the router's next request to it loads it cold",
+                    "warning")
+            self._attribution(r, add)
+        for message in notes:  # the history read through MLflow's client (slower): said, dim
+            add(Text(message, style="dim"), message, "info")
+        self.query_one("#warnings", WarningLines).show(items)
+
+    def _attribution(self, r: StatusReport, add) -> None:
+        """What is known of the resident models' memory: NVML's share of the engine's."""
+        a = r.attribution
+        if not r.engine.reachable:
+            add(Text("engine unreachable: resident models unknown", style="bold red"),
+                "engine unreachable: resident models unknown", "error")
+        elif r.engine.error is not None:
+            add(Text("engine error: resident models unknown", style="bold red"),
+                "engine error: resident models unknown", "error")
+        elif not r.rows:
+            add(Text("no models loaded", style="dim"), "no models loaded", "info")
+        elif a is not None and a.mismatch:
+            line = (f"⚠ NVML sees {gib(a.nvml_bytes)} of the {gib(a.claimed_vram)} the engine reports on GPU"
+                    if a.nvml_bytes is not None else f"⚠ {a.mismatch}")
+            add(Text(line, style="bold yellow"), a.mismatch, "warning")
+        elif a is not None and a.nvml_bytes is not None:
+            text = (f"NVML attributes {gib(a.nvml_bytes)} to the engine's processes "
+                    f"(engine reports {gib(a.claimed_vram)} on GPU)")
+            add(Text(text), text, "info")
+        else:
+            add(Text("NVML per-process memory: n/a", style="dim"), "NVML per-process memory: n/a", "info")
 
     def _show_report(self, report: StatusReport | None) -> None:
         if report is None:
@@ -282,23 +337,7 @@ class DashboardScreen(Screen):
                 table.clear()
             for row in rows:
                 table.add_row(*row[:width])
-        self._show_cold_lanes(r)
-        label = self.query_one("#attribution", Label)
-        a = r.attribution
-        if not r.engine.reachable:
-            text = Text("engine unreachable: resident models unknown", style="bold red")
-        elif r.engine.error is not None:
-            text = Text("engine error: resident models unknown", style="bold red")
-        elif not r.rows:
-            text = Text("no models loaded", style="dim")
-        elif a is not None and a.mismatch:
-            text = Text(f"⚠ {a.mismatch}", style="bold yellow")
-        elif a is not None and a.nvml_bytes is not None:
-            text = Text(f"NVML attributes {gib(a.nvml_bytes)} to the engine's processes "
-                        f"(engine reports {gib(a.claimed_vram)} on GPU)")
-        else:
-            text = Text("NVML per-process memory: n/a", style="dim")
-        set_if_changed(label, text)
+        self._show_warnings(r)
 
     def _compact(self) -> bool:
         """The three panels in three short lines each: a short terminal (80x24) gives their
@@ -480,6 +519,17 @@ class DashboardScreen(Screen):
             self.query_one("#spark-gpu-label", Label),
             f"{gpu[-1]:.0f}% now · max {max(gpu):.0f}% · last {window}" if gpu else _no_gpu_data(r),
         )
+
+
+def _residency_headline(warning: str) -> str:
+    """A residency warning (tracking/residency.py) in a few words for its one line: which
+    run left what; the engine, the pid and the repair are a key away (N shows it whole)."""
+    pid = warning.find(" (pid ")
+    if warning.startswith("models not put back after ") and pid > 0:
+        return warning[:pid]
+    if "died; what it changed is not put back yet" in warning and pid > 0:
+        return f"{warning[:pid]} died: what it changed is not put back yet"
+    return warning
 
 
 def _gpu_text(g, compact: bool) -> Text:

@@ -146,10 +146,11 @@ class EvalScreen(Screen):
     #eval-form #suite { width: 16; }
     #eval-opts Label { padding: 0 1 0 1; }
     #eval-opts Switch { border: none; padding: 0; height: 1; width: 6; }
-    #eval-opts #n { width: 8; }
-    #eval-opts #seed { width: 10; }
-    #eval-opts #timeout { width: 10; }
-    #eval-opts #concurrency { width: 6; }
+    #eval-opts #n { width: 5; }
+    #eval-opts #seed { width: 6; }
+    #eval-opts #timeout { width: 5; }
+    #eval-opts #concurrency { width: 3; }
+    #eval-opts #num_ctx { width: 10; }
     #eval-phase { padding: 0 1; height: 1; color: $text-muted; }
     #eval-copy { height: 1; padding: 0 1; }
     #eval-copy #suite-copy { width: 1fr; color: $text-muted; }
@@ -194,10 +195,15 @@ class EvalScreen(Screen):
             yield Field(value="all" if e.n is None else str(e.n), id="n", compact=True)
             yield Label("seed")
             yield Field(value=str(e.seed), id="seed", type="integer", compact=True)
-            yield Label("timeout s")
+            yield Label("timeout")
             yield Field(value=f"{e.timeout_s:g}", id="timeout", type="number", compact=True)
             yield Label("conc.")
             yield Field(value=str(e.concurrency), id="concurrency", type="integer", compact=True)
+            # empty: one context for every model, chosen for them (its value in the placeholder)
+            yield Label("num_ctx")
+            yield Field(placeholder="auto", id="num_ctx", compact=True,
+                        tooltip="num_ctx for every model; empty: the context a resident lane model among them "
+                                "runs at, else the bench's configured num_ctx")
             yield Label("think")
             yield Switch(value=e.think, id="think")
         with Horizontal(id="eval-copy"):
@@ -221,6 +227,26 @@ class EvalScreen(Screen):
         self._phase("tab to the models (→ completes a local one), pick a suite; Run or ctrl+r starts")
         self.query_one("#eval-notes", NotesPanel).hint = "n: all notes"
         self._refresh_copy()
+        self._show_ctx()
+        # the context an eval would choose moves with what is resident: the field's hint follows
+        self.watch(self.app, "report", lambda _r: self._show_ctx(), init=False)
+
+    @on(Input.Changed, "#models")
+    def _show_ctx(self) -> None:
+        """The empty num_ctx field says the context the models would run at (the runner's
+        choice, services/bench/context.py), before the run."""
+        from sparkctl.tui.context_hint import predicted_context
+
+        models = self.query_one("#models", Input).value.split()
+        choice = predicted_context(self.app, models, None)
+        field = self.query_one("#num_ctx", Input)
+        hint = f"auto {choice.num_ctx}"
+        if field.placeholder != hint:
+            field.placeholder = hint
+            field.tooltip = (f"num_ctx for every model; empty: {choice.num_ctx}"
+                             + (f" ({choice.why})" if choice.why else "")
+                             + ", the context a resident lane model among them runs at, else the bench's "
+                               "configured num_ctx")
 
     # ---- which copy of the suite (shipped, pulled, a chosen directory) --------------------
 
@@ -306,9 +332,13 @@ class EvalScreen(Screen):
     def notes(self) -> list[Note]:
         return [*self._said, *self._run_notes]
 
-    def _note(self, text: str, level: str = "error", *, keep: bool = False) -> None:
-        """Say it on the screen (the notes panel, whole), not only in a toast."""
-        self._said = [*self._said, Note(text, level)] if keep else [Note(text, level)]
+    def _note(self, text: str, level: str = "error", *, keep: bool = False, first: bool = False) -> None:
+        """Say it on the screen (the notes panel, whole), not only in a toast; `first`: above
+        the notes so far (why the run ended comes before what was said on the way)."""
+        if not keep:
+            self._said = [Note(text, level)]
+        else:
+            self._said = [Note(text, level), *self._said] if first else [*self._said, Note(text, level)]
         self._show_notes()
 
     def _show_notes(self) -> None:
@@ -378,9 +408,40 @@ class EvalScreen(Screen):
                 raise ValueError
         except ValueError:
             return self._refuse("concurrency must be a whole number >= 1")
+        from sparkctl.tui.context_hint import explicit_ctx
+
+        raw_ctx = value("#num_ctx")
+        try:
+            num_ctx = explicit_ctx(raw_ctx)
+            if num_ctx is not None and num_ctx < 256:
+                raise ValueError
+        except ValueError:
+            return self._refuse(f"num_ctx must be a whole number >= 256, or empty for one context chosen for "
+                                f"every model, not {raw_ctx!r}")
         suite = self.query_one("#suite", Select).value
         return EvalSettings.from_config(self.app.config, str(suite), n=n, seed=seed, timeout_s=timeout,
-                                        concurrency=concurrency, think=self.query_one("#think", Switch).value)
+                                        concurrency=concurrency, think=self.query_one("#think", Switch).value,
+                                        num_ctx=num_ctx)
+
+    def start_with(self, models: list[str], suite: str, overrides: dict, why: str = "") -> None:
+        """Start an eval of `models` with settings other than the form's (a re-run that
+        repeats another run's context and sample, from the head to head or the promote
+        dialog); the form shows them and the phase line says why."""
+        if self._eval_running():
+            self.notify("an eval is running; escape stops it", severity="warning")
+            return
+        settings = EvalSettings.from_config(self.app.config, suite, **overrides)
+        q = self.query_one
+        q("#models", Input).value = " ".join(models)
+        q("#suite", Select).value = suite
+        q("#n", Input).value = "all" if settings.n is None else str(settings.n)
+        q("#seed", Input).value = str(settings.seed)
+        q("#num_ctx", Input).value = str(settings.num_ctx) if settings.ctx_explicit else ""
+        q("#think", Switch).value = settings.think
+        self._launch(list(dict.fromkeys(models)), settings)
+        if why:
+            self._phase(why)
+            self.notify(why, timeout=10)
 
     def _refuse(self, text: str) -> None:
         self._phase(f"not started: {text}")
@@ -534,7 +595,7 @@ class EvalScreen(Screen):
             self._phase(tui_words(ev.text, "eval"))
         elif isinstance(ev, Failed):
             self._phase(ev.phase)
-            self._note(ev.text, keep=True)
+            self._note(ev.text, keep=True, first=True)
         elif isinstance(ev, Notice):
             text = tui_words(ev.text, "eval")
             self._phase(text)

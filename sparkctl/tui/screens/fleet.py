@@ -44,9 +44,11 @@ class HostUpdated(Message):
 
 
 class HostsFound(Message):
-    def __init__(self, hosts: list) -> None:
+    def __init__(self, hosts: list, config=None, error: str = "") -> None:
         super().__init__()
         self.hosts = hosts
+        self.config = config  # re-read by r: the config the hosts come from (None: the app's)
+        self.error = error  # r could not re-read the config: why (the hosts stay as they were)
 
 
 class BenchesLoaded(Message):
@@ -212,9 +214,27 @@ class FleetScreen(Screen):
         self.post_message(HostsFound(fleet_hosts(self.app.config)))
 
     def on_hosts_found(self, message: HostsFound) -> None:
+        from dataclasses import replace
+
         from sparkctl.services.fleet import FleetPoller
 
         status = self.query_one("#fleet-status", Label)
+        if message.error:  # r on a config that does not read: the hosts stay as they were
+            status.update(Text(f"hosts not re-read: {message.error}", style="bold red"))
+            self.ask_hosts()
+            return
+        if message.config is not None:
+            # r: the hosts (and how they are asked) as the config says now
+            cfg = message.config
+            self.app.config = replace(self.app.config, hosts=cfg.hosts, fleet=cfg.fleet)
+            if self.poller is not None:
+                old, self.poller = self.poller, None
+                self.run_worker(old.close(), group="fleet-close", exit_on_error=False)
+            if self._timer is not None:
+                self._timer.stop()
+                self._timer = None
+            self.views = {}
+            self.query_one("#fleet", DataTable).clear()
         if not message.hosts:
             status.update(Text(f"no hosts: add [hosts.NAME] tables (or [fleet] ssh_hosts) to {self.app.config.source}",
                                style="yellow"))
@@ -255,7 +275,24 @@ class FleetScreen(Screen):
             self.run_worker(self.poller.refresh(names), group="fleet", exclusive=False, exit_on_error=False)
 
     def action_refresh(self) -> None:
-        self.ask_hosts()
+        """r: read the config's hosts again (a host added or removed while the fleet is
+        open), then ask every host now."""
+        self.query_one("#fleet-status", Label).update(f"re-reading the hosts from {self.app.config.source}…")
+        self.reread_hosts()
+
+    @work(thread=True, group="fleet-hosts", exclusive=True, exit_on_error=False)
+    def reread_hosts(self) -> None:
+        """The config file and the ssh config again (files): not on the UI thread."""
+        from sparkctl.config import ConfigError, load_config
+        from sparkctl.services.fleet import fleet_hosts
+
+        source = self.app.config.source
+        try:
+            cfg = load_config(None if source == "built-in defaults" else source)
+        except ConfigError as exc:
+            self.post_message(HostsFound([], error=str(exc)))
+            return
+        self.post_message(HostsFound(fleet_hosts(cfg), config=cfg))
 
     async def on_unmount(self) -> None:
         if self.poller is not None:
@@ -265,6 +302,8 @@ class FleetScreen(Screen):
 
     def on_host_updated(self, message: HostUpdated) -> None:
         view = message.view
+        if self.poller is None or view.name not in self.poller.views or view.name not in self.views:
+            return  # an answer of a poller r replaced (the host may be gone from the config)
         self.views[view.name] = view
         self._show(view)
         host_screen = next((s for s in self.app.screen_stack if isinstance(s, HostDashboardScreen)

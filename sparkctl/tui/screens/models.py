@@ -107,11 +107,13 @@ class PullProgressed(Message):
 class PullFitChecked(Message):
     """The verdict for a model about to be pulled, from its registry (or why it is unknown)."""
 
-    def __init__(self, name: str, report: RemoteFitReport | None, error: str | None = None) -> None:
+    def __init__(self, name: str, report: RemoteFitReport | None, error: str | None = None,
+                 then_pull: bool = True) -> None:
         super().__init__()
         self.name = name
         self.report = report
         self.error = error
+        self.then_pull = then_pull  # False: w asked only whether it would fit
 
 
 class FitChecked(Message):
@@ -295,6 +297,7 @@ class ModelsScreen(Screen):
     BINDINGS = [
         Binding("p", "pull", "Pull"),
         Binding("f", "fit", "Fit"),
+        Binding("w", "would_fit", "Would it fit?", show=False),  # ? lists it; the footer keeps 80 columns
         Binding("l", "load", "Load"),
         Binding("L", "force_load", "Force load", show=False),
         Binding("u", "unload", "Unload"),
@@ -486,13 +489,13 @@ class ModelsScreen(Screen):
             await stream.aclose()  # closes the HTTP stream: Ollama's only cancel
 
     @work(group="pull-fit", exclusive=True, exit_on_error=False)
-    async def run_pull_fit(self, name: str) -> None:
+    async def run_pull_fit(self, name: str, then_pull: bool = True) -> None:
         try:
             report = await remote_fit_check(self.cfg, self.app.engine, self.app.probes, name)
         except EngineError as exc:
-            self.post_message(PullFitChecked(name, None, exc.message))
+            self.post_message(PullFitChecked(name, None, exc.message, then_pull))
             return
-        self.post_message(PullFitChecked(name, report))
+        self.post_message(PullFitChecked(name, report, then_pull=then_pull))
 
     @work(group="fit", exclusive=True, exit_on_error=False)
     async def run_fit(self, name: str, num_ctx: int | None = None) -> None:
@@ -597,6 +600,11 @@ class ModelsScreen(Screen):
         """Show the verdict, then pull; a model that cannot fit here is pulled only if the
         user says so."""
         name, report = message.name, message.report
+        if not message.then_pull:  # w: the verdict is the answer; nothing is pulled
+            self._show_info(f"Fit {name} (from its registry; nothing pulled)",
+                            remote_fit_text(report) if report is not None
+                            else Text(f"✘ {message.error}", style="bold red"))
+            return
         if report is None:
             self._show_info(f"Pull {name}", Text(f"✘ {message.error}", style="bold red"))
             return
@@ -677,6 +685,19 @@ class ModelsScreen(Screen):
             self._show_info("Pull", Text("a pull is running: c cancels it", style="yellow"))
             return
         self.app.push_screen(PullDialog(self.pull_suggestions()), self._pull_requested)
+
+    def action_would_fit(self) -> None:
+        """w: name any model (local or not): its fit here, read from its registry (the
+        manifest and the GGUF header, a few kB); nothing is pulled."""
+        self.app.push_screen(PullDialog(self.pull_suggestions(), title="Would it fit here? (nothing is pulled)",
+                                        action="see the verdict"), self._would_fit_requested)
+
+    def _would_fit_requested(self, name: str | None) -> None:
+        if not name:
+            return
+        self._show_info(f"Fit {name} (from its registry; nothing pulled)",
+                        Text("reading the registry's manifest and GGUF header…", style="dim"))
+        self.run_pull_fit(name, then_pull=False)
 
     def _pull_requested(self, name: str | None) -> None:
         """The dialog's answer: check the fit from the registry first (a worker), then pull."""

@@ -27,12 +27,14 @@ class PromoteDialog(ModalScreen["tuple[object, bool] | None"]):
     PromoteDialog Horizontal { height: auto; align-horizontal: right; }
     PromoteDialog Button { margin-left: 2; }
     """
-    BINDINGS = [Binding("escape", "cancel", "Cancel")]
+    BINDINGS = [Binding("escape", "cancel", "Cancel"),
+                Binding("e", "rerun", "Re-run an eval at the matching context", show=False)]
 
     def __init__(self, model: str, lanes: list[str], lane: str, store) -> None:
         super().__init__()
         self.model, self.lanes, self.lane, self.store = model, lanes, lane, store
         self.plan = None
+        self.reruns: list = []  # services.runs.rerun.EvalRerun: evals that would make a refused pair compare
 
     def compose(self) -> ComposeResult:
         with Vertical():
@@ -42,6 +44,7 @@ class PromoteDialog(ModalScreen["tuple[object, bool] | None"]):
             yield Static("checking the preconditions…", id="promote-evidence")
             with Horizontal():
                 yield Button("Cancel", id="cancel")
+                yield Button("Re-run eval (e)", id="rerun", disabled=True)
                 yield Button("Force", id="force", variant="error", disabled=True)
                 yield Button("Promote", id="promote", variant="warning", disabled=True)
 
@@ -62,8 +65,10 @@ class PromoteDialog(ModalScreen["tuple[object, bool] | None"]):
         from sparkctl.services.lanes import LaneError, plan_promotion
 
         self.plan = None
+        self.reruns = []
         self.query_one("#promote", Button).disabled = True
         self.query_one("#force", Button).disabled = True
+        self.query_one("#rerun", Button).disabled = True
         evidence = self.query_one("#promote-evidence", Static)
         evidence.update("checking the preconditions…")
         app = self.app
@@ -74,19 +79,48 @@ class PromoteDialog(ModalScreen["tuple[object, bool] | None"]):
             evidence.update(f"cannot promote: {getattr(exc, 'message', None) or exc}")
             return
         self.plan = plan
-        evidence.update("\n".join(plan.lines()))
+        lines = plan.lines()
+        if any(c.name == "quality" for c in plan.unmet):
+            # a quality pair refused for a setting the contender's eval can repeat: offer it
+            import asyncio
+
+            from sparkctl.services.runs.rerun import promotion_reruns
+
+            try:
+                self.reruns = await asyncio.to_thread(promotion_reruns, self.store, plan.incumbent, plan.model,
+                                                      plan.engine_kind, plan.engine_version,
+                                                      app.config.promote.quality_margin_pp)
+            except Exception:  # the store away: the plan says so already
+                self.reruns = []
+            for r in self.reruns:
+                lines.append(f"  e: {r.label()} ({r.differs})")
+        evidence.update("\n".join(lines))
         self.query_one("#promote", Button).disabled = bool(plan.unmet)
         self.query_one("#force", Button).disabled = not plan.unmet
+        self.query_one("#rerun", Button).disabled = not self.reruns
 
     def on_button_pressed(self, event: Button.Pressed) -> None:
         event.stop()
-        if event.button.id == "cancel" or self.plan is None:
+        if event.button.id == "rerun":
+            self.action_rerun()
+        elif event.button.id == "cancel" or self.plan is None:
             self.dismiss(None)
         else:
             self.dismiss((self.plan, event.button.id == "force"))
 
     def action_cancel(self) -> None:
         self.dismiss(None)
+
+    def action_rerun(self) -> None:
+        """e: evaluate the contender again at the incumbent's context and sample, on the Eval
+        screen (nothing is promoted); P again once it has run."""
+        if not self.reruns:
+            return
+        from sparkctl.tui.screens.run_charts import start_eval_rerun
+
+        rerun = self.reruns[0]
+        self.dismiss(None)
+        self.app.call_later(start_eval_rerun, self.app, rerun)
 
 
 async def apply_switch(app, plan, force: bool) -> tuple[str, bool]:

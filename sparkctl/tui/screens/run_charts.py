@@ -202,7 +202,9 @@ class HeadToHeadScreen(_ChartScreen):
     context, a sweep cell), it says what differs and `b` benches both at one context."""
 
     DEFAULT_CSS = CHART_CSS.format(name="HeadToHeadScreen")
-    BINDINGS = [Binding("escape", "close", "Close"), Binding("b", "bench_matching", "Bench both at one context")]
+    BINDINGS = [Binding("escape", "close", "Close"), Binding("b", "bench_matching", "Bench both at one context"),
+                Binding("e", "eval_matching", "Re-run an eval at the matching context"),
+                Binding("w", "full_tables", "Whole tables")]
 
     def __init__(self, store: Any, models: list[str], lanes: dict[str, str] | None = None,
                  any_engine: bool = False, margins: dict[str, float] | None = None,
@@ -214,22 +216,39 @@ class HeadToHeadScreen(_ChartScreen):
         self.margins = margins
         self.limits = limits
         self.mismatch: Any = None  # the NothingToCompare that offers a matching bench
+        self.reruns: list = []  # services.runs.rerun.EvalRerun: evals that would make a refused quality pair compare
+        self.show_full = False  # w: the CLI's whole tables even where their lines wrap
         self.TITLE_TEXT = "Head to head: " + " vs ".join(models)
 
     def read(self) -> Any:
         from sparkctl.services.runs.decide import NothingToCompare, compare_models
+        from sparkctl.services.runs.rerun import reruns_of
 
         try:
-            return compare_models(self.store, self.models, any_engine=self.any_engine, lanes=self.lanes,
-                                  margins=self.margins, limits=self.limits)
+            cmp = compare_models(self.store, self.models, any_engine=self.any_engine, lanes=self.lanes,
+                                 margins=self.margins, limits=self.limits)
         except NothingToCompare as exc:
             self.mismatch = exc if exc.num_ctx else None
             return str(exc)
+        self.reruns = reruns_of(self.store, cmp.evidence)
+        return cmp
 
     def status_text(self) -> str:
-        if self.mismatch is None:
-            return "Esc closes"
-        return f"b: bench {' '.join(self.mismatch.models)} at num_ctx {self.mismatch.num_ctx} · Esc closes"
+        said = []
+        if self.mismatch is not None:
+            said.append(f"b: bench {' '.join(self.mismatch.models)} at num_ctx {self.mismatch.num_ctx}")
+        if self.reruns:
+            said.append(f"e: {self.reruns[0].label()}")
+        return " · ".join([*said, "Esc closes"])
+
+    def action_eval_matching(self) -> None:
+        """Evaluate the contender again with the incumbent's context and sample, on the Eval
+        screen, so the refused quality pair compares (as b does for benches)."""
+        if not self.reruns:
+            self.notify("no eval pair to re-run: the quality rows compare, or no one run can match", timeout=5)
+            return
+        self.dismiss(None)
+        self.app.call_later(start_eval_rerun, self.app, self.reruns[0])
 
     def action_bench_matching(self) -> None:
         """Bench every model of the comparison at the baseline's context (forced, so a
@@ -256,7 +275,15 @@ class HeadToHeadScreen(_ChartScreen):
             return Text(self.data, style="yellow")
         cmp = self.data
         out = Text()
-        for line in decision_table(cmp).text().splitlines():  # the decision first, its line standing out
+        width -= 2  # the scrollbar a long chart gets after this draw takes two cells
+        table = decision_table(cmp)
+        full = table.text()
+        # the decision first, its line standing out; one line per metric at any width (the
+        # CLI's table wraps every row in two at 80 columns): abbreviated where it would not fit
+        wide = self.show_full or all(len(line) <= width for line in full.splitlines()
+                                     if not line.startswith(("recommendation:", "decision on")))
+        lines = full.splitlines() if wide else compact_decision(table, width)
+        for line in lines:
             out.append(line + "\n", style="bold" if line.startswith("recommendation:") else "")
         out.append("\n")
         names = [s.model + (f" ({s.note})" if s.note else "") for s in cmp.sides]
@@ -275,8 +302,63 @@ class HeadToHeadScreen(_ChartScreen):
                     out.append(bar, style="green")
                     out.append(f" {value}\n")
         out.append("\n")
-        out.append(render_comparison_detail(cmp))  # the same table and verdicts as `sparkctl compare`
+        if wide:
+            out.append(render_comparison_detail(cmp))  # the same table and verdicts as `sparkctl compare`
+        else:
+            out.append("w: the whole tables, as `sparkctl compare` prints them (lines wrap at this width)",
+                       style="dim")
         return out
+
+    def action_full_tables(self) -> None:
+        """w: the CLI's whole tables here, wrapped (or back to one line per metric)."""
+        self.show_full = not self.show_full
+        if self.data is not None:
+            self._draw()
+
+
+async def start_eval_rerun(app, rerun) -> None:
+    """Open the Eval screen and run `rerun` (services.runs.rerun.EvalRerun) there."""
+    await app.switch_mode("eval")
+    start = getattr(app.screen, "start_with", None)
+    if callable(start):
+        start([rerun.model], rerun.suite, rerun.overrides(),
+              why=f"like for like: {rerun.label()} ({rerun.differs})")
+
+
+# how the decision's metrics are called where a line has ~75 cells
+SHORT_METRIC = {"decode tok/s": "decode", "TTFT s": "TTFT s", "GSM8K strict %": "GSM8K %",
+                "IFEval prompt strict %": "IFEval %", "resident GiB": "mem GiB", "J/token": "J/token"}
+
+
+def compact_decision(table, width: int) -> list[str]:
+    """A DecisionTable (services.runs.decision) in lines of at most `width` cells, one per
+    metric: the two models named above the table as A and B, the figures without their n,
+    the verdict cut with "…" where it must be and then given whole under the table, with
+    each row's note. The recommendation and the heading are prose: they wrap."""
+    import re
+
+    out = [f"decision on {table.engine} ({table.workload})"]
+    for d in table.decisions:
+        who = f"{d.baseline} (incumbent)" if table.incumbent else d.baseline
+        out += ["", f"A = {who} · B = {d.contender}"]
+        cells = [[SHORT_METRIC.get(r.metric, r.metric), re.sub(r" \(.*\)$", "", r.baseline),
+                  re.sub(r" \(.*\)$", "", r.contender), r.difference.replace(" (absolute: baseline ~0)", ""),
+                  r.verdict] for r in d.rows]
+        heads = ["", "A", "B", "B-A [95% CI]", "verdict"]
+        widths = [max(len(h), *(len(c[i]) for c in cells)) for i, h in enumerate(heads[:4])]
+        room = max(8, width - sum(widths) - 2 * 4)
+        out.append("  ".join([heads[0].ljust(widths[0]), *(heads[i].rjust(widths[i]) for i in (1, 2, 3)), heads[4]]))
+        said: list[str] = []
+        for c, r in zip(cells, d.rows):
+            verdict = c[4] if len(c[4]) <= room else c[4][:room - 1] + "…"
+            out.append("  ".join([c[0].ljust(widths[0]), *(c[i].rjust(widths[i]) for i in (1, 2, 3)), verdict]))
+            whole = c[4] if verdict != c[4] else ""
+            extra = "; ".join(x for x in (whole, r.note) if x)
+            if extra:
+                said.append(f"  {c[0]}: {extra}")
+        out += said
+        out.append(d.recommendation)
+    return out
 
 
 class RegressionsScreen(_ChartScreen):

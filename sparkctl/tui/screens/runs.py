@@ -50,12 +50,15 @@ COLUMNS: tuple[tuple[str, str], ...] = (
     ("Run", "run_id"),
 )
 COLUMN_KEYS = tuple(key for _, key in COLUMNS)
-# Under WIDE terminal columns: what says whether a run counts first (its status and flags,
-# the flags cut to FLAGS_NARROW cells; Enter shows them whole), then whose and when.
+# Under WIDE terminal columns: what a decision reads, within 80 columns without scrolling:
+# whether the run counts (its status), whose, what kind, its speed and its score; then its
+# flags cut to FLAGS_NARROW cells and the rest (Enter shows a run whole), the model's name
+# cut to MODEL_NARROW cells.
 WIDE = 110
-NARROW_KEYS = ("status", "flags", "model", "date", "kind", "decode", "score", "engine", "cv", "ttft", "prefill",
+NARROW_KEYS = ("status", "model", "kind", "decode", "score", "flags", "date", "engine", "cv", "ttft", "prefill",
                "jpt", "roofline", "host", "run_id")
 FLAGS_NARROW = 18
+MODEL_NARROW = 22
 # per-repetition metrics the bench logs as steps (services/bench/runner.py to_record)
 REP_DECODE = "client_decode_tps"
 REP_TTFT = "ttft_s"
@@ -166,9 +169,10 @@ class RunsLoaded(Message):
 
 
 class RebenchPlanned(Message):
-    def __init__(self, plans: list) -> None:
+    def __init__(self, plans: list, skipped: list | None = None) -> None:
         super().__init__()
         self.plans = plans  # (StaleLane, overrides, notes) per lane model to re-bench
+        self.skipped = skipped or []  # (StaleLane, why B cannot re-bench it) per lane left out
 
 
 class RunsFailed(Message):
@@ -443,15 +447,29 @@ class RunsScreen(Screen):
     def _layout(self) -> tuple[str, ...]:
         return COLUMN_KEYS if self.size.width >= WIDE else NARROW_KEYS
 
-    def _set_columns(self) -> None:
+    def _set_columns(self, widths: dict[str, int] | None = None) -> None:
         """The columns in the order the width calls for (see NARROW_KEYS)."""
         table = self.query_one("#runs", DataTable)
         self.layout_keys = self._layout()
         labels = {key: label for label, key in COLUMNS}
         table.clear(columns=True)
         narrow = self.layout_keys != COLUMN_KEYS
+        self._narrow_widths = widths if narrow else None
+        widths = {"flags": FLAGS_NARROW, "model": MODEL_NARROW, **(widths or {})} if narrow else {}
         for key in self.layout_keys:
-            table.add_column(labels[key], key=key, width=FLAGS_NARROW if narrow and key == "flags" else None)
+            table.add_column(labels[key], key=key, width=widths.get(key))
+
+    def _first_widths(self, rows: list[RunRow]) -> dict[str, int]:
+        """Under WIDE columns, the first columns as wide as their widest cell, given with the
+        columns: a DataTable sizes auto-width columns only when it next idles, and a frame
+        drawn before that keeps the header's widths ("REFUSE", "benc")."""
+        labels = {key: label for label, key in COLUMNS}
+        out = {}
+        for key in NARROW_KEYS[:5]:
+            i = COLUMN_KEYS.index(key)
+            out[key] = max([len(labels[key]), *(self._cells_of(r)[i].cell_len for r in rows)])
+        out["model"] = min(out["model"], MODEL_NARROW)
+        return out
 
     def on_resize(self) -> None:
         if getattr(self, "layout_keys", None) not in (None, self._layout()):
@@ -462,6 +480,10 @@ class RunsScreen(Screen):
         table = self.query_one("#runs", DataTable)
         needle = self.query_one("#runs-filter", Input).value
         self.shown = [r for r in self.rows if matches(r, needle)]
+        if self.layout_keys != COLUMN_KEYS:
+            widths = self._first_widths(self.shown)
+            if widths != getattr(self, "_narrow_widths", None):
+                self._set_columns(widths)
         table.clear()
         where = [COLUMN_KEYS.index(k) for k in self.layout_keys]
         for r in self._grouped(self.shown) if self.by_host else self.shown:
@@ -650,21 +672,31 @@ class RunsScreen(Screen):
 
     @work(thread=True, group="rebench", exclusive=True, exit_on_error=False)
     def find_rebench(self, kind: str, version: str) -> None:
+        from sparkctl.core.rebench import rebench_blocker
         from sparkctl.services.runs.drift import rebench_overrides, stale_lanes
 
+        report = getattr(self.app, "report", None)
+        spilled = report.spilled_lane_names if report is not None else frozenset()
         try:
             store = self.app.store
-            stale = [s for s in stale_lanes(store, self.app.config.lanes, kind, version) if s.run is not None]
-            plans = [(s, *rebench_overrides(store, s.run)) for s in stale]
+            stale = stale_lanes(store, self.app.config.lanes, kind, version)
+            left = [(s, rebench_blocker(s.run is not None, s.lane in spilled)) for s in stale]
+            plans = [(s, *rebench_overrides(store, s.run)) for s, why in left if not why]
         except Exception as exc:  # a line, and the table keeps its own status
             self.app.call_from_thread(self.notify, f"re-bench not planned: {_error_line(exc)}", severity="error")
             return
-        self.post_message(RebenchPlanned(plans))
+        self.post_message(RebenchPlanned(plans, [(s, why) for s, why in left if why]))
 
     async def on_rebench_planned(self, message: "RebenchPlanned") -> None:
+        # the lanes B leaves out, and why, in the words the dashboard uses
+        skipped = "; ".join(f"{s.lane} ({s.model}): {why}" for s, why in message.skipped)
         if not message.plans:
-            self.notify("every lane model has a valid bench on this engine version", timeout=6)
+            text = (f"nothing B can re-bench: {skipped}" if skipped
+                    else "every lane model has a valid bench on this engine version")
+            self.notify(text, severity="warning" if skipped else "information", timeout=10)
             return
+        if skipped:
+            self.notify(f"left out: {skipped}", severity="warning", timeout=10)
         # one bench per distinct set of settings would be exact; lanes benched together share
         # the first one's settings, and the Bench screen says which
         _stale, overrides, notes = message.plans[0]

@@ -125,9 +125,10 @@ class BudgetBar(Widget):
             plain = bar.plain
             bar = bar[:rc] + Text("┃", style=reserve_style) + bar[rc + 1 : len(plain)]
 
-        # each entry in three forms: "name (lane) 68.0 GiB", "name (lane) 68G", "name 68G"
-        # (the colour still says the lane); the legend takes the first form that fits one
-        # line, else the second over two lines: a lane is never cut off its model
+        # each entry in two forms, both naming the lane as the resident table does: "name
+        # (lane) 68.0 GiB", "name (lane) 68G"; the legend takes the first that fits one line,
+        # else the second over several lines. A lane is never dropped to save a line (the
+        # colour alone does not say it) nor cut off its model.
         entries: list[list[Text]] = []
         for seg in b.segments:
             if seg.bytes <= 0 and seg.kind != "free":
@@ -135,13 +136,10 @@ class BudgetBar(Widget):
             lane = self._lane(seg)
             glyph = Text(GLYPH[seg.kind] + " ", style=self._colour(seg.kind, lane))
             label = f"{seg.label} ({lane})" if seg.kind == "model" else seg.label
-            short = seg.label if seg.kind == "model" else SHORT_LABEL.get(seg.label, seg.label)
             entries.append([glyph + Text(f"{label} {gib(seg.bytes)}"),
-                            glyph + Text(f"{SHORT_LABEL.get(label, label)} {_short_gib(seg.bytes)}"),
-                            glyph + Text(f"{short} {_short_gib(seg.bytes)}")])
+                            glyph + Text(f"{SHORT_LABEL.get(label, label)} {_short_gib(seg.bytes)}")])
         reserve = Text("┃ ", style=f"bold {self._colour('reserve', None)}")
-        entries.append([reserve + Text(f"reserve {gib(b.reserve)}"), reserve + Text(f"reserve {_short_gib(b.reserve)}"),
-                        reserve + Text(f"reserve {_short_gib(b.reserve)}")])
+        entries.append([reserve + Text(f"reserve {gib(b.reserve)}"), reserve + Text(f"reserve {_short_gib(b.reserve)}")])
         legend = fit_entries(entries, width, wrap_form=1)
 
         out = Text("\n").join([self._figures(b, width), bar, legend])

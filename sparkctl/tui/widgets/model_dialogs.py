@@ -32,20 +32,22 @@ class PullDialog(ModalScreen[str | None]):
     """
     BINDINGS = [Binding("escape", "cancel", "Cancel")]
 
-    def __init__(self, suggestions: Iterable[str] = ()) -> None:
+    def __init__(self, suggestions: Iterable[str] = (), title: str = "Pull a model from the registry",
+                 action: str = "pull") -> None:
         super().__init__()
         # local models (to update one) and lane models not stored yet, completed from a
         # typed prefix: right arrow or end accepts the suggestion
         self.suggestions = list(dict.fromkeys(suggestions))
+        self.title_text, self.action_text = title, action  # the Models screen's w asks a fit only
 
     def compose(self) -> ComposeResult:
         with Vertical():
-            yield Label("Pull a model from the registry", classes="title")
+            yield Label(self.title_text, classes="title")
             suggester = SuggestFromList(self.suggestions, case_sensitive=False) if self.suggestions else None
             yield Input(placeholder="e.g. qwen3:8b", id="pull-name", suggester=suggester)
             yield Label("", id="pull-error")
-            hint = "enter: pull · → completes a local name · escape: cancel" if self.suggestions else \
-                "enter: pull · escape: cancel"
+            hint = f"enter: {self.action_text} · → completes a local name · escape: cancel" if self.suggestions else \
+                f"enter: {self.action_text} · escape: cancel"
             yield Label(hint, classes="hint")
 
     def on_input_submitted(self, event: Input.Submitted) -> None:

@@ -1,0 +1,32 @@
+"""The context a bench or eval on the dashboard's engine will run at, said on the Bench and
+Eval screens before the run: the same choice the runner makes (services/bench/context.py),
+from the app's last sample of what is resident (no request here; the runner asks the engine
+again when it starts)."""
+
+from __future__ import annotations
+
+from sparkctl.services.bench.context import EXPLICIT, ContextChoice, choose_context, resident_contexts
+
+
+def predicted_context(app, models: list[str], explicit: int | None) -> ContextChoice:
+    cfg = app.config
+    if explicit is not None:
+        return ContextChoice(explicit, EXPLICIT)
+    report = getattr(app, "report", None)
+    resident = report.engine.resident if report is not None and report.engine.reachable else ()
+    return choose_context(models, cfg.lanes, getattr(app, "contenders", ()), resident_contexts(resident),
+                          cfg.bench.num_ctx)
+
+
+def context_label(choice: ContextChoice) -> str:
+    """"num_ctx 4096 (production's)", for a settings line."""
+    why = choice.why
+    return f"num_ctx {choice.num_ctx}" + (f" ({why})" if why and choice.source != EXPLICIT else "")
+
+
+def explicit_ctx(raw: str) -> int | None:
+    """The num_ctx field: empty or "auto" is the choice above; a number is that context."""
+    raw = raw.strip().lower()
+    if raw in ("", "auto"):
+        return None
+    return int(raw)
