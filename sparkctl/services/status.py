@@ -192,7 +192,7 @@ class StatusReport:
     engines: tuple[NamedEngineStatus, ...] = ()  # the [engines.NAME] entries, when configured
     # each [lanes] entry as (lane, model, resident); None while resident models are unknown
     lanes: tuple[tuple[str, str, bool], ...] | None = None
-    # models a dead bench (or a failed restore) left changed: tracking/residency.py
+    # models a dead bench (or a failed restore) left changed: tracking/residency_journal.py
     residency_warnings: tuple[str, ...] = ()
 
     @property
@@ -293,7 +293,7 @@ async def _residency_warnings() -> list[str]:
 
     if not await asyncio.to_thread(paths.residency_journals):
         return []
-    from sparkctl.tracking.residency import residency_warnings
+    from sparkctl.tracking.residency_journal import residency_warnings
 
     return await asyncio.to_thread(residency_warnings)
 

@@ -20,7 +20,7 @@ from sparkctl.core.residency import Held
 from sparkctl.engines.ollama import OllamaEngine
 from sparkctl.services.bench.lock import engine_key
 from sparkctl.tracking.owner import boot_id
-from sparkctl.tracking.residency import ResidencyJournal
+from sparkctl.tracking.residency_journal import ResidencyJournal
 from sparkctl.tui.app import make_app
 from tests.fakes.host import FakeProbes, spark_snapshot
 from tests.fakes.ollama_server import FakeOllama, default_state

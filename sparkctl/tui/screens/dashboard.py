@@ -522,7 +522,7 @@ class DashboardScreen(Screen):
 
 
 def _residency_headline(warning: str) -> str:
-    """A residency warning (tracking/residency.py) in a few words for its one line: which
+    """A residency warning (tracking/residency_journal.py) in a few words for its one line: which
     run left what; the engine, the pid and the repair are a key away (N shows it whole)."""
     pid = warning.find(" (pid ")
     if warning.startswith("models not put back after ") and pid > 0:
