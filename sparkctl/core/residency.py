@@ -20,7 +20,7 @@ is "when the runner last went idle + the session". So:
   names stays.
 
 Pure: the caller reads /api/ps and the clock and performs the steps. Pure core of
-sparkctl.services.bench.residency, which does.
+sparkctl.services.bench.residency_guard, which does.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ was resident is put back), the per-engine lock and the GPU sampler. The public n
 re-exported here."""
 
 from sparkctl.services.bench.events import BenchFinished, ContextChosen, Live, Notice, Phase, RepDone, RepStarted
-from sparkctl.services.bench.lanes import LaneRestore
+from sparkctl.services.bench.lane_restore import LaneRestore
 from sparkctl.services.bench.lock import BenchBusy, BenchLock
 from sparkctl.services.bench.results import ModelRun, RepResult
 from sparkctl.services.bench.runner import INVALIDATING, BenchRunner

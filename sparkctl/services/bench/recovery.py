@@ -163,7 +163,7 @@ async def repair_before(cfg, engine, say: Callable[[str], None], *, lock_held: b
 
 async def _recover_one(cfg, engine, j: ResidencyJournal, report: RecoveryReport, say) -> None:
     from sparkctl.core.residency import lanes_changed_since
-    from sparkctl.services.bench.residency import put_back
+    from sparkctl.services.bench.residency_guard import put_back
 
     # the lanes as this command reads them (sparkctl's own state file over the config) win
     # over the lanes the bench began with: a promotion or an edit since then is not undone

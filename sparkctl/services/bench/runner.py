@@ -34,7 +34,7 @@ from sparkctl.core.workload import WorkloadIdentity
 from sparkctl.engines.base import DoneEvent, EngineError, EngineUnreachable, ShowInfo, TokenEvent
 from sparkctl.services.bench import coldness
 from sparkctl.services.bench.events import BenchFinished, Live, Phase, RepDone, RepStarted, Sink
-from sparkctl.services.bench.lanes import LaneRestore
+from sparkctl.services.bench.lane_restore import LaneRestore
 from sparkctl.services.bench.results import ModelRun, RepResult
 from sparkctl.services.bench.sampler import GpuSampler
 from sparkctl.services.bench.session import MeasurementSession, model_names

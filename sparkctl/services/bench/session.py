@@ -7,7 +7,7 @@ kind it is, it does the same things around its own requests, and does them here:
   left (recovery.py), before it looks at what is resident: ``locked``;
 - the preflight: the engine's version, each model's /api/show, its context (a resident model
   keeps its own), its size and digest, the host's facts, the memory reserve and the fit;
-- the residency journal and guard (residency.py): what was resident is written down before
+- the residency journal and guard (residency_guard.py): what was resident is written down before
   anything is touched and put back at the end, on every exit path, as its own task that a
   second Ctrl-C cannot stop (``guarded``);
 - the GPU sampler (sampler.py), started with the requests and stopped at the end;
@@ -45,10 +45,10 @@ from sparkctl.core.workload import WorkloadIdentity
 from sparkctl.engines.base import DoneEvent, EngineError, ModelNotFound, ShowInfo
 from sparkctl.services.bench import coldness, engineid
 from sparkctl.services.bench.events import ContextChosen, Notice, Phase, Sink
-from sparkctl.services.bench.lanes import LaneRestore
+from sparkctl.services.bench.lane_restore import LaneRestore
 from sparkctl.services.bench.lock import BenchLock
 from sparkctl.services.bench.recovery import repair_before
-from sparkctl.services.bench.residency import ResidencyGuard
+from sparkctl.services.bench.residency_guard import ResidencyGuard
 from sparkctl.services.bench.results import ModelRun
 from sparkctl.services.bench.sampler import GpuSampler
 from sparkctl.services.bench.settings import BenchRefused, BenchSettings

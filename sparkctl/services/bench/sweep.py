@@ -42,7 +42,7 @@ from sparkctl.core.sweep import Cell, CellResult, RequestSample, cell_stats, con
 from sparkctl.core.workload import WorkloadIdentity, sha256_text
 from sparkctl.engines.base import TokenEvent
 from sparkctl.services.bench.events import Phase
-from sparkctl.services.bench.lanes import LaneRestore
+from sparkctl.services.bench.lane_restore import LaneRestore
 from sparkctl.services.bench.profiles import Profile
 from sparkctl.services.bench.results import ModelRun, RepResult
 from sparkctl.services.bench.runner import BenchRunner

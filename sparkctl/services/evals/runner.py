@@ -36,7 +36,7 @@ from sparkctl.core.suites.sample import sample_ids
 from sparkctl.core.suites.tally import Tally
 from sparkctl.engines.base import DoneEvent, EngineError, EngineStalled, EngineUnreachable, TokenEvent
 from sparkctl.services.bench.events import Phase
-from sparkctl.services.bench.lanes import LaneRestore
+from sparkctl.services.bench.lane_restore import LaneRestore
 from sparkctl.services.bench.results import ModelRun
 from sparkctl.services.bench.session import MeasurementSession, model_names
 from sparkctl.services.bench.settings import BenchSettings

@@ -232,7 +232,7 @@ class LoadReport:
 
 async def _remember_session(cfg: Config, name: str, keep_alive: str) -> None:
     """Keep the session length sparkctl gave `name` in its state file: a bench that has to
-    reload the model later puts it back with it (services/bench/residency.py), not with the
+    reload the model later puts it back with it (services/bench/residency_guard.py), not with the
     engine's default. A state file that cannot be written costs only that."""
     from pathlib import Path
 

@@ -35,7 +35,7 @@ from sparkctl.core.redact import redact_text, redact_uri
 from sparkctl.core.residency import (EXPIRED, KEEP, KEPT_LOADED, LANE_KEPT, RESTORE, RETIRED, UNLOAD, find, plan,
                                     snapshot, verify)
 from sparkctl.engines.base import EngineError
-from sparkctl.services.bench.lanes import LaneRestore
+from sparkctl.services.bench.lane_restore import LaneRestore
 from sparkctl.tracking.residency_journal import FAILED, ResidencyJournal
 
 log = logging.getLogger(__name__)
