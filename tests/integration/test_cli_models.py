@@ -152,7 +152,7 @@ def test_pull_unreachable_exits_3(run, fake):
 def test_pull_on_a_terminal_draws_progress(fake):
     import asyncio
 
-    from sparkctl.cli.models import PullPrinter
+    from sparkctl.cli.models_cmd import PullPrinter
     from sparkctl.engines.ollama import OllamaEngine
     from sparkctl.services.models import ModelStore, pull_model
 

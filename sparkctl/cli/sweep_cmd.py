@@ -1,6 +1,6 @@
 """`sparkctl bench` as a workload sweep: --profile, --depth, --concurrency, --slo, and the
 exports (--json cells, --csv, --markdown). Without any of those flags `bench` is the single
-fixed-prompt bench, unchanged (cli/bench.py)."""
+fixed-prompt bench, unchanged (cli/bench_cmd.py)."""
 
 from __future__ import annotations
 
@@ -136,7 +136,7 @@ def cmd_sweep(args, cfg, engine, settings, progress, models: list) -> int:
         return stopped
     results = result.results
     if getattr(args, "mlflow_export", None):
-        from sparkctl.cli.bench import write_export
+        from sparkctl.cli.bench_cmd import write_export
 
         write_export(args.mlflow_export, cfg, [(c.run.run_id, c.cell.model, c.cell.key) for c in result.cells],
                      result.parent_run_id)

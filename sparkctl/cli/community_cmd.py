@@ -108,7 +108,7 @@ def _import_progress(args, cfg) -> int:
     if args.follow:
         import threading
 
-        from sparkctl.cli.bench import _Progress
+        from sparkctl.cli.bench_cmd import _Progress
         from sparkctl.services.imports.benchy_live import FollowFailed, follow
 
         from sparkctl.core.benchy_progress import ProgressState

@@ -7,7 +7,7 @@ import re
 import sys
 
 from sparkctl.cli.engine_args import engine_choice, validate_models
-from sparkctl.cli.sweep import add_sweep_args, cmd_sweep, sweep_requested
+from sparkctl.cli.sweep_cmd import add_sweep_args, cmd_sweep, sweep_requested
 from sparkctl.cli.running import ProgressLine, emit, lanes_failed, not_saved, recover, run_tracked
 from sparkctl.cli.exitcodes import (CliError, EXIT_BAD_INPUT, EXIT_ENGINE_ERROR, EXIT_NOT_SAVED, EXIT_OK, EXIT_REFUSED,
                                     EXIT_UNREACHABLE)
