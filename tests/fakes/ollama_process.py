@@ -42,9 +42,11 @@ class OllamaProcess:
 
 
 @contextlib.contextmanager
-def spawn(tmp_path: Path, env: dict[str, str], *, undumpable: bool = False) -> Iterator[OllamaProcess]:
+def spawn(tmp_path: Path, env: dict[str, str], *, undumpable: bool = False,
+          scenario: str = "default") -> Iterator[OllamaProcess]:
     """Start the fake as a process whose argv[0] is `.../ollama` (a link to this Python),
-    with exactly `env` on top of a clean environment (no OLLAMA_* of the test's own)."""
+    with exactly `env` on top of a clean environment (no OLLAMA_* of the test's own).
+    `scenario`: the fake's state, one of SCENARIOS ("pull": a registry to pull from)."""
     bindir = tmp_path / f"ollama-bin-{len(list(tmp_path.glob('ollama-bin-*')))}"
     bindir.mkdir()
     exe = bindir / "ollama"
@@ -52,7 +54,7 @@ def spawn(tmp_path: Path, env: dict[str, str], *, undumpable: bool = False) -> I
     base = {k: v for k, v in os.environ.items() if not k.startswith("OLLAMA_")}
     # started through the link, Python does not see this virtualenv: its packages go on the path
     base["PYTHONPATH"] = os.pathsep.join([str(REPO), sysconfig.get_path("purelib")])
-    argv = [str(exe), str(Path(__file__).resolve())] + (["--undumpable"] if undumpable else [])
+    argv = [str(exe), str(Path(__file__).resolve()), "--scenario", scenario] + (["--undumpable"] if undumpable else [])
     proc = subprocess.Popen(argv, env={**base, **env}, stdout=subprocess.PIPE, text=True, cwd=REPO)
     try:
         line = proc.stdout.readline() if proc.stdout else ""
@@ -69,7 +71,9 @@ def spawn(tmp_path: Path, env: dict[str, str], *, undumpable: bool = False) -> I
 
 
 def main() -> None:
-    from tests.fakes.ollama_server import FakeOllama, default_state
+    from tests.fakes.ollama_server import FakeOllama, default_state, pull_scenario
+
+    scenarios = {"default": default_state, "pull": pull_scenario}
 
     if "--undumpable" in sys.argv:
         import ctypes
@@ -77,7 +81,7 @@ def main() -> None:
         PR_SET_DUMPABLE = 4
         if ctypes.CDLL(None, use_errno=True).prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0:
             raise SystemExit("prctl(PR_SET_DUMPABLE) failed")
-    state = default_state()
+    state = scenarios[sys.argv[sys.argv.index("--scenario") + 1]]()
     raw = os.environ.get("OLLAMA_NUM_PARALLEL", "").strip().strip("\"'")
     state.num_parallel = int(raw) if raw.isdigit() and int(raw) > 0 else 1  # Ollama's rule: default 1
     server = FakeOllama(state).start()

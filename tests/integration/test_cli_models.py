@@ -135,12 +135,22 @@ def test_pull_failures_are_one_line_naming_the_version(run, fake, name, code, te
     assert text in one_line(err)
 
 
-def test_pull_refuses_when_the_disk_is_too_small(run, fake, monkeypatch, tmp_path):
-    fake.state = pull_scenario()
-    monkeypatch.setenv("OLLAMA_MODELS", str(tmp_path))
-    monkeypatch.setattr("sparkctl.services.models.pull._disk_free", lambda path: 1 * GIB)
-    code, _, err = run("pull", "qwen3:8b")
+def test_pull_refuses_when_the_disk_is_too_small(host, monkeypatch, tmp_path, capsys):
+    # The disk checked is where the server keeps models (its own OLLAMA_MODELS): the FAKE
+    # Ollama runs as a process of its own, named ollama, with that variable in its environment.
+    from tests.fakes.ollama_process import spawn
+
+    store = tmp_path / "models"
+    store.mkdir()
+    checked: list[str] = []
+    monkeypatch.setattr("sparkctl.services.models.pull._disk_free", lambda path: checked.append(path) or 1 * GIB)
+    with spawn(tmp_path, {"OLLAMA_MODELS": str(store)}, scenario="pull") as server:
+        config = tmp_path / "pull.toml"
+        config.write_text(f'[engine]\nhost = "{server.url}"\n')
+        code = cli.main(["--config", str(config), "pull", "qwen3:8b"])
+        err = capsys.readouterr().err
     assert code == 4 and "not enough disk space to pull qwen3:8b" in one_line(err)
+    assert checked and set(checked) == {str(store)}
 
 
 def test_pull_unreachable_exits_3(run, fake):
