@@ -18,7 +18,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from sparkctl.services.runs.decide import compare_models  # noqa: E402
+from sparkctl.services.runs.comparison import compare_models  # noqa: E402
 from sparkctl.services.runs.decision import decision_table  # noqa: E402
 from sparkctl.textreport import render_comparison  # noqa: E402
 from sparkctl.tracking.store import MlflowStore, default_tracking_uri  # noqa: E402

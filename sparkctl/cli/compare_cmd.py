@@ -1,7 +1,8 @@
 """`sparkctl compare` and `sparkctl regressions`: decisions from the recorded runs.
 
-The statistics are sparkctl.core.compare's; picking runs is sparkctl.services.runs.decide.
-This module reads arguments and prints."""
+The statistics are sparkctl.core.compare's; picking and pairing the runs is
+sparkctl.services.runs.comparison (compare) and .regressions (regressions). This module
+reads arguments and prints."""
 
 from __future__ import annotations
 
@@ -49,7 +50,7 @@ def _tracking_error(exc):
 def cmd_compare(args, cfg) -> int:
     import json
 
-    from sparkctl.services.runs.decide import NothingToCompare, compare_models
+    from sparkctl.services.runs.comparison import NothingToCompare, compare_models
     from sparkctl.tracking.store import TrackingError
 
     models = list(dict.fromkeys(m.strip() for m in args.models))
@@ -119,7 +120,7 @@ def _genai(cfg, cmp):
 def cmd_regressions(args, cfg) -> int:
     import json
 
-    from sparkctl.services.runs.decide import regression_report
+    from sparkctl.services.runs.regressions import regression_report
     from sparkctl.tracking.store import TrackingError
 
     try:

@@ -11,7 +11,7 @@ This module is pure, the pure core of sparkctl.services.engine_settings: `resolv
 the server's process environment, its unit's Environment=, a runner's command line, the
 user's `[engine]` statement), best first, and Ollama's documented defaults for the
 server's version, and says for each setting its value and where it came from
-(probes/engine_settings.py does the reading). The environment values are parsed the way
+(probes/settings_sources.py does the reading). The environment values are parsed the way
 Ollama's envconfig parses them (surrounding spaces and quotes dropped; an unparsable number
 falls back to the default; an unparsable flag counts as on).
 """

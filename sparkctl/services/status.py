@@ -334,11 +334,11 @@ def _gpu_dict(g: GpuSnapshot) -> dict[str, Any]:
 
 
 def report_to_dict(r: StatusReport) -> dict[str, Any]:
-    from sparkctl.core.fleet import STATUS_SCHEMA
+    from sparkctl.core.host_status import STATUS_SCHEMA
 
     e = r.engine
     out: dict[str, Any] = {
-        "schema": STATUS_SCHEMA,  # the fleet reads other hosts' status by it (core/fleet.py)
+        "schema": STATUS_SCHEMA,  # the fleet reads other hosts' status by it (core/host_status.py)
         "at": r.at.isoformat(),
         "engine": {
             "kind": e.kind,

@@ -14,7 +14,8 @@ from sparkctl import cli
 from sparkctl.config import Config
 from sparkctl.engines.ollama import OllamaEngine
 from sparkctl.services.bench import BenchRunner, BenchSettings
-from sparkctl.services.runs.decide import NothingToCompare, compare_models, find_regressions
+from sparkctl.services.runs.comparison import NothingToCompare, compare_models
+from sparkctl.services.runs.regressions import find_regressions
 from tests.fakes.host import FakeProbes, spark_snapshot
 from tests.fakes.ollama_server import bench_scenario
 from tests.integration.tracking_fixtures import (  # noqa: F401

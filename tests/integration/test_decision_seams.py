@@ -25,7 +25,8 @@ from sparkctl.services.bench import BenchRunner, BenchSettings, Notice
 from sparkctl.services.bench.profiles import resolve
 from sparkctl.services.bench.sweep import SweepRunner
 from sparkctl.services.evals import EvalRunner, EvalSettings, load_suite
-from sparkctl.services.runs.decide import NothingToCompare, compare_models, regression_report
+from sparkctl.services.runs.comparison import NothingToCompare, compare_models
+from sparkctl.services.runs.regressions import regression_report
 from sparkctl.tracking.spool import Spool
 from sparkctl.tracking.sync import record_run
 from tests.fakes.host import FakeProbes, spark_snapshot

@@ -277,7 +277,7 @@ async def test_compare_pairs_the_same_items_and_reports_the_accuracy_difference(
     """Bench and eval both models, then compare: the quality difference is paired on the
     items both answered (same seed and suite file), with the discordant counts the fake's
     answers imply."""
-    from sparkctl.services.runs.decide import compare_models
+    from sparkctl.services.runs.comparison import compare_models
     from tests.integration.tracking_fixtures import recording_bench
 
     _state, server = answering

@@ -91,7 +91,7 @@ async def test_a_quality_change_across_an_engine_upgrade_names_the_sampling_that
     """The same eval on Ollama 0.32.9 and 0.32.10 (stand-ins, each with a REAL llama-server
     runner): the runner's /slots shows the repeat_penalty each request really ran with (1.1,
     then 1.0: what the stand-in sent, as Ollama does), and `sparkctl regressions` names it."""
-    from sparkctl.services.runs.decide import regression_report
+    from sparkctl.services.runs.regressions import regression_report
     from sparkctl.textreport import render_regressions
     from tests.integration.ollama_standin_proc import MODEL, running_standin
 
@@ -133,7 +133,8 @@ async def test_an_eval_scored_before_thinking_was_cut_is_never_paired_with_one_a
     compared (compare, the promotion gate) nor set side by side across an engine upgrade
     (regressions)."""
     from sparkctl.core.suites import gsm8k
-    from sparkctl.services.runs.decide import compare_models, regression_report
+    from sparkctl.services.runs.comparison import compare_models
+    from sparkctl.services.runs.regressions import regression_report
     from sparkctl.services.runs.quality import eval_rows, suite_evidence
     from tests.integration.tracking_fixtures import recording_bench
 

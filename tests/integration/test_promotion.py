@@ -18,7 +18,7 @@ import pytest
 from sparkctl import cli
 from sparkctl.core.snapshots import GIB
 from sparkctl.services.runs import list_runs
-from sparkctl.services.runs.decide import usable
+from sparkctl.services.runs.comparison import usable
 from sparkctl.statefile import read_state
 from sparkctl.tracking.record import RunRecord
 from sparkctl.tracking.spool import Spool

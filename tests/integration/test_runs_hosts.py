@@ -20,7 +20,7 @@ from sparkctl.config import Config, TrackingConfig
 from sparkctl.engines.ollama import OllamaEngine
 from sparkctl.services.bench import BenchRunner, BenchSettings
 from sparkctl.services.runs import list_runs
-from sparkctl.services.runs.decide import NothingToCompare, compare_models
+from sparkctl.services.runs.comparison import NothingToCompare, compare_models
 from sparkctl.tracking.spool import Spool
 from sparkctl.tracking.store import MlflowStore, default_tracking_uri
 from sparkctl.tracking.sync import record_run
@@ -176,7 +176,7 @@ async def test_runs_screen_filters_by_host_and_groups_by_host(three_hosts):
 
 
 def test_the_fleet_shows_each_lanes_last_bench_on_that_host_and_an_engine_changed_since(three_hosts):
-    from sparkctl.core.fleet import fleet_warnings, parse_status
+    from sparkctl.core.host_status import fleet_warnings, parse_status
     from sparkctl.services.fleet.lastbench import lane_benches
 
     store, _config = three_hosts

@@ -15,7 +15,8 @@ import pytest
 
 from sparkctl import cli
 from sparkctl.engines.openai_compat import OpenAICompatEngine
-from sparkctl.services.runs.decide import compare_models, find_regressions
+from sparkctl.services.runs.comparison import compare_models
+from sparkctl.services.runs.regressions import find_regressions
 from tests.fakes.model_scenarios import header_state
 from tests.fakes.openai_server import FakeOpenAI, OpenAIState
 from tests.integration.tracking_fixtures import (  # noqa: F401

@@ -17,7 +17,7 @@ from sparkctl.engines.ollama import OllamaEngine
 from sparkctl.tracking.spool import Spool
 from sparkctl.tracking.sync import record_run
 from sparkctl.tui.app import make_app
-from sparkctl.tui.screens.promote import PromoteDialog
+from sparkctl.tui.screens.promote_dialog import PromoteDialog
 from tests.fakes.host import FakeProbes, spark_snapshot
 from tests.fakes.ollama_server import FakeOllama, bench_scenario
 from tests.integration.decision_seeds import seed_bench, seed_eval

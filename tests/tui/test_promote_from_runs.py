@@ -19,7 +19,7 @@ from sparkctl.statefile import read_state
 from sparkctl.tracking.spool import Spool
 from sparkctl.tracking.sync import record_run
 from sparkctl.tui.app import make_app
-from sparkctl.tui.screens.promote import PromoteDialog
+from sparkctl.tui.screens.promote_dialog import PromoteDialog
 from tests.fakes.host import FakeProbes, spark_snapshot
 from tests.fakes.model_scenarios import spark_state
 from tests.fakes.ollama_server import FakeOllama

@@ -40,7 +40,7 @@ from sparkctl.services.bench.lane_restore import LaneRestore
 from sparkctl.services.bench.results import ModelRun
 from sparkctl.services.bench.session import MeasurementSession, model_names
 from sparkctl.services.bench.settings import BenchSettings
-from sparkctl.services.evals.scoring import chances, passed, score_item
+from sparkctl.services.evals.verdicts import chances, passed, score_item
 from sparkctl.services.evals.suites import Suite, SuiteItem
 
 UI_BATCH_S = 0.1

@@ -19,9 +19,9 @@ from sparkctl.core.rebench import rebench_blocker
 from sparkctl.services.status import StatusReport
 from sparkctl.tui.breakpoints import preset_breakpoints
 from sparkctl.tui.widgets.budget_bar import BudgetBar
-from sparkctl.tui.widgets.drift import DriftGate
+from sparkctl.tui.widgets.drift_gate import DriftGate
 from sparkctl.tui.widgets.footer import KeysFooter
-from sparkctl.tui.widgets.history import HistorySparkline
+from sparkctl.tui.widgets.history_sparkline import HistorySparkline
 from sparkctl.tui.widgets.notes import Note
 from sparkctl.tui.widgets.warning_lines import WarningLine, WarningLines
 

@@ -3,7 +3,7 @@
 - ``HistoryChartScreen``: one model's decode tok/s run by run (oldest at the top), each
   run's min..max with its median, labelled with engine version and date; a change of
   engine version is marked.
-- ``HeadToHeadScreen``: two or more models compared (``services.runs.decide``): the table
+- ``HeadToHeadScreen``: two or more models compared (``services.runs.comparison``): the table
   with intervals and verdicts, and bars of decode tok/s and accuracies.
 
 The rows come from sparkctl.core.charts and are re-laid out on resize, so an 80-column
@@ -221,7 +221,7 @@ class HeadToHeadScreen(_ChartScreen):
         self.TITLE_TEXT = "Head to head: " + " vs ".join(models)
 
     def read(self) -> Any:
-        from sparkctl.services.runs.decide import NothingToCompare, compare_models
+        from sparkctl.services.runs.comparison import NothingToCompare, compare_models
         from sparkctl.services.runs.rerun import reruns_of
 
         try:
@@ -369,7 +369,7 @@ class RegressionsScreen(_ChartScreen):
     TITLE_TEXT = "Engine-change regressions (decode tok/s, latest vs previous engine version)"
 
     def read(self) -> Any:
-        from sparkctl.services.runs.decide import regression_report
+        from sparkctl.services.runs.regressions import regression_report
 
         report = regression_report(self.store, margins=self.app.config.promote.quality_margin_pp)
         report.rows.sort(key=lambda r: (not r.result.flagged, r.model))

@@ -626,7 +626,7 @@ class RunsScreen(Screen):
         if not lanes:
             self.notify("no lanes in [lanes] of your sparkctl.toml to promote into", severity="warning")
             return
-        from sparkctl.tui.screens.promote import PromoteDialog
+        from sparkctl.tui.screens.promote_dialog import PromoteDialog
 
         lane = "production" if "production" in lanes else lanes[0]
         self.app.push_screen(PromoteDialog(row.model, lanes, lane, store), callback=self._promote_confirmed)
@@ -639,7 +639,7 @@ class RunsScreen(Screen):
 
     @work(group="promote", exclusive=True, exit_on_error=False)
     async def run_promotion(self, plan, force: bool) -> None:
-        from sparkctl.tui.screens.promote import apply_switch
+        from sparkctl.tui.screens.promote_dialog import apply_switch
 
         message, failed = await apply_switch(self.app, plan, force)
         self.notify(message, severity="error" if failed else "information", timeout=20 if failed else 15)
