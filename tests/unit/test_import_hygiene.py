@@ -143,3 +143,63 @@ def test_the_measurement_modules_use_each_others_public_names_only():
         others = set().union(*(names for q, names in own.items() if q != p)) - own[p]
         offenders += _private_reaches(p, tree, own[p], others)
     assert offenders == []
+
+
+# ---- the layout names itself ----------------------------------------------------------------
+
+ROOT = __import__("pathlib").Path(__file__).resolve().parents[2]
+
+
+def _layer_of(path) -> str:
+    """The layer a module of sparkctl/ belongs to: its first folder (core, probes, engines,
+    tracking, services, tui, cli, web), or "sparkctl" for the shared modules at the top
+    (config.py, paths.py, statefile.py)."""
+    parts = path.relative_to(ROOT / "sparkctl").parts
+    return parts[0] if len(parts) > 1 else "sparkctl"
+
+
+def _dotted(path) -> str:
+    return ".".join(path.relative_to(ROOT).with_suffix("").parts)
+
+
+def _pure_core_of(path) -> set[str]:
+    """The modules a core module's docstring declares it the pure core of ("pure core of
+    sparkctl.services.bench.sweep")."""
+    import ast
+    import re
+
+    doc = ast.get_docstring(ast.parse(path.read_text(encoding="utf-8"))) or ""
+    return {m.rstrip(".") for m in re.findall(r"pure core of (sparkctl\.[\w.]+)", doc, flags=re.I)}
+
+
+def test_no_module_name_repeats_across_layers_unless_one_is_the_others_declared_pure_core():
+    """Two modules of one name in different layers (a `residency.py` in core, services and
+    tracking; `lanes.py` for a bench's lane report, a screen and a command) make every
+    mention ambiguous. A name may repeat only where one is the other's pure core (the
+    arithmetic under core/, the I/O around it elsewhere), which the core module's docstring
+    says ("Pure core of sparkctl.services.models.fit"). Within one layer (services/bench and
+    services/evals each have a runner.py) the package says which."""
+    from collections import defaultdict
+
+    by_name = defaultdict(list)
+    for path in sorted((ROOT / "sparkctl").rglob("*.py")):
+        if path.name not in ("__init__.py", "__main__.py"):
+            by_name[path.stem].append(path)
+    offenders = []
+    for name, paths in sorted(by_name.items()):
+        layers = defaultdict(list)
+        for p in paths:
+            layers[_layer_of(p)].append(p)
+        if len(layers) < 2:
+            continue
+        cores = layers.get("core", [])
+        declared = {d for c in cores for d in _pure_core_of(c)}
+        for p in paths:
+            if _layer_of(p) != "core" and _dotted(p) not in declared:
+                others = ", ".join(str(q.relative_to(ROOT)) for q in paths if q != p)
+                offenders.append(f"{p.relative_to(ROOT)} (also {others})")
+        # a pair is core + one other module: a core module beside two others of its name
+        # (or two cores) is a repeat however the docstrings read
+        if len(cores) != 1 or len(paths) != 2:
+            offenders.append(f"{name}.py: {len(paths)} modules in {sorted(layers)}")
+    assert offenders == [], "\n".join(offenders)
