@@ -69,33 +69,51 @@ def sparkline(values: list[float], width: int, lo: float | None = None, hi: floa
     return "".join(out)
 
 
-def wrap_stream(text: str, column: int, width: int) -> tuple[str, int]:
-    """Insert line breaks into streamed text so no line passes `width` characters.
+def wrap_rows(text: str, column: int, width: int) -> tuple[list[str], list[str | None], int]:
+    """Streamed text cut into rows no longer than `width` characters.
 
-    `column` is where the current line already ends; returns the text to append and the new
-    column. Breaks fall after a space where one is near, else mid-word. A runaway model can
-    emit 60k tokens without a newline, and one ever-growing line makes every append cost
-    more than the last."""
+    `column` is where the current row already ends. Returns the pieces (the first one
+    continues the current row, each other starts a row), for each break between them how the
+    text continues across it (None: the text's own newline; "": a word cut; " ": a space
+    dropped at the break), and the new column. The joins let the rows be put back together
+    and cut again when the width changes. Breaks fall after a space where one is near, else
+    mid-word. A runaway model can emit 60k tokens without a newline, and one ever-growing
+    line makes every append cost more than the last."""
     if width <= 0:
-        return text, column
-    out: list[str] = []
-    for piece in text.split("\n"):
-        if out:
-            out.append("\n")
-            column = 0
+        return [text], [], column
+    pieces: list[str] = []
+    joins: list[str | None] = []
+    current = ""
+    for n, piece in enumerate(text.split("\n")):
+        if n:
+            pieces.append(current)
+            joins.append(None)
+            current, column = "", 0
         while column + len(piece) > width:
             room = width - column
             cut = piece.rfind(" ", 0, room + 1)
             if cut <= 0 or cut < room // 2:
                 cut = room
-            if cut <= 0:
-                out.append("\n")
-                column = 0
+            if cut <= 0:  # the row is full: the piece starts the next one
+                pieces.append(current)
+                joins.append("")
+                current, column = "", 0
                 continue
-            out.append(piece[:cut])
-            out.append("\n")
-            piece = piece[cut:].lstrip(" ") if piece[cut:cut + 1] == " " else piece[cut:]
-            column = 0
-        out.append(piece)
+            pieces.append(current + piece[:cut])
+            if piece[cut:cut + 1] == " ":
+                joins.append(" ")
+                piece = piece[cut:].lstrip(" ")
+            else:
+                joins.append("")
+                piece = piece[cut:]
+            current, column = "", 0
+        current += piece
         column += len(piece)
-    return "".join(out), column
+    pieces.append(current)
+    return pieces, joins, column
+
+
+def wrap_stream(text: str, column: int, width: int) -> tuple[str, int]:
+    """wrap_rows' pieces as one text with a newline at each break, and the new column."""
+    pieces, _, column = wrap_rows(text, column, width)
+    return "\n".join(pieces), column

@@ -5,6 +5,10 @@ re-lays-out the whole screen: at 2,000 tok/s that is a full repaint several time
 second. This view has a fixed size, keeps the last `max_lines` lines in a deque and paints
 only the lines on show, so an append repaints this widget alone. It follows the end of
 the stream; the mouse wheel or PageUp/PageDown scroll back, End resumes following.
+
+Rows are cut to the view's width as text arrives; each break remembers how the text went
+on across it, so when the width changes (the first pieces often arrive before the panes
+are laid out, and terminals are resized) the rows are put back together and cut again.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ from textual.binding import Binding
 from textual.strip import Strip
 from textual.widget import Widget
 
-from sparkctl.core.fmt import wrap_stream
+from sparkctl.core.fmt import wrap_rows
 from sparkctl.core.termtext import safe_text
 
 
@@ -34,8 +38,12 @@ class StreamTail(Widget, can_focus=True):
     def __init__(self, max_lines: int = 5000, **kwargs) -> None:
         super().__init__(**kwargs)
         self.lines: deque[str] = deque([""], maxlen=max_lines)
+        # joins[i]: how row i's text goes on into row i+1 (None: a newline of its own; ""
+        # or " ": a break made here); the last row's entry is unused
+        self.joins: deque[str | None] = deque([None], maxlen=max_lines)
         self.column = 0
         self.back = 0  # lines scrolled back from the end; 0 = following
+        self._cut_at = 0  # the width the rows were cut at
 
     @property
     def wrap_width(self) -> int:
@@ -47,29 +55,73 @@ class StreamTail(Widget, can_focus=True):
         text = safe_text(text)
         if not text:
             return
-        wrapped, self.column = wrap_stream(text, self.column, self.wrap_width)
-        parts = wrapped.split("\n")
-        self.lines[-1] += parts[0]
-        for part in parts[1:]:
-            self.lines.append(part)
+        self._fit_width()
+        pieces, joins, self.column = wrap_rows(text, self.column, self._cut_at)
+        self._add(pieces, joins)
         if self.back:
-            self.back = min(self.back + len(parts) - 1, max(0, len(self.lines) - 1))
+            self.back = min(self.back + len(pieces) - 1, max(0, len(self.lines) - 1))
         self.refresh()
+
+    def _add(self, pieces: list[str], joins: list[str | None]) -> None:
+        self.lines[-1] += pieces[0]
+        for join, piece in zip(joins, pieces[1:]):
+            self.joins[-1] = join
+            self.lines.append(piece)
+            self.joins.append(None)
 
     def write_line(self, text: str) -> None:
         text = safe_text(text)
         if self.lines[-1]:
             self.lines.append("")
+            self.joins.append(None)
         self.lines[-1] = text
+        self.joins[-1] = None
         self.lines.append("")
+        self.joins.append(None)
         self.column = 0
         self.refresh()
 
     def clear(self) -> None:
         self.lines = deque([""], maxlen=self.lines.maxlen)
+        self.joins = deque([None], maxlen=self.lines.maxlen)
         self.column = 0
         self.back = 0
         self.refresh()
+
+    def _fit_width(self) -> None:
+        """Cut the rows again if the view's width is not the one they were cut at."""
+        width = self.wrap_width
+        if width == self._cut_at:
+            return
+        self._cut_at = width
+        if len(self.joins) != len(self.lines):  # rows set from outside: taken as they are
+            self.joins = deque([None] * len(self.lines), maxlen=self.lines.maxlen)
+        texts, current = [], ""
+        for row, join in zip(self.lines, self.joins):
+            current += row
+            if join is None:
+                texts.append(current)
+                current = ""
+            else:
+                current += join
+        if current:
+            texts.append(current)
+        self.lines = deque([""], maxlen=self.lines.maxlen)
+        self.joins = deque([None], maxlen=self.lines.maxlen)
+        self.column = 0
+        for n, text in enumerate(texts):
+            if n:
+                self.joins[-1] = None
+                self.lines.append("")
+                self.joins.append(None)
+            pieces, joins, self.column = wrap_rows(text, 0, width)
+            self._add(pieces, joins)
+        self.back = min(self.back, max(0, len(self.lines) - 1))
+
+    def on_resize(self) -> None:
+        if self.content_size.width > 0:
+            self._fit_width()
+            self.refresh()
 
     @property
     def text(self) -> str:
