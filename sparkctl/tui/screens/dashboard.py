@@ -404,7 +404,7 @@ class DashboardScreen(Screen):
     def _show_pressure(self, r: StatusReport) -> None:
         p, b = r.host.pressure, r.budget
         # PSI in 0.1 % and memory in 0.1 GiB drift all the time: small moves are shown
-        # every few seconds (widgets/drift.py), a change of level (or of layout) at once
+        # every few seconds (widgets/drift_gate.py), a change of level (or of layout) at once
         figures = (p.some_avg10, p.full_avg10, p.some_avg60, p.full_avg60) if isinstance(p, Pressure) else ()
         level = (b.level, round(b.reserve / GIB, 1)) if isinstance(b, MemoryBudget) else None
         alarm = isinstance(p, Pressure) and (p.full_avg10 > 5, p.some_avg10 > 10)
