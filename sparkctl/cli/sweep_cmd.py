@@ -136,7 +136,7 @@ def cmd_sweep(args, cfg, engine, settings, progress, models: list) -> int:
         return stopped
     results = result.results
     if getattr(args, "mlflow_export", None):
-        from sparkctl.cli.bench_cmd import write_export
+        from sparkctl.cli.mlflow_export import write_export
 
         write_export(args.mlflow_export, cfg, [(c.run.run_id, c.cell.model, c.cell.key) for c in result.cells],
                      result.parent_run_id)

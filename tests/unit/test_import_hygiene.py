@@ -203,3 +203,111 @@ def test_no_module_name_repeats_across_layers_unless_one_is_the_others_declared_
         if len(cores) != 1 or len(paths) != 2:
             offenders.append(f"{name}.py: {len(paths)} modules in {sorted(layers)}")
     assert offenders == [], "\n".join(offenders)
+
+
+def _import_graph() -> dict[str, set[str]]:
+    """Module -> the sparkctl modules it imports, from every import statement in it: at the
+    top, inside a function (a deferred import is still a dependency) and under TYPE_CHECKING
+    (a type a module names is one it depends on). `from pkg import name` points at pkg.name
+    when that is a module, else at pkg (a name the package re-exports). A package is not
+    counted as a dependency of its own submodules: Python imports it first in any case."""
+    import ast
+
+    modules = {}
+    for path in (ROOT / "sparkctl").rglob("*.py"):
+        parts = list(path.relative_to(ROOT).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        modules[".".join(parts)] = path
+    graph: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        edges = set()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                edges |= {a.name for a in node.names if a.name in modules}
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    up = package.split(".")[:len(package.split(".")) - (node.level - 1)]
+                    base = ".".join(up + ([node.module] if node.module else []))
+                for a in node.names:
+                    if f"{base}.{a.name}" in modules:
+                        edges.add(f"{base}.{a.name}")
+                    elif base in modules:
+                        edges.add(base)
+        graph[name] = edges - {name}
+    return graph
+
+
+def _circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan), each as one
+    closed path through it, for the message."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(graph[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    paths = []
+    for component in found:  # a shortest way from the first module back to itself
+        start, members = component[0], set(component)
+        came = {start: None}
+        queue, end = [start], None
+        while queue and end is None:
+            v = queue.pop(0)
+            for w in sorted(graph[v] & members):
+                if w == start:
+                    end = v
+                    break
+                if w not in came:
+                    came[w] = v
+                    queue.append(w)
+        path = [start]
+        while end is not None:
+            path.insert(1, end)
+            end = came[end]
+        paths.append(path[:1] + path[2:] + [start] if len(path) > 1 else path)
+    return paths
+
+
+def test_no_import_circles_among_sparkctl_modules():
+    """No module reaches itself through what it imports (services/models/common.py <->
+    fit.py through a type; the Runs screen <-> its charts and promotion dialog through
+    deferred imports; cli/bench <-> cli/sweep). A circle means neither module can be read,
+    tested or moved without the other, and a deferred import that hides one only moves the
+    failure to run time."""
+    circles = _circles(_import_graph())
+    assert circles == [], "\n".join(" -> ".join(c) for c in circles)
+
+
+def test_the_circle_finder_finds_a_circle():
+    """The finder itself: a made-up graph with one circle through three modules and one
+    module outside it."""
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a", "d"}, "d": set()}
+    assert _circles(graph) == [["a", "b", "c", "a"]]
+    assert _circles({"a": {"b"}, "b": set()}) == []

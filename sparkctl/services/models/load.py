@@ -17,7 +17,8 @@ from sparkctl.core.names import same_model, validate_model_name
 from sparkctl.core.placement import GpuAttribution, Placement, attribute_gpu_memory, placement
 from sparkctl.core.snapshots import GpuProcess, HostSnapshot, ResidentModel
 from sparkctl.engines.base import DoneEvent, EngineError, EngineUnreachable
-from sparkctl.services.models.common import LoadFailed, ModelsRefused, _find, did_you_mean, lane_label
+from sparkctl.services.models.common import _find, did_you_mean, lane_label
+from sparkctl.services.models.errors import LoadFailed, ModelsRefused
 from sparkctl.services.models.fit import FitEstimate, FitReport, fit_check, refusal_reason
 
 log = logging.getLogger(__name__)

@@ -25,6 +25,7 @@ from textual.widgets import Label, Static
 from textual.worker import get_current_worker
 
 from sparkctl.core.charts import MEDIAN, RangeItem, bar_rows, range_rows
+from sparkctl.tui.screens.run_labels import date_label, error_line
 
 HISTORY_RUNS = 60
 
@@ -49,12 +50,6 @@ class ChartFailed(Message):
     def __init__(self, error: str) -> None:
         super().__init__()
         self.error = error
-
-
-def _error_line(exc: BaseException) -> str:
-    from sparkctl.tui.screens.runs import _error_line as line
-
-    return line(exc)
 
 
 class _ChartScreen(ModalScreen[None]):
@@ -86,7 +81,7 @@ class _ChartScreen(ModalScreen[None]):
             data = self.read()
         except Exception as exc:  # a line, never a crash
             if not get_current_worker().is_cancelled:
-                self.post_message(ChartFailed(_error_line(exc)))
+                self.post_message(ChartFailed(error_line(exc)))
             return
         if not get_current_worker().is_cancelled:
             self.post_message(ChartLoaded(data))
@@ -145,8 +140,6 @@ class HistoryChartScreen(_ChartScreen):
         return list(reversed(rows))  # oldest first: time runs down the screen
 
     def render_chart(self, width: int) -> Text:
-        from sparkctl.tui.screens.runs import date_label
-
         rows = self.data or []
         if not rows:
             out = Text(f"no bench runs of {self.model} with a decode figure", style="dim")
@@ -180,7 +173,6 @@ class HistoryChartScreen(_ChartScreen):
     def _genai_chart(self, out: Text, width: int) -> None:
         """Time to first chunk (p50) of every run, sparkctl's and AIPerf's, read by the one name."""
         from sparkctl.core import genai
-        from sparkctl.tui.screens.runs import date_label
 
         runs = getattr(self, "genai", None) or []
         if not runs:
