@@ -20,7 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from sparkctl.services.runs.comparison import compare_models  # noqa: E402
 from sparkctl.services.runs.decision import decision_table  # noqa: E402
-from sparkctl.textreport import render_comparison  # noqa: E402
+from sparkctl.cli.textreport import render_comparison  # noqa: E402
 from sparkctl.tracking.store import MlflowStore, default_tracking_uri  # noqa: E402
 from tests.fakes.ollama_server import FakeOllama, bench_scenario  # noqa: E402
 from tests.integration.test_decision_seams import CON, INC, answers_for, evaluate, write_gsm8k  # noqa: E402

@@ -81,7 +81,7 @@ def cmd_compare(args, cfg) -> int:
 
         print(decision_table(cmp).markdown(), end="")
     else:
-        from sparkctl.textreport import render_comparison  # shared with the TUI's head to head
+        from sparkctl.cli.textreport import render_comparison  # the decision, then the tables the TUI shows too
 
         print(render_comparison(cmp))
         if community is not None:
@@ -134,7 +134,7 @@ def cmd_regressions(args, cfg) -> int:
         for note in report.notes:  # the list stays what it was; what was passed over goes to stderr
             print(f"sparkctl: note: {note}", file=sys.stderr)
     else:
-        from sparkctl.textreport import render_regressions
+        from sparkctl.services.runs.report_text import render_regressions
 
         print(render_regressions(rows, report.notes, report.quality))
     sys.stdout.flush()

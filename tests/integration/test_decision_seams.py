@@ -365,7 +365,7 @@ async def test_7_regressions_name_the_newer_run_that_is_not_usable(serve, mlflow
     (note,) = report.notes
     assert note.startswith(f"llama3.2:3b on ollama 0.13.0: run {bad.run_id[:8]} is not usable (invalid: ")
     assert "re-bench it" in note
-    from sparkctl.textreport import render_regressions
+    from sparkctl.services.runs.report_text import render_regressions
 
     assert bad.run_id[:8] in render_regressions(report.rows, report.notes)
 

@@ -92,7 +92,7 @@ async def test_a_quality_change_across_an_engine_upgrade_names_the_sampling_that
     runner): the runner's /slots shows the repeat_penalty each request really ran with (1.1,
     then 1.0: what the stand-in sent, as Ollama does), and `sparkctl regressions` names it."""
     from sparkctl.services.runs.regressions import regression_report
-    from sparkctl.textreport import render_regressions
+    from sparkctl.services.runs.report_text import render_regressions
     from tests.integration.ollama_standin_proc import MODEL, running_standin
 
     cfg = config(write_gsm8k(tmp_path / "suites"))

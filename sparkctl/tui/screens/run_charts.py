@@ -261,7 +261,7 @@ class HeadToHeadScreen(_ChartScreen):
 
     def render_chart(self, width: int) -> Text:
         from sparkctl.services.runs.decision import decision_table
-        from sparkctl.textreport import render_comparison_detail
+        from sparkctl.services.runs.report_text import render_comparison_detail
 
         if isinstance(self.data, str):
             return Text(self.data, style="yellow")
@@ -368,7 +368,7 @@ class RegressionsScreen(_ChartScreen):
         return report
 
     def render_chart(self, width: int) -> Text:
-        from sparkctl.textreport import render_regressions
+        from sparkctl.services.runs.report_text import render_regressions
 
         rows = self.data.rows if self.data is not None else []
         out = Text()
