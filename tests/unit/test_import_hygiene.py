@@ -311,3 +311,25 @@ def test_the_circle_finder_finds_a_circle():
     graph = {"a": {"b"}, "b": {"c"}, "c": {"a", "d"}, "d": set()}
     assert _circles(graph) == [["a", "b", "c", "a"]]
     assert _circles({"a": {"b"}, "b": set()}) == []
+
+
+# what every layer reads: the config, where files live, sparkctl's own state file
+SHARED_TOP = {"__init__", "__main__", "config", "paths", "statefile"}
+
+
+def test_only_the_shared_modules_stand_outside_the_layers():
+    """A module at the top of the package belongs to no layer (registry.py was an engine's
+    HTTP client, textreport.py the CLI's printing): only what every layer reads sits there."""
+    top = {p.stem for p in (ROOT / "sparkctl").glob("*.py")}
+    assert top - SHARED_TOP == set()
+
+
+def test_the_tui_and_the_cli_import_nothing_from_each_other_but_the_start():
+    """The two front ends share services, not each other's modules: a table both show is
+    rendered in services (services/runs/report_text.py), not imported from the CLI. The one
+    crossing is the CLI's entry point starting the TUI (`sparkctl` with no command)."""
+    graph = _import_graph()
+    crossings = sorted(f"{m} -> {d}" for m, deps in graph.items() for d in deps
+                       if (m.startswith("sparkctl.tui.") and d.startswith("sparkctl.cli"))
+                       or (m.startswith("sparkctl.cli") and d.startswith("sparkctl.tui")))
+    assert crossings == ["sparkctl.cli -> sparkctl.tui.app"]
