@@ -1,4 +1,4 @@
-"""The bench against a FAKE Ollama (tests/fakes/ollama_server.py: Ollama's wire format over
+"""The bench against a FAKE Ollama (testkit/fakes/ollama_server.py: Ollama's wire format over
 real HTTP, paced token streams) with MLflow on a REAL SQLite store copied from a template."""
 
 from __future__ import annotations
@@ -17,9 +17,9 @@ from sparkctl.services.bench import BenchRefused, BenchRunner, BenchSettings, Re
 from sparkctl.tracking.spool import Spool
 from sparkctl.tracking.store import MlflowStore
 from sparkctl.tracking.sync import record_run, sync_pending
-from tests.fakes.host import FakeProbes, spark_snapshot
-from tests.fakes.ollama_server import bench_scenario, load_scenario
-from tests.integration.tracking_fixtures import mlflow_store, mlflow_template_db  # noqa: F401
+from testkit.fakes.host import FakeProbes, spark_snapshot
+from testkit.fakes.ollama_server import bench_scenario, load_scenario
+from testkit.tracking import mlflow_store, mlflow_template_db  # noqa: F401
 
 CFG = Config(lanes={"production": "gpt-oss:120b"})
 
@@ -271,7 +271,7 @@ async def test_a_model_that_does_not_fit_is_refused_before_loading(serve):
 async def test_gpu_samples_belong_to_the_model_that_was_running(serve):
     import dataclasses as dc
 
-    from tests.fakes.host import gb10
+    from testkit.fakes.host import gb10
 
     server = serve(bench_scenario(tokens_per_s=40.0, response_tokens=[" w"] * 80))
     watts = {"now": 0.0}

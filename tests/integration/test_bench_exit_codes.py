@@ -1,5 +1,5 @@
 """What `sparkctl bench` tells a script when the run is not a result or was not kept: real
-processes against the FAKE Ollama (tests/fakes/ollama_server.py), with a REAL read-only
+processes against the FAKE Ollama (testkit/fakes/ollama_server.py), with a REAL read-only
 filesystem under the data dir (a tmpfs mounted read-only, where this user may mount one;
 else a directory without write permission, which stops any user but root)."""
 
@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from sparkctl.tracking.spool import Spool
-from tests.fakes.ollama_server import bench_scenario
+from testkit.fakes.ollama_server import bench_scenario
 
 
 def sparkctl(config: Path, *argv: str, data: Path) -> subprocess.CompletedProcess:

@@ -1,8 +1,8 @@
 """Evals that compare across engine versions (issue 31 point 2).
 
 - The sampling sent and the sampling that really ran are recorded per eval: from the REAL
-  llama-server runner's /slots beside a stand-in Ollama (tests/fakes/ollama_standin.py),
-  else inferred from Ollama's defaults (the FAKE Ollama, tests/fakes/ollama_server.py, has
+  llama-server runner's /slots beside a stand-in Ollama (testkit/fakes/ollama_standin.py),
+  else inferred from Ollama's defaults (the FAKE Ollama, testkit/fakes/ollama_server.py, has
   no runner). Ollama 0.32.10 dropped its default repeat_penalty 1.1; a quality comparison
   across that upgrade names the change.
 - Thinking is removed before scoring: the engine's separate field, or inline text up to the
@@ -17,9 +17,9 @@ import json
 import pytest
 
 
-from tests.fakes.ollama_server import bench_scenario
+from testkit.fakes.ollama_server import bench_scenario
 from tests.integration.test_eval import A, B, T, config, gold_of, run_eval, run_in_store, write_gsm8k
-from tests.integration.tracking_fixtures import mlflow_store, mlflow_template_db  # noqa: F401
+from testkit.tracking import mlflow_store, mlflow_template_db  # noqa: F401
 
 
 async def test_inline_thinking_is_cut_at_its_end_marker_before_scoring(serve, mlflow_store, tmp_path):  # noqa: F811
@@ -136,7 +136,7 @@ async def test_an_eval_scored_before_thinking_was_cut_is_never_paired_with_one_a
     from sparkctl.services.runs.comparison import compare_models
     from sparkctl.services.runs.regressions import regression_report
     from sparkctl.services.runs.quality import eval_rows, suite_evidence
-    from tests.integration.tracking_fixtures import recording_bench
+    from testkit.tracking import recording_bench
 
     state = bench_scenario(tokens_per_s=None)
     state.answers = lambda model, prompt: None if gold_of(prompt) is None else f"The answer is {gold_of(prompt)}."

@@ -26,7 +26,7 @@ from sparkctl.tracking.record import RunRecord
 from sparkctl.tracking.spool import Spool
 from sparkctl.tracking.store import MlflowStore, TrackingError
 from sparkctl.tracking.sync import record_run
-from tests.fakes.host import spark_snapshot
+from testkit.fakes.host import spark_snapshot
 
 SECRET = "s3cret"
 URI = f"http://alice:{SECRET}@127.0.0.1:9"

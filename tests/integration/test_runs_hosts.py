@@ -1,8 +1,8 @@
 """Runs from several hosts in one REAL MLflow SQLite store: `runs --host/--by-host`, the Runs
 screen's host filter and grouping, and `compare` within one hardware class.
 
-Seeded by the REAL BenchRunner against the FAKE Ollama (tests/fakes/ollama_server.py, real
-HTTP), with FAKE host probes (tests/fakes/host.py) standing in for three machines: two
+Seeded by the REAL BenchRunner against the FAKE Ollama (testkit/fakes/ollama_server.py, real
+HTTP), with FAKE host probes (testkit/fakes/host.py) standing in for three machines: two
 GB10 Sparks (spark-01, spark-02: one hardware class) and an H200 box (another class).
 """
 
@@ -25,9 +25,9 @@ from sparkctl.tracking.spool import Spool
 from sparkctl.tracking.store import MlflowStore, default_tracking_uri
 from sparkctl.tracking.sync import record_run
 from sparkctl.tui.app import make_app
-from tests.fakes.host import FakeProbes, h200_snapshot, spark_snapshot
-from tests.fakes.ollama_server import FakeOllama, bench_scenario
-from tests.integration.tracking_fixtures import (  # noqa: F401
+from testkit.fakes.host import FakeProbes, h200_snapshot, spark_snapshot
+from testkit.fakes.ollama_server import FakeOllama, bench_scenario
+from testkit.tracking import (  # noqa: F401
     TEST_EXPERIMENT,
     copy_template_store,
     mlflow_template_db,

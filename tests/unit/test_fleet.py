@@ -2,7 +2,7 @@
 read-only dashboard's report rebuilt from it, what an ssh answer means, the ssh command
 line, [hosts.NAME] and the ssh config's host names. (Over real ssh: tests/integration/
 test_fleet.py and tests/tui/test_fleet_screen.py.) Host facts are FAKE probes
-(tests/fakes/host.py)."""
+(testkit/fakes/host.py)."""
 
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ from sparkctl.services.fleet.ssh import (
     ssh_argv,
 )
 from sparkctl.services.status import build_report, report_to_dict
-from tests.fakes.host import h200_snapshot, spark_snapshot
+from testkit.fakes.host import h200_snapshot, spark_snapshot
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=timezone.utc)
 CFG = parse_config('[lanes]\nproduction = "gpt-oss:120b"\nfast = "qwen3:30b-a3b"\nmini = "llama3.2:3b"\n',

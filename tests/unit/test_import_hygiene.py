@@ -333,3 +333,27 @@ def test_the_tui_and_the_cli_import_nothing_from_each_other_but_the_start():
                        if (m.startswith("sparkctl.tui.") and d.startswith("sparkctl.cli"))
                        or (m.startswith("sparkctl.cli") and d.startswith("sparkctl.tui")))
     assert crossings == ["sparkctl.cli -> sparkctl.tui.app"]
+
+
+def test_the_benchmarks_and_the_testkit_import_nothing_from_tests():
+    """A published figure is measured against the fakes and scenarios in testkit/, which
+    tests use too; if benchmarks/ imported tests/ (a fixture module, a test module's
+    constants), editing a test would move a figure unseen. Import statements, and the code
+    a benchmark hands to a child Python as a string, both count."""
+    import ast
+    import re
+
+    said = re.compile(r"(?:^|[\s;])(?:from\s+tests(?:\.\w+)*\s+import|import\s+tests(?:\.\w+)*)\b")
+    offenders = []
+    benchmarks = sorted((ROOT / "benchmarks").rglob("*.py"))
+    assert len(benchmarks) > 10, benchmarks
+    files = benchmarks + sorted((ROOT / "testkit").rglob("*.py"))
+    for path in files:
+        where = path.relative_to(ROOT)
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                     else [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else [])
+            offenders += [f"{where}:{node.lineno} {n}" for n in names if n == "tests" or n.startswith("tests.")]
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and said.search(node.value):
+                offenders.append(f"{where}:{node.lineno} (in a string) {said.search(node.value).group().strip()}")
+    assert offenders == []
