@@ -222,6 +222,8 @@ class Config:
     sources: dict[str, str] = field(default_factory=dict)
     state_file: str = ""  # the owned file layered over `source` ("" when none was read)
     contenders: tuple[str, ...] = ()  # models the TUI marked contender (from the owned file)
+    # contender -> the lane it is evaluated for (its context pairs with that lane model's)
+    contender_lanes: dict[str, str] = field(default_factory=dict)
     notes: tuple[str, ...] = ()  # layering notes: an owned value the user's file overrides
 
     def lane_of(self, model: str) -> str | None:
@@ -727,8 +729,9 @@ def layer_state(cfg: Config, owned: Any) -> Config:
     note says which owned value was set aside."""
     where = str(owned.path)
     contenders = tuple(getattr(owned, "contenders", ()))
+    contender_lanes = dict(getattr(owned, "contender_lanes", {}) or {})
     if not owned.lanes and not owned.theme:
-        return replace(cfg, state_file=where, contenders=contenders)
+        return replace(cfg, state_file=where, contenders=contenders, contender_lanes=contender_lanes)
     lanes, sources, notes = dict(cfg.lanes), dict(cfg.sources), list(cfg.notes)
     ui = cfg.ui
 
@@ -755,7 +758,7 @@ def layer_state(cfg: Config, owned: Any) -> Config:
         ui = replace(cfg.ui, theme=owned.theme)
         sources["ui.theme"] = where
     return replace(cfg, lanes=lanes, ui=ui, sources=sources, state_file=where, notes=tuple(notes),
-                   contenders=contenders)
+                   contenders=contenders, contender_lanes=contender_lanes)
 
 
 def user_file_value(cfg: Config, key: str) -> str:
@@ -824,8 +827,9 @@ def save_ui_theme(cfg: Config, theme: str, state: Path | None = None) -> None:
     save_theme(theme, user_file_value(cfg, "ui.theme"), state or (Path(cfg.state_file) if cfg.state_file else None))
 
 
-def save_contender(cfg: Config, model: str, on: bool, state: Path | None = None) -> None:
-    """Persist (or clear) the TUI's contender mark of `model` in sparkctl's own state file."""
+def save_contender(cfg: Config, model: str, on: bool, state: Path | None = None, lane: str = "") -> None:
+    """Persist (or clear) the TUI's contender mark of `model`, with the lane it is evaluated
+    for ("" none), in sparkctl's own state file."""
     from sparkctl.statefile import mark_contender
 
-    mark_contender(model, on, state or (Path(cfg.state_file) if cfg.state_file else None))
+    mark_contender(model, on, state or (Path(cfg.state_file) if cfg.state_file else None), lane)

@@ -1,5 +1,6 @@
 """The file sparkctl owns: lane changes (promote, rollback), the theme chosen in the TUI,
-and the contenders (models side-loaded from the TUI to be evaluated for a lane).
+the contenders (models side-loaded from the TUI to be evaluated for a lane) and the
+keep-alive sessions sparkctl set when it loaded a model (``[sessions]``).
 
 sparkctl never rewrites the user's hand-written ``sparkctl.toml`` (its comments are theirs).
 What sparkctl decides goes here instead, ``~/.config/sparkctl/state.toml`` by default
@@ -33,6 +34,7 @@ import tomllib
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -121,6 +123,21 @@ class HistoryEntry:
 
 
 @dataclass(frozen=True)
+class KeptSession:
+    """The keep-alive sparkctl loaded a model with, and when. The time tells a session that
+    is still sparkctl's from a later one another client started: a session set at `set_at`
+    for L cannot end before set_at + L while it lasts (a request only pushes the end later),
+    so an earlier end belongs to someone else's load. None: written before sparkctl kept
+    the time (only the length can be checked)."""
+
+    keep_alive: str
+    set_at: datetime | None = None
+
+    def to_toml(self) -> dict[str, Any]:
+        return {"keep_alive": self.keep_alive, **({"set_at": self.set_at} if self.set_at else {})}
+
+
+@dataclass(frozen=True)
 class OwnedState:
     """What the owned file says. ``base`` maps "lanes.NAME" / "ui.theme" to the user's
     value when the owned one was written ("" = the user's file had no such key)."""
@@ -133,10 +150,14 @@ class OwnedState:
     # models loaded beside production to be evaluated for a lane (the TUI's "contender"
     # mark), until promoted, unloaded or deleted from sparkctl
     contenders: tuple[str, ...] = ()
+    # contender -> the lane it is evaluated for, as the Models screen's load recorded it: a
+    # bench or eval of it alone runs at that lane model's context (services/bench/context.py)
+    contender_lanes: dict[str, str] = field(default_factory=dict)
     # the keep-alive sparkctl last loaded each model with (`load --keep-alive`, the Models
-    # screen, a promotion): a bench that had to reload the model gives it back that session
-    # instead of the engine's default
-    sessions: dict[str, str] = field(default_factory=dict)
+    # screen): a bench that had to reload the model gives it back that session instead of
+    # the engine's default. Oldest first (the order they were set in, kept in the file):
+    # past SESSIONS_MAX the oldest go. sparkctl's unload and delete forget a model's entry.
+    sessions: dict[str, KeptSession] = field(default_factory=dict)
 
     @property
     def next_seq(self) -> int:
@@ -146,14 +167,16 @@ class OwnedState:
         out: dict[str, Any] = {"version": STATE_VERSION}
         if self.contenders:
             out["contenders"] = list(self.contenders)
+        if self.contender_lanes:
+            out["contender_lanes"] = dict(self.contender_lanes)
         if self.theme:
             out["ui"] = {"theme": self.theme}
         if self.lanes:
             out["lanes"] = dict(sorted(self.lanes.items()))
         if self.base:
             out["base"] = dict(sorted(self.base.items()))
-        if self.sessions:
-            out["sessions"] = dict(sorted(self.sessions.items()))
+        if self.sessions:  # not sorted: the order is the age the trim goes by
+            out["sessions"] = {m: kept.to_toml() for m, kept in self.sessions.items()}
         if self.history:
             out["history"] = [h.to_toml() for h in self.history[-HISTORY_MAX:]]
         return out
@@ -220,8 +243,23 @@ def parse_state(text: str, path: Path) -> OwnedState:
     if not isinstance(history_raw, list):
         raise StateError(f"{origin}: history: expected an array of tables")
     history = tuple(HistoryEntry.from_toml(h, origin, i) for i, h in enumerate(history_raw))
+    sessions = {model: _kept_session(value, f"{origin}: [sessions] {model}")
+                for model, value in table("sessions").items()}
     return OwnedState(path=path, lanes=lanes, theme=ui.get("theme", ""), base=strings("base"), history=history,
-                      contenders=tuple(contenders), sessions=strings("sessions"))
+                      contenders=tuple(contenders), sessions=sessions, contender_lanes=strings("contender_lanes"))
+
+
+def _kept_session(value: Any, where: str) -> KeptSession:
+    if isinstance(value, str):  # a file from before sparkctl kept the time
+        return KeptSession(value)
+    if not isinstance(value, dict) or not isinstance(value.get("keep_alive"), str):
+        raise StateError(f"{where}: expected a table with keep_alive (a string), got {value!r}")
+    set_at = value.get("set_at")
+    if set_at is not None and not isinstance(set_at, datetime):
+        raise StateError(f"{where}: set_at: expected a date-time, got {set_at!r}")
+    if set_at is not None and set_at.tzinfo is None:
+        set_at = set_at.replace(tzinfo=timezone.utc)  # sparkctl writes UTC
+    return KeptSession(value["keep_alive"], set_at)
 
 
 def read_state(path: Path | None = None) -> OwnedState:
@@ -317,25 +355,44 @@ def save_theme(theme: str, user_theme: str, path: Path | None = None) -> OwnedSt
 SESSIONS_MAX = 200  # models remembered; the oldest entries go first
 
 
-def record_session(model: str, keep_alive: str, path: Path | None = None) -> OwnedState:
-    """Remember the keep-alive sparkctl loaded `model` with (one entry per model)."""
+def record_session(model: str, keep_alive: str, path: Path | None = None,
+                   now: datetime | None = None) -> OwnedState:
+    """Remember the keep-alive sparkctl loaded `model` with, and when (one entry per model,
+    the newest last)."""
     from sparkctl.core.names import model_key
 
+    at = (now or datetime.now(timezone.utc)).replace(microsecond=0)
+
     def change(state: OwnedState) -> OwnedState:
-        kept = {m: ka for m, ka in state.sessions.items() if model_key(m) != model_key(model)}
-        kept[model] = keep_alive
+        kept = {m: s for m, s in state.sessions.items() if model_key(m) != model_key(model)}
+        kept[model] = KeptSession(keep_alive, at)
         return replace(state, sessions=dict(list(kept.items())[-SESSIONS_MAX:]))
 
     return update_state(change, path)
 
 
-def mark_contender(model: str, on: bool, path: Path | None = None) -> OwnedState:
-    """Mark `model` contender (on) or clear its mark, against what the file says now (another
-    sparkctl may have marked others meanwhile)."""
+def forget_session(model: str, path: Path | None = None) -> None:
+    """Drop `model`'s entry: sparkctl unloaded or deleted it, so the session it set is over
+    (a later load by another client must not get it back). No entry: the file is left as
+    it is."""
+    from sparkctl.core.names import model_key
+
+    if not any(model_key(m) == model_key(model) for m in read_state(path).sessions):
+        return
+    update_state(lambda s: replace(s, sessions={m: k for m, k in s.sessions.items()
+                                                if model_key(m) != model_key(model)}), path)
+
+
+def mark_contender(model: str, on: bool, path: Path | None = None, lane: str = "") -> OwnedState:
+    """Mark `model` contender (on) for `lane` ("" none said) or clear its mark, against what
+    the file says now (another sparkctl may have marked others meanwhile)."""
     from sparkctl.core.names import model_key
 
     def change(state: OwnedState) -> OwnedState:
         kept = [m for m in state.contenders if model_key(m) != model_key(model)]
-        return replace(state, contenders=tuple(kept + [model] if on else kept))
+        lanes = {m: ln for m, ln in state.contender_lanes.items() if model_key(m) != model_key(model)}
+        if on and lane:
+            lanes[model] = lane
+        return replace(state, contenders=tuple(kept + [model] if on else kept), contender_lanes=lanes)
 
     return update_state(change, path)

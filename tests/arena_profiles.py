@@ -1,6 +1,10 @@
-"""Spark Arena's benchmark profiles as published (spark-arena/recipe-registry, `benchmarking/`):
-the v1 file, and v2 in the revision that added `runs: 3`. Tests parse these and check what
-sparkctl holds and runs against them."""
+"""Spark Arena's benchmark profiles as published: the keys and values of
+`benchmarking/spark-arena-v1.yaml` and `benchmarking/spark-arena-v2.yaml` of
+https://github.com/spark-arena/recipe-registry at commit 7aff4a2
+(7aff4a2dd12d6e02d10aa99270f87e8816c94479, the v2 revision that added `runs: 3`), which is
+under the MIT License, Copyright (c) 2026 Spark-Arena.com. The files' own comments are left
+out (v2's names the script and strategy that made its schedule: sparkctl/core/arena.py says
+so in its words). Tests parse these and check what sparkctl holds and runs against them."""
 
 PUBLISHED_V1 = """\
 framework: llama-benchy
@@ -26,8 +30,6 @@ args:
   prefix_caching: true
   runs: 3
 
-# Heat-aware schedule generated from sparkrun-internal/benchmark-heat-load.py
-# strategy: bucket_43521_seed42 (n_buckets=5, pattern=(4,3,5,2,1), seed=42)
 schedule:
   - { depth: 8192, concurrency: 5 }
   - { depth: 4096, concurrency: 5 }

@@ -13,6 +13,10 @@ def positive_int(text: str) -> int:
         raise argparse.ArgumentTypeError(f"expected a whole number of tokens, got {text!r}") from None
     if value < 1:
         raise argparse.ArgumentTypeError(f"expected a context of at least 1 token, got {value}")
+    from sparkctl.core.limits import MAX_NUM_CTX, count_text
+
+    if value > MAX_NUM_CTX:
+        raise argparse.ArgumentTypeError(f"expected a context of at most {MAX_NUM_CTX} tokens, got {count_text(value)}")
     return value
 
 

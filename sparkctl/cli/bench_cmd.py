@@ -11,7 +11,7 @@ from sparkctl.cli.sweep_cmd import add_sweep_args, cmd_sweep, sweep_requested
 from sparkctl.cli.running import ProgressLine, emit, lanes_failed, not_saved, recover, run_tracked
 from sparkctl.cli.exitcodes import (CliError, EXIT_BAD_INPUT, EXIT_ENGINE_ERROR, EXIT_NOT_SAVED, EXIT_OK, EXIT_REFUSED,
                                     EXIT_UNREACHABLE)
-from sparkctl.core.limits import MAX_REPS, MAX_WARMUP
+from sparkctl.core.limits import MAX_NUM_CTX, MAX_REPS, MAX_WARMUP
 
 
 def register(sub) -> None:
@@ -83,7 +83,8 @@ def _validate(args, effective_kind: str = "ollama") -> list:
                              ("--ctx", args.ctx, 256), ("--num-predict", args.num_predict, 1)):
         if value is not None and value < low:
             raise CliError(f"{flag} must be >= {low}, got {value}", EXIT_BAD_INPUT)
-    for flag, value, high in (("--reps", args.reps, MAX_REPS), ("--warmup", args.warmup, MAX_WARMUP)):
+    for flag, value, high in (("--reps", args.reps, MAX_REPS), ("--warmup", args.warmup, MAX_WARMUP),
+                              ("--ctx", args.ctx, MAX_NUM_CTX)):
         if value is not None and value > high:
             raise CliError(f"{flag} must be at most {high}, got {_count(value)}", EXIT_BAD_INPUT)
     if getattr(args, "until_resolved", False):

@@ -246,7 +246,10 @@ def _run_eval(args, cfg) -> int:
                              ("--ctx", args.ctx, 256)):
         if value is not None and value < low:
             raise CliError(f"{flag} must be at least {low}, not {value:g}", EXIT_BAD_INPUT)
-    from sparkctl.core.limits import MAX_CONCURRENCY
+    from sparkctl.core.limits import MAX_CONCURRENCY, MAX_NUM_CTX, count_text
+
+    if args.ctx is not None and args.ctx > MAX_NUM_CTX:
+        raise CliError(f"--ctx must be at most {MAX_NUM_CTX}, not {count_text(args.ctx)}", EXIT_BAD_INPUT)
 
     if args.concurrency is not None and args.concurrency > MAX_CONCURRENCY:
         shown = str(args.concurrency) if len(str(args.concurrency)) <= 20 else "a larger number"

@@ -107,8 +107,11 @@ def cmd_fleet(args, cfg) -> int:
     from sparkctl.services.fleet import LIVE, FleetPoller, FleetReport, fleet_hosts
 
     if args.timeout is not None:
-        if not (0 < args.timeout < float("inf")):  # nan and inf would wait forever
-            raise CliError(f"--timeout must be a number of seconds > 0, got {args.timeout:g}", EXIT_BAD_INPUT)
+        from sparkctl.core.limits import MAX_FLEET_TIMEOUT_S
+
+        if not (0 < args.timeout <= MAX_FLEET_TIMEOUT_S):  # nan, inf or a huge one would wait forever
+            raise CliError(f"--timeout must be a number of seconds > 0 and at most {MAX_FLEET_TIMEOUT_S:g}, "
+                           f"got {args.timeout:g}", EXIT_BAD_INPUT)
         cfg = replace(cfg, fleet=replace(cfg.fleet, timeout_s=args.timeout))
     bad = [h for h in args.hosts if not h.strip() or h.startswith("-") or any(c.isspace() for c in h)]
     if bad:

@@ -447,7 +447,7 @@ def cmd_unload(args, cfg) -> int:
     from sparkctl.services.models import unload_model
 
     name = _name(args.name)
-    report = _run(cfg, lambda engine: unload_model(engine, name))
+    report = _run(cfg, lambda engine: unload_model(engine, name, cfg=cfg))
     if args.json:
         _json(report.to_dict())
     else:

@@ -13,6 +13,12 @@ llama-benchy runs:
   pattern=(4,3,5,2,1), seed=42). The order decides which cells run warm, so it is part of
   the profile: copied below cell for cell, in order.
 
+Source: the two profile files of https://github.com/spark-arena/recipe-registry at commit
+7aff4a2 (7aff4a2dd12d6e02d10aa99270f87e8816c94479, the revision of spark-arena-v2.yaml
+that added `runs: 3`). That repository is under the MIT License, Copyright (c) 2026
+Spark-Arena.com; the grid and the schedule below are its values, used under that licence.
+The words here are sparkctl's own.
+
 Pure data and checks: no I/O.
 """
 

@@ -9,7 +9,10 @@ context_size, concurrency, run_index), optionally `request_first_response` (ttfr
 streamed chunk (count, snippet, `estimated` when the server gave no token ids),
 `request_end` (total_tokens, prompt_tokens, decode_seconds, error); `latency_measured`
 (latency_s, mode) once before the requests; `bench_complete` (status ok|interrupted|error)
-last. Unknown fields and types are ignored; a line of another schema is skipped (counted).
+last. Unknown fields and types are ignored; a line of another schema is skipped (counted). Every
+string the stream carries (model, base_url, error, snippet, version) loses its escape
+sequences here (core/termtext.py): the file is written by another program, and what it
+says reaches the terminal through the CLI's lines and the Bench screen.
 
 What this reader derives, per request, as llama-benchy itself computes it from the same
 events: decode tok/s = (total_tokens - 1) / decode_seconds (its tg per request); prefill
@@ -29,6 +32,8 @@ import json
 import statistics
 from dataclasses import dataclass, field
 from typing import Any
+
+from sparkctl.core.termtext import safe_line, safe_text
 
 SCHEMA = "llama-benchy-progress.v1"
 STATUSES = ("ok", "interrupted", "error")
@@ -177,12 +182,12 @@ class ProgressState:
         ts = _num(ev.get("ts")) or self.last_ts
         self.last_ts = max(self.last_ts, ts)
         if kind == "header":
-            self.version = str(ev.get("llama_benchy_version") or "")
+            self.version = safe_line(ev.get("llama_benchy_version") or "")
             self.header_ts = ts
             return Update("header")
         if kind == "latency_measured":
             self.latency_s = _num(ev.get("latency_s")) or 0.0
-            self.latency_mode = str(ev.get("mode") or "")
+            self.latency_mode = safe_line(ev.get("mode") or "")
             return None
         if kind == "bench_complete":
             status = str(ev.get("status") or "ok")
@@ -193,7 +198,8 @@ class ProgressState:
         if not isinstance(rid, int):
             return None
         if kind == "request_start":
-            r = Request(rid, str(ev.get("model") or ""), str(ev.get("base_url") or ""), _int(ev.get("prompt_size")),
+            r = Request(rid, safe_line(ev.get("model") or ""), safe_line(ev.get("base_url") or ""),
+                        _int(ev.get("prompt_size")),
                         _int(ev.get("response_size")), _int(ev.get("context_size")),
                         max(1, _int(ev.get("concurrency")) or 1), _int(ev.get("run_index")), ts)
             self.requests[rid] = r
@@ -210,14 +216,14 @@ class ProgressState:
         if kind == "tokens":
             r.tokens += max(0, _int(ev.get("count")))
             r.chunk_ts.append(ts)
-            r.snippet = str(ev.get("snippet") or "")
+            r.snippet = safe_text(ev.get("snippet") or "")
             return Update("tokens", r)
         if kind == "request_end":
             r.end_ts = ts
             r.total_tokens = _int(ev.get("total_tokens"))
             r.prompt_tokens = _int(ev.get("prompt_tokens")) or None
             r.decode_seconds = _num(ev.get("decode_seconds"))
-            r.error = str(ev.get("error") or "")
+            r.error = safe_line(ev.get("error") or "")
             return Update("ended", r)
         return None
 

@@ -180,10 +180,12 @@ class Step:
     session: Session | None = None
 
 
-def session_still_set(held: Held, keep_alive: str, now: datetime) -> bool:
-    """Whether `held`'s session can still be the one sparkctl loaded it with: a request
-    restarts a session at its length, so an expiry further away than that length means
-    another client loaded it since, with a longer one."""
+def session_still_set(held: Held, keep_alive: str, now: datetime, set_at: datetime | None = None) -> bool:
+    """Whether `held`'s session can still be the one sparkctl loaded it with at `set_at`
+    (None: time unknown). A request restarts a session at its length, so an expiry further
+    away than that length means another client loaded it since, with a longer one; and a
+    session keeps the model at least until set_at + its length, so an expiry before that
+    means it ended (unloaded, expired) and someone else's load holds the model now."""
     try:
         ka = parse_keep_alive(keep_alive)
     except ValueError:
@@ -191,6 +193,8 @@ def session_still_set(held: Held, keep_alive: str, now: datetime) -> bool:
     if ka.forever:
         return held.forever
     if held.forever or held.expires_at is None or ka.seconds is None:
+        return False
+    if set_at is not None and (held.expires_at - set_at).total_seconds() < ka.seconds - SESSION_TOLERANCE_S:
         return False
     return (held.expires_at - now).total_seconds() <= ka.seconds + SESSION_TOLERANCE_S
 

@@ -143,6 +143,9 @@ class SparkApp(App):
         from sparkctl.core.names import model_key
 
         self.contenders: set[str] = {model_key(m) for m in getattr(config, "contenders", ())}
+        # model key -> the lane it is a contender for (its bench runs at that lane model's context)
+        self.contender_lanes: dict[str, str] = {model_key(m): lane for m, lane in
+                                                (getattr(config, "contender_lanes", None) or {}).items()}
         # every message a toast showed, newest last: N shows them whole after the toast is gone
         self.messages: deque[tuple[str, str, str]] = deque(maxlen=MESSAGES_KEPT)
 
@@ -229,24 +232,29 @@ class SparkApp(App):
         except (OSError, StateError, ConfigError) as exc:
             self.call_from_thread(self.notify, f"theme {name!r} not saved: {exc}", severity="warning", timeout=8)
 
-    def set_contender(self, name: str, on: bool) -> None:
-        """Mark `name` contender (or clear the mark) here and in sparkctl's own state file."""
+    def set_contender(self, name: str, on: bool, lane: str = "") -> None:
+        """Mark `name` contender for `lane` ("" none said), or clear the mark, here and in
+        sparkctl's own state file."""
         from sparkctl.core.names import model_key
 
         key = model_key(name)
-        if (key in self.contenders) == on:
+        if (key in self.contenders) == on and (not on or self.contender_lanes.get(key, "") == lane):
             return
         (self.contenders.add if on else self.contenders.discard)(key)
-        self.save_contender(name, on)
+        if on and lane:
+            self.contender_lanes[key] = lane
+        else:
+            self.contender_lanes.pop(key, None)
+        self.save_contender(name, on, lane)
 
     @work(thread=True, group="contender", exclusive=False, exit_on_error=False)
-    def save_contender(self, name: str, on: bool) -> None:
+    def save_contender(self, name: str, on: bool, lane: str = "") -> None:
         """Through the owned-file writer (flock + atomic rename), off the UI thread."""
         from sparkctl.config import ConfigError, save_contender
         from sparkctl.statefile import StateError
 
         try:
-            save_contender(self.config, name, on)
+            save_contender(self.config, name, on, lane=lane)
         except (OSError, StateError, ConfigError) as exc:
             self.call_from_thread(self.notify, f"contender mark of {name} not saved: {exc}", severity="warning",
                                   timeout=8)

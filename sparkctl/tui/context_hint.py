@@ -15,7 +15,7 @@ def predicted_context(app, models: list[str], explicit: int | None) -> ContextCh
     report = getattr(app, "report", None)
     resident = report.engine.resident if report is not None and report.engine.reachable else ()
     return choose_context(models, cfg.lanes, getattr(app, "contenders", ()), resident_contexts(resident),
-                          cfg.bench.num_ctx)
+                          cfg.bench.num_ctx, getattr(app, "contender_lanes", None))
 
 
 def context_label(choice: ContextChoice) -> str:
@@ -25,8 +25,14 @@ def context_label(choice: ContextChoice) -> str:
 
 
 def explicit_ctx(raw: str) -> int | None:
-    """The num_ctx field: empty or "auto" is the choice above; a number is that context."""
+    """The num_ctx field: empty or "auto" is the choice above; a number is that context.
+    ValueError past what an engine can take (core/limits.py MAX_NUM_CTX), as the CLI's --ctx."""
+    from sparkctl.core.limits import MAX_NUM_CTX
+
     raw = raw.strip().lower()
     if raw in ("", "auto"):
         return None
-    return int(raw)
+    value = int(raw)
+    if value > MAX_NUM_CTX:
+        raise ValueError(f"num_ctx must be at most {MAX_NUM_CTX}")
+    return value

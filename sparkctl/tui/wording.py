@@ -12,6 +12,10 @@ from __future__ import annotations
 
 import re
 
+from rich.text import Text
+
+from sparkctl.core.termtext import safe_line, safe_text
+
 # (CLI words, what the Bench and Eval screens call the same thing). Longest first where one
 # flag's text holds another's. The bench settings open with ctrl+s.
 _SETTINGS = (
@@ -57,3 +61,12 @@ def tui_words(text: str, where: str = "bench") -> str:
     for pattern, words in _COMPILED.get(where, ()):
         text = pattern.sub(words, text)
     return text
+
+
+def plain(text: object, style: str = "", *, one_line: bool = False) -> Text:
+    """Text another program or person wrote (a model name, an MLflow tag, a registry's or a
+    host's reply, a config path) as it is: Textual would read `[` in a string as markup (a
+    `[/bold]` without its opening tag is a MarkupError that ends the app; `[@click=...]` an
+    action), and would pass an escape sequence through to the terminal. For labels, static
+    text and border titles."""
+    return Text((safe_line if one_line else safe_text)(text), style=style)

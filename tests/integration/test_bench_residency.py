@@ -23,7 +23,7 @@ LANES = {"production": "qwen3:8b", "fast": "qwen3:4b"}
 
 
 def spark_lanes(fast_left_s: float = 600.0):
-    """The lanes of lanes_fixtures, the fast one idle for 20 minutes of its 30 (10 left), as a
+    """The lanes of testkit/lanes.py, the fast one idle for 20 minutes of its 30 (10 left), as a
     router would leave it; gemma3:4b and a CPU-only model on disk; unpaced streams."""
     state = lanes_state(tokens_per_s=None, runaway=None)
     state.add_model(make_model("gemma3:4b", size_gib=3.3, parameter_size="4.3B", context_length=131072))
@@ -216,5 +216,60 @@ async def test_a_session_sparkctl_set_comes_back_as_set_after_a_bench(serve):
     assert run.status == "FINISHED" and runner.lane_restore.ok, runner.lane_restore
     ctx, left = ps(server)["gemma3:4b"]
     assert abs(left - HALF_HOUR) < 60, f"gemma3:4b is back with {left:.0f} s, not the 30m sparkctl loaded it with"
-    assert read_state().sessions == {"gemma3:4b": "30m"}  # kept in sparkctl's own state file
+    assert {m: k.keep_alive for m, k in read_state().sessions.items()} == {"gemma3:4b": "30m"}  # sparkctl's own file
     assert "as sparkctl loaded it" in " ".join(runner.lane_restore.summary() + runner.lane_restore.notes)
+
+
+async def test_a_session_that_ended_is_not_given_back_to_a_later_load(serve):
+    """Review of issue 30: the state file's [sessions] entry outlived the session it named.
+    sparkctl loaded gemma3:4b for 30m; another client then unloaded it and loaded it again
+    without keep_alive (the engine's 5m). A solo bench must put it back as that client left
+    it (5m), not resurrect sparkctl's 30m: the FAKE Ollama keeps sessions as sched.go does."""
+    import httpx
+
+    from sparkctl.services.models import side_load
+
+    state = spark_lanes()
+    state.default_keep_alive_s = 300.0
+    server = serve(state)
+    cfg = Config(lanes=LANES)
+    engine = OllamaEngine(server.url, timeout=5.0, connect_timeout=1.0)
+    try:
+        await side_load(cfg, engine, FakeProbes(spark_snapshot()), "gemma3:4b", keep_alive="30m", force=True)
+    finally:
+        await engine.close()
+    # another client: an unload, then a request of its own (no keep_alive)
+    httpx.post(f"{server.url}/api/generate", json={"model": "gemma3:4b", "keep_alive": 0}, timeout=10
+               ).raise_for_status()
+    for _ in range(50):
+        if "gemma3:4b" not in ps(server):
+            break
+        await asyncio.sleep(0.1)
+    router_request(server, "gemma3:4b", 4096)
+    assert ps(server)["gemma3:4b"][1] < 360
+    runner, (run,) = await bench(server, cfg, ["llama3.2:3b"], settings(cfg, mode="solo"))
+    assert run.status == "FINISHED"
+    _, left = ps(server)["gemma3:4b"]
+    assert left < 360, f"gemma3:4b came back with {left:.0f} s: sparkctl's ended 30m session was given back"
+
+
+async def test_sparkctls_own_unload_and_delete_forget_the_session_it_set(serve):
+    """An entry for a model sparkctl unloaded or deleted names a session that is over: it
+    goes from the state file (the FAKE Ollama serves the models)."""
+    from sparkctl.services.models import delete_model, side_load, unload_model
+    from sparkctl.statefile import read_state
+
+    state = spark_lanes()
+    server = serve(state)
+    cfg = Config(lanes=LANES)
+    engine = OllamaEngine(server.url, timeout=5.0, connect_timeout=1.0)
+    try:
+        for model in ("gemma3:4b", "llama3.2:3b"):
+            await side_load(cfg, engine, FakeProbes(spark_snapshot()), model, keep_alive="30m", force=True)
+        assert list(read_state().sessions) == ["gemma3:4b", "llama3.2:3b"]
+        assert (await unload_model(engine, "gemma3:4b", cfg=cfg)).was_loaded
+        assert list(read_state().sessions) == ["llama3.2:3b"]
+        await delete_model(cfg, engine, "llama3.2:3b")
+        assert read_state().sessions == {}
+    finally:
+        await engine.close()

@@ -141,3 +141,65 @@ async def test_the_bench_screen_draws_a_followed_run_on_its_gauges(mlflow_store,
     runs = mlflow_store.search_runs()
     assert len(runs) == 1 and runs[0]["tags"]["import.format"] == "progress"
     assert len(mlflow_store.metric_history(runs[0]["run_id"], "ttft_s")) == 1
+
+
+@pytest.mark.parametrize("model", ["evil\x1b]0;PWNED-TITLE\x07", "m[/bold]x", "[bold]x\x1b[2J"])
+async def test_a_followed_run_shows_its_model_name_as_plain_text(mlflow_store, tmp_path, serve, model):  # noqa: F811
+    """The progress file is written by another program: an OSC in its model name must not
+    retitle the terminal's pane, a CSI 2J must not clear it, and `[/bold]` or `[bold]` in it
+    is text (the first was a MarkupError that ended the app, the second bolded the gauge and
+    hid itself). The engine is the FAKE Ollama (the Bench screen needs one to start)."""
+    from textual.widgets import Input
+
+    from sparkctl.config import Config, TrackingConfig
+    from sparkctl.engines.ollama import OllamaEngine
+    from sparkctl.tracking.spool import Spool
+    from sparkctl.tracking.sync import record_run
+    from sparkctl.tui.app import make_app
+    from sparkctl.tui.widgets.gauges import Gauges
+    from testkit.fakes.host import FakeProbes, spark_snapshot
+    from testkit.fakes.ollama_server import bench_scenario
+    from tests.tui.screen_text import escapes_in, screen_text, terminal_output
+
+    path = tmp_path / "progress.jsonl"
+    path.write_text("")
+    text = lines(Plan(model=model, cells=((0, 1),), runs=1, tg=8))
+    held = next(i for i, line in enumerate(text) if '"snippet":" w5"' in line)
+    release = threading.Event()
+    base = Config(tracking=TrackingConfig(experiment=TEST_EXPERIMENT))
+    cfg = dataclasses.replace(base, ui=dataclasses.replace(base.ui, refresh_s=5.0))
+    engine = OllamaEngine(serve(bench_scenario(tokens_per_s=None)).url, timeout=5.0, connect_timeout=3.0)
+    app = make_app(cfg, engine=engine, probes=FakeProbes(spark_snapshot()),
+                   recorder=lambda rec: record_run(rec, Spool(tmp_path / "spool.jsonl"), mlflow_store),
+                   store=mlflow_store)
+    app.animation_level = "none"
+    loop = asyncio.get_running_loop()
+
+    async def until(pilot, cond, timeout=20.0):
+        end = loop.time() + timeout
+        while not cond():
+            assert app.is_running, "the app ended"
+            assert loop.time() < end, "timed out"
+            await pilot.pause(0.05)
+
+    async with app.run_test(size=(120, 40)) as pilot:
+        await app.switch_mode("bench")
+        await pilot.pause()
+        screen = app.screen
+        await pilot.press("f")
+        await until(pilot, lambda: app.screen is not screen)
+        app.screen.query_one("#follow-path", Input).value = str(path)
+        await pilot.press("enter")
+        write_slowly(path, text, 0.005, hold_before=held, release=release)
+        gauges = screen.query_one(Gauges)
+        await until(pilot, lambda: gauges.values["tokens"] == "5")
+        await pilot.pause()
+        output = terminal_output(app)
+        assert escapes_in(output) == [] and "PWNED" not in output and "\x1b[2J" not in output
+        shown = screen_text(app)
+        name = {"m[/bold]x": "m[/bold]x", "[bold]x\x1b[2J": "[bold]x"}.get(model, "evil")
+        assert f"{name} d0 c1 run 1" in shown and f"streaming {name} (d0 c1" in shown
+        release.set()
+        await until(pilot, lambda: str(screen.query_one("#phase").render()).startswith("llama-benchy run complete"))
+    (run,) = mlflow_store.search_runs()
+    assert "PWNED" not in str(run["tags"]) and "\x1b" not in str(run["tags"])

@@ -177,3 +177,29 @@ async def test_an_arena_bundle_reads_back_in_llama_benchys_columns(benched, conf
     (back,) = json.loads(out)
     assert back["summary"]["decode_tps_median"] == pytest.approx(statistics.fmean(decode))
     assert re.fullmatch(r"d0/c1", back["cell"])
+
+
+async def test_an_arena_bundle_is_one_model_and_one_workload(serve, mlflow_store, config, tmp_path,
+                                                             capsys):  # noqa: F811
+    """Review of issue 31: `export arena` wrote one bundle from runs of two models (its
+    metadata then named only the first) or of two workloads (rows that do not belong to one
+    schedule). Both are refused in one line, exit 2, and no file is written. Runs from the
+    REAL BenchRunner against the FAKE Ollama."""
+    state = bench_scenario(tokens_per_s=None)
+    server = serve(state)
+    short = recording_bench(server.url, mlflow_store, tmp_path / "spool.jsonl", warmup=0, reps=2, num_predict=16)
+    longer = recording_bench(server.url, mlflow_store, tmp_path / "spool.jsonl", warmup=0, reps=2, num_predict=32)
+    a, b = await short(MODEL, OTHER)
+    (c,) = await longer(MODEL)
+    out_dir = tmp_path / "bundle"
+    code, out, err = sparkctl(config, capsys, "export", "arena", a.run_id, b.run_id, "--out", str(out_dir))
+    assert code == 2 and out == "" and not out_dir.exists()
+    assert err.strip() == (f"sparkctl: export arena: the runs measured 2 models ({MODEL}, {OTHER}): "
+                           "one submission is one model"), err
+    code, out, err = sparkctl(config, capsys, "export", "arena", a.run_id, c.run_id, "--out", str(out_dir))
+    assert code == 2 and out == "" and not out_dir.exists()
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+    assert (f"the runs measured different workloads (num_predict 16 ({a.run_id[:8]}) vs 32 ({c.run_id[:8]})): "
+            "one submission is one workload") in err, err
+    code, out, err = sparkctl(config, capsys, "export", "arena", a.run_id, "--out", str(out_dir))
+    assert code == 0 and (out_dir / "benchmark.csv").exists(), err

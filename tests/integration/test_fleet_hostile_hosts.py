@@ -83,7 +83,8 @@ def test_a_timeout_that_would_wait_forever_is_refused(tmp_path, flag):
     config.write_text('[hosts.spark-01]\nssh = "spark-01"\n')
     p = subprocess.run([sys.executable, "-m", "sparkctl", "--config", str(config), "fleet", "--timeout", flag],
                        capture_output=True, text=True, timeout=60)
-    assert p.returncode == 2 and p.stderr == f"sparkctl: --timeout must be a number of seconds > 0, got {flag}\n"
+    assert p.returncode == 2 and p.stderr == (f"sparkctl: --timeout must be a number of seconds > 0 and at most 3600, "
+                                              f"got {flag}\n")
 
 
 def test_a_host_that_never_stops_talking_is_said_so_at_the_timeout(tmp_path):

@@ -35,7 +35,7 @@ NEW = "qwen3:1.7b"  # the contender promoted to production
 
 
 def engine_state():
-    """production qwen3:8b kept forever, fast qwen3:4b for 30 minutes (lanes_fixtures), and
+    """production qwen3:8b kept forever, fast qwen3:4b for 30 minutes (testkit/lanes.py), and
     two small contenders on disk."""
     state = lanes_state(tokens_per_s=40.0, runaway=None)
     state.add_model(make_model(NEW, size_gib=1.4, parameter_size="1.7B", context_length=40960))

@@ -176,7 +176,7 @@ async def test_a_repetition_count_past_its_maximum_is_refused_before_any_request
 
 
 def test_bench_screen_snapshot(snap_compare):
-    server = FakeOllama(bench_scenario(tokens_per_s=50.0), port=47912).start()  # paced: below the roofline
+    server = FakeOllama(bench_scenario(tokens_per_s=50.0), port=27912).start()  # paced: below the roofline
     app = build(server, config(reps=1, warmup=0))
 
     async def run(pilot):

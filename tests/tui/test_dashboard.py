@@ -180,7 +180,7 @@ async def test_bad_theme_falls_back_cleanly(fake, tmp_path):
         assert any("theme 'broken' not found" in p for p in app.theme_problems)
 
 
-SNAPSHOT_PORT = 47911  # fixed: the engine URL is part of the picture
+SNAPSHOT_PORT = 27911  # fixed: the engine URL is part of the picture (below the ephemeral ports a parallel run hands out)
 
 
 def test_dashboard_snapshot_spark(snap_compare):

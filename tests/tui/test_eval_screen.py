@@ -265,6 +265,13 @@ async def test_bad_choices_are_refused_before_any_request(serve, tmp_path):
         assert told().startswith("✘ invalid model name")
         await start(app, pilot, A, timeout="0")
         assert told().startswith("✘ timeout must be")
+        app.screen.query_one("#timeout", Input).value = "60"
+        app.screen.query_one("#num_ctx", Input).value = "9" * 25  # past a 64-bit integer, as the CLI's --ctx
+        await pilot.click("#run")
+        await pilot.pause(0.1)
+        assert told() == ("✘ num_ctx must be a whole number from 256 to 9223372036854775807, or empty for one context "
+                          "chosen for every model, not a 25-character value")
+        app.screen.query_one("#num_ctx", Input).value = ""
         await finish(app, pilot)
         assert not [r for r in server.requests if r.path == "/api/generate"]
 
@@ -302,7 +309,7 @@ async def test_the_models_field_completes_local_model_names(serve, tmp_path):
 
 
 def test_eval_screen_snapshot(snap_compare, tmp_path):
-    server = FakeOllama(answering_state(), port=47913).start()
+    server = FakeOllama(answering_state(), port=27913).start()
     app = build(server, config(write_gsm8k(tmp_path / "suites")))
 
     async def run(pilot):

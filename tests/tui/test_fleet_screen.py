@@ -144,3 +144,33 @@ async def test_r_reads_the_config_s_hosts_again(lab, tmp_path):
     finally:
         for f in (fake_a, fake_b, local):
             f.stop()
+
+
+async def test_a_config_error_on_r_is_shown_with_its_secrets_redacted(tmp_path):
+    """Review of issue 30: r on a config that no longer reads showed the error as it came,
+    with a password from a URL in the bad value; the CLI redacts the same line. No host is
+    asked here; the local engine is the FAKE Ollama."""
+    from textual.widgets import Label
+
+    from tests.tui.screen_text import screen_text
+
+    local = FakeOllama(default_state()).start()
+    try:
+        path = tmp_path / "sparkctl.toml"
+        path.write_text(f'[engine]\nhost = "{local.url}"\n')
+        app = make_app(load_config(str(path), state=None), engine=OllamaEngine(local.url, timeout=3.0),
+                       probes=FakeProbes(spark_snapshot()), recorder=lambda r: None)
+        app.animation_level = "none"
+        async with app.run_test(size=(160, 40)) as pilot:
+            await pilot.press("F")
+            await wait_for(pilot, lambda: app.current_mode == "fleet" and app.screen.query("#fleet-status"),
+                           timeout=10)
+            path.write_text(f'[engine]\nhost = "{local.url}"\nkind = "x http://admin:hunter2@spark"\n')
+            await pilot.press("r")
+            status = app.screen.query_one("#fleet-status", Label)
+            await wait_for(pilot, lambda: "hosts not re-read" in str(status.render()), timeout=10)
+            shown = str(status.render())
+            assert "hunter2" not in shown and "hunter2" not in screen_text(app)
+            assert "[engine] kind: expected one of 'ollama', got 'x http://***@spark'" in shown, shown
+    finally:
+        local.stop()

@@ -374,3 +374,41 @@ async def test_unknown_model_names_get_a_close_local_name(fake, tmp_path):
         screen.run_fit("qwen3:8")  # what a stale row or a palette entry could ask for
         await settle(app, pilot)
         assert "not found; did you mean qwen3:8b" in info(screen)
+
+
+async def test_a_load_names_the_lane_the_contender_is_for_and_its_bench_runs_at_that_lanes_context(fake, tmp_path):
+    """Review of issue 30: a contender's bench ran at production's context whatever lane it
+    was evaluated for. The load dialog asks for the lane (two lanes here), the mark keeps it
+    in sparkctl's state file, and the Bench screen's context is that lane model's. The
+    engine is the FAKE Ollama."""
+    from sparkctl.statefile import read_state
+    from sparkctl.tui.context_hint import predicted_context
+
+    app = build(fake, tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_models(app, pilot)
+        select(screen, "llama3.2:3b")  # lane fast's model, resident at 16k
+        await through_dialog(app, pilot, "l", ctx="16k")
+        select(screen, "qwen3:8b")
+        await pilot.press("l")
+        await pilot.pause()
+        dialog = app.screen
+        assert isinstance(dialog, LoadDialog)
+        dialog.query_one("#load-ctx", Input).value = "8k"
+        dialog.query_one("#load-lane", Input).value = "nope"
+        await pilot.press("enter")
+        await pilot.pause()
+        assert app.screen is dialog  # not a lane: said in the dialog, nothing loaded
+        assert "for lane: expected one of production, fast, got 'nope'" in str(
+            dialog.query_one("#load-error", Static).render())
+        dialog.query_one("#load-lane", Input).value = "fast"
+        await pilot.press("enter")
+        await pilot.pause()
+        await settle(app, pilot)
+        assert lane_cell(screen, "qwen3:8b") == "contender"
+        await app.workers.wait_for_complete()
+        assert read_state().contender_lanes == {"qwen3:8b": "fast"}
+        app.action_refresh_now()
+        await settle(app, pilot)
+        choice = predicted_context(app, ["qwen3:8b"], None)
+        assert (choice.num_ctx, choice.lane) == (16384, "fast"), choice

@@ -112,7 +112,8 @@ async def test_the_screen_stays_responsive_while_a_large_gguf_header_is_parsed(f
     header = parse_gguf_header(data)
     parse_s = time.perf_counter() - started
     assert header.string_arrays["tokenizer.ggml.tokens"] == 262144 and header.header_bytes > 9 * 2**20
-    assert parse_s > 0.3, f"the parse took {parse_s:.2f} s: too quick to show a stall"
+    # an H200 box's CPU walks it in 0.25 s; under 0.15 s a stall could hide in the ticks' noise
+    assert parse_s > 0.15, f"the parse took {parse_s:.2f} s: too quick to show a stall"
 
     parses: list[tuple[float, float]] = []
 
@@ -164,3 +165,25 @@ async def test_w_says_whether_a_model_would_fit_without_pulling_it(fake, registr
             assert screen.query_one("#model-info").border_title == f"Fit {name} (from its registry; nothing pulled)"
             assert "remote: from the registry manifest and GGUF header" in shown and verdict in shown, shown
         assert fake.calls("/api/pull") == []
+
+
+async def test_a_pull_from_an_http_registry_reads_it_over_plain_http_as_the_cli_does(fake, registry, smol_gguf,
+                                                                                   tmp_path):
+    """Review of issue 31: the pull dialog dropped the http:// of `http://HOST/ns/model:tag`,
+    so the fit was read over HTTPS from a registry that speaks plain HTTP (the FAKE registry
+    here) and failed; `sparkctl pull` keeps the scheme for that read. The pull itself goes to
+    the FAKE Ollama with the name as Ollama takes it."""
+    host = registry.url.removeprefix("http://")
+    registry.state.add_model("team/smol:135m", gguf=smol_gguf)
+    app = build(fake, tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_models(app, pilot)
+        await ask_pull(app, pilot, "[/bold]")  # not a name: said in the dialog, the app goes on
+        assert isinstance(app.screen, PullDialog) and app.is_running
+        await pilot.press("escape")
+        await pilot.pause()
+        await ask_pull(app, pilot, f"http://{host}/team/smol:135m")
+        shown = info(screen)
+        assert f"from http://{host}/v2/team/smol/manifests/135m" in shown, shown
+        pulls = fake.calls("/api/pull")
+        assert pulls and pulls[-1].body.get("model", pulls[-1].body.get("name")) == f"{host}/team/smol:135m"

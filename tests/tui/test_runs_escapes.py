@@ -40,3 +40,39 @@ async def test_a_run_with_escape_sequences_in_its_tags_is_listed_as_plain_text(m
                 assert not any(ch in c for ch in "\x1b\x07\x9b") and "PWNED" not in c, c
     finally:
         server.stop()
+
+
+async def test_the_run_detail_shows_hostile_tags_and_artifacts_as_plain_text(mlflow_template_db, tmp_path):  # noqa: F811
+    """Opening a run whose bench flags, invalid reasons and output another user wrote:
+    nothing in them acts on the terminal (an OSC title in `guard.flags` retitled the pane),
+    and a `[/bold]` in its model name is text, not markup that ends the app."""
+    from tests.tui.screen_text import escapes_in, screen_text, terminal_output
+    from tests.tui.test_runs_screen import until
+
+    store = copy_template_store(mlflow_template_db, tmp_path / "mlflow")
+    now = int(time.time() * 1000)
+    rec = RunRecord(experiment=TEST_EXPERIMENT, run_name="bench", status="FINISHED", start_ms=now,
+                    end_ms=now + 1000, params={"model": "x"},
+                    tags={"model.name": "m[/bold]x", "engine.kind": "ollama", "engine.version": "0.13.0",
+                          "guard.flags": f"thermal{HOSTILE}", "guard.invalid_reasons": f"too hot{HOSTILE}"},
+                    summary_metrics={"decode_tps_median": 40.0},
+                    artifacts={"outputs.json": '[{"output": "forty\\u001b]0;PWNED\\u0007 two"}]'})
+    assert record_run(rec, Spool(tmp_path / "spool.jsonl"), store).synced
+    server = FakeOllama(bench_scenario(tokens_per_s=None)).start()
+    try:
+        app = build(server, store)
+        async with app.run_test(size=(140, 40)) as pilot:
+            await open_runs(app, pilot)
+            await pilot.press("space")  # marked for a head to head: the status line names the model
+            await pilot.pause()
+            assert "marked m[/bold]x (v compares)" in screen_text(app)
+            await pilot.press("enter")
+            await until(pilot, lambda: type(app.screen).__name__ == "RunDetailScreen" and app.screen.decode is not None)
+            await pilot.pause()
+            output = terminal_output(app)
+            assert escapes_in(output) == [] and "PWNED" not in output
+            text = screen_text(app)
+            assert "bench flags: thermal" in text and "invalid: too hot" in text and "m[/bold]x" in text
+            assert "forty two" in text
+    finally:
+        server.stop()

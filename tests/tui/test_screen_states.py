@@ -84,7 +84,7 @@ def resident_app(port: int, tmp_path, store=None):
 
 @pytest.mark.parametrize("size", list(SIZES))
 def test_dashboard_with_three_resident_models(snap_compare, tmp_path, size):
-    server, app = resident_app(47941, tmp_path)
+    server, app = resident_app(27941, tmp_path)
 
     async def run(pilot):
         await pilot.pause(0.3)
@@ -95,7 +95,7 @@ def test_dashboard_with_three_resident_models(snap_compare, tmp_path, size):
 
 @pytest.mark.parametrize("size", list(SIZES))
 def test_models_with_three_resident_models(snap_compare, tmp_path, size):
-    server, app = resident_app(47942, tmp_path)
+    server, app = resident_app(27942, tmp_path)
 
     async def run(pilot):
         await pilot.pause(0.3)
@@ -108,7 +108,7 @@ def test_models_with_three_resident_models(snap_compare, tmp_path, size):
 
 @pytest.mark.parametrize("size", list(SIZES))
 def test_bench_after_a_refusal_with_its_notes(snap_compare, size):
-    server = FakeOllama(load_scenario(spill=True), port=47943).start()  # qwen3:8b loads 30% on the CPU
+    server = FakeOllama(load_scenario(spill=True), port=27943).start()  # qwen3:8b loads 30% on the CPU
     app = bench_app(server, bench_config(warmup=0, reps=1, num_predict=5))
 
     async def run(pilot):
@@ -125,7 +125,7 @@ def test_bench_after_a_refusal_with_its_notes(snap_compare, size):
 @pytest.mark.parametrize("size", list(SIZES))
 def test_bench_mid_sweep(snap_compare, monkeypatch, size):
     # every answer runs away at 20 tok/s until its 1.5 s ceiling: the second cell is in flight
-    server = FakeOllama(bench_scenario(tokens_per_s=20.0, runaway="response"), port=47944).start()
+    server = FakeOllama(bench_scenario(tokens_per_s=20.0, runaway="response"), port=27944).start()
     app = bench_app(server, bench_config(warmup=0, reps=1, num_predict=100000, timeout_s=1.5))
 
     async def run(pilot):
@@ -149,7 +149,7 @@ def test_bench_mid_sweep(snap_compare, monkeypatch, size):
 
 @pytest.mark.parametrize("size", list(SIZES))
 def test_eval_finished_with_notes(snap_compare, tmp_path, size):
-    server = FakeOllama(answering_state(), port=47945).start()
+    server = FakeOllama(answering_state(), port=27945).start()
     app = eval_app(server, eval_config(write_gsm8k(tmp_path / "suites")))
 
     async def run(pilot):
@@ -194,7 +194,7 @@ def refused_history(mlflow_template_db, tmp_path_factory):  # noqa: F811
 
 @pytest.mark.parametrize("size", list(SIZES))
 def test_runs_after_a_refusal(snap_compare, tmp_path, refused_history, size):
-    server, app = resident_app(47946, tmp_path, store=refused_history)
+    server, app = resident_app(27946, tmp_path, store=refused_history)
 
     async def run(pilot):
         await pilot.press("h")
@@ -219,7 +219,7 @@ def test_runs_after_a_refusal(snap_compare, tmp_path, refused_history, size):
 
 @pytest.mark.parametrize("size", list(SIZES))
 def test_help_on_the_bench_screen(snap_compare, size):
-    server = FakeOllama(bench_scenario(), port=47947).start()
+    server = FakeOllama(bench_scenario(), port=27947).start()
     app = bench_app(server, bench_config())
 
     async def run(pilot):

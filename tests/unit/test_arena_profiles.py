@@ -33,3 +33,18 @@ def test_a_broken_schedule_is_named():
                                          "d0 c2 is never scheduled", "d4096 c1 is never scheduled",
                                          "d4096 c2 is never scheduled"]
     assert arena.by_name("prose") is None
+
+
+def test_the_copied_profiles_name_their_source_commit_and_licence_and_hold_no_copied_comment():
+    """Review of issue 31: the profiles' values are Spark Arena's (MIT): both places that hold
+    them say where from, at which commit, under which licence and whose copyright; the
+    published files' comments are not copied (sparkctl says it in its own words)."""
+    import tests.arena_profiles as published
+
+    for module in (arena, published):
+        doc = " ".join(module.__doc__.split())
+        for fact in ("https://github.com/spark-arena/recipe-registry", "commit 7aff4a2", "MIT License",
+                     "Copyright (c) 2026 Spark-Arena.com"):
+            assert fact in doc, (module.__name__, fact)
+    for text in (PUBLISHED_V1, PUBLISHED_V2):
+        assert [line for line in text.splitlines() if line.lstrip().startswith("#")] == []

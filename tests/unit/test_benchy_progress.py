@@ -51,3 +51,18 @@ def test_other_schemas_unknown_types_and_an_unfinished_stream():
     assert state.skipped == 2 and state.status is None and not state.complete
     assert [len(c.requests) for c in state.cells()] == [1]
     assert bp.looks_like_stream(text[0]) and not bp.looks_like_stream("model,test_name,t_s_mean")
+
+
+def test_every_string_of_the_stream_loses_its_escape_sequences():
+    """The file is another program's: what it says reaches the terminal (CLI and Bench screen)."""
+    osc = "\x1b]0;PWNED\x07"
+    text = lines(Plan(model=f"evil{osc}", cells=((0, 1),), runs=1, tg=2))
+    text = [line.replace('"0.4.0"', json.dumps(f"0.4{osc}")).replace('"http://127.0.0.1:8080/v1"',
+                                                                    json.dumps(f"http://h{osc}/v1"))
+            .replace('"error":""', '"error":' + json.dumps(f"boom{osc}\nline 2"))
+            .replace('" w1"', json.dumps(f" w1{osc}\x1b[2J")) for line in text]
+    state = read(text)
+    (r,) = state.requests.values()
+    assert (r.model, r.base_url, r.error, r.snippet, state.version) == ("evil", "http://h/v1", "boom line 2", " w1",
+                                                                       "0.4")
+    assert [c.model for c in state.cells()] == ["evil"]

@@ -55,3 +55,21 @@ def test_names_match_by_ollama_s_rules():
     c = choose_context(["gpt-oss:120b", "qwen3:30b-a3b"], {"production": "library/gpt-oss:120b"}, (),
                        resident(prod=4096), 8192)
     assert c.num_ctx == 4096
+
+
+def test_a_contender_for_another_lane_runs_at_that_lane_model_s_context():
+    """Review of issue 30: a contender marked for lane fast ran at production's context (the
+    first resident lane), so its runs never paired with the fast lane model's."""
+    c = choose_context(["qwen3:30b-a3b"], LANES, ("qwen3:30b-a3b",), resident(prod=4096, fast=16384), 8192,
+                       {"qwen3:30b-a3b": "fast"})
+    assert (c.num_ctx, c.source, c.lane, c.model) == (16384, CONTENDER, "fast", "llama3.2:3b")
+    assert c.note.startswith("num_ctx 16384: the context lane fast's llama3.2:3b is resident at")
+
+
+def test_a_contender_whose_lane_model_is_not_resident_does_not_borrow_another_lane_s_context():
+    c = choose_context(["qwen3:30b-a3b"], LANES, ("qwen3:30b-a3b",), resident(prod=4096), 8192,
+                       {"qwen3:30b-a3b": "fast"})
+    assert (c.num_ctx, c.source) == (8192, CONFIG)
+    # a mark without a lane (an older state file): the first resident lane, as before
+    c = choose_context(["qwen3:30b-a3b"], LANES, ("qwen3:30b-a3b",), resident(prod=4096), 8192, {})
+    assert (c.num_ctx, c.lane) == (4096, "production")

@@ -163,3 +163,46 @@ def test_kill_9_between_temp_file_and_rename_leaves_the_old_file_intact(tmp_path
     # the lock died with the process: the next writer goes ahead
     promote(state, "fast", "qwen3:8b", "llama3.2:3b")
     assert set(read_state(state).lanes) == {"production", "fast"}
+
+
+def test_the_sessions_kept_past_the_limit_are_the_newest(tmp_path, monkeypatch):
+    """[sessions] holds at most SESSIONS_MAX models, the oldest set going first: the file
+    keeps the order they were set in (it was sorted by name, so a reread dropped the
+    alphabetically first entry, however recent)."""
+    from sparkctl import statefile
+    from sparkctl.statefile import record_session
+
+    monkeypatch.setattr(statefile, "SESSIONS_MAX", 3)
+    path = tmp_path / "state.toml"
+    for model in ("zeta:1b", "beta:1b", "alpha:1b", "gamma:1b"):
+        record_session(model, "30m", path)
+    assert list(read_state(path).sessions) == ["beta:1b", "alpha:1b", "gamma:1b"]
+    record_session("beta:1b", "1h", path)  # set again: the newest now
+    kept = read_state(path).sessions
+    assert list(kept) == ["alpha:1b", "gamma:1b", "beta:1b"] and kept["beta:1b"].keep_alive == "1h"
+    assert kept["beta:1b"].set_at is not None and kept["beta:1b"].set_at.tzinfo is not None
+
+
+def test_a_sessions_entry_of_an_older_file_or_a_broken_one(tmp_path):
+    """An entry written before sparkctl kept the time is a bare keep-alive (read, time
+    unknown); anything else is one line naming the file and the model."""
+    path = tmp_path / "state.toml"
+    state = parse_state('[sessions]\n"gemma3:4b" = "30m"\n', path)
+    assert state.sessions["gemma3:4b"].keep_alive == "30m" and state.sessions["gemma3:4b"].set_at is None
+    with pytest.raises(Exception) as err:
+        parse_state('[sessions]\n"gemma3:4b" = 30\n', path)
+    assert str(err.value).startswith(f"{path}: [sessions] gemma3:4b: expected a table")
+
+
+def test_a_contenders_lane_reaches_the_config_a_bench_reads(files):
+    """The CLI's bench reads the contender's lane from the config (layered state file)."""
+    from sparkctl.config import save_contender
+
+    user, state = files
+    cfg = load_config(str(user), env={}, state=state)
+    save_contender(cfg, "qwen3:30b-a3b", True, state, lane="fast")
+    cfg = load_config(str(user), env={}, state=state)
+    assert cfg.contenders == ("qwen3:30b-a3b",) and cfg.contender_lanes == {"qwen3:30b-a3b": "fast"}
+    save_contender(cfg, "qwen3:30b-a3b", False, state)
+    cfg = load_config(str(user), env={}, state=state)
+    assert cfg.contenders == () and cfg.contender_lanes == {}

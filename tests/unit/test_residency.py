@@ -109,3 +109,22 @@ def test_a_repair_after_death_follows_only_the_lanes_that_changed():
     # a journal from before the lanes were kept: only the lanes of its resident models compare
     assert lanes_changed_since(None, [PROD, FAST], {**then, "big": "gemma3:27b"}) is None
     assert lanes_changed_since(None, [PROD, FAST], {**then, "fast": "llama3.2:3b"})("llama3.2:3b") == "fast"
+
+
+def test_a_session_sparkctl_set_is_still_set_only_while_its_expiry_fits_it():
+    """sparkctl set 30m at `set_at`. Its session keeps the model until at least set_at + 30m
+    (a request only moves the end later) and never past now + 30m; an expiry outside both
+    is another client's load (a fresh 5m one after an unload, a longer keep_alive)."""
+    from sparkctl.core.residency import session_still_set
+
+    def held(left_min):
+        return Held("gemma3:4b", None, 4096, NOW + timedelta(minutes=left_min), False)
+
+    set_10_ago = NOW - timedelta(minutes=10)
+    assert session_still_set(held(20), "30m", NOW, set_10_ago)  # untouched since
+    assert session_still_set(held(29.5), "30m", NOW, set_10_ago)  # requested since: later end
+    assert not session_still_set(held(4), "30m", NOW, set_10_ago)  # unloaded, loaded again for 5m
+    assert not session_still_set(held(45), "30m", NOW, set_10_ago)  # someone set a longer one
+    assert session_still_set(held(4), "30m", NOW, None)  # time unknown (an older state file): length only
+    set_2h_ago = NOW - timedelta(hours=2)
+    assert session_still_set(held(29), "30m", NOW, set_2h_ago)  # kept busy by requests for 2 h

@@ -12,7 +12,10 @@ the pair. So a bench or eval of several models runs them all at one context:
    like for like with it;
 2. none among them, but a contender among them (a model marked to be evaluated for a
    lane): the context the lane model it will be compared with is resident at, so its runs
-   pair with the lane model's;
+   pair with the lane model's. That is the lane recorded with its mark (the Models
+   screen's load asks for it); a mark without one (an older state file) falls back to the
+   first lane whose model is resident, and a recorded lane whose model is not resident
+   gives no context here (another lane's would pair it with the wrong model);
 3. every model resident at one context: that one (nothing is reloaded);
 4. else ``[bench] num_ctx``.
 
@@ -53,13 +56,16 @@ class ContextChoice:
 
 
 def choose_context(models: Iterable[str], lanes: Mapping[str, str], contenders: Iterable[str],
-                   resident: Mapping[str, int | None], default: int) -> ContextChoice:
+                   resident: Mapping[str, int | None], default: int,
+                   contender_lanes: Mapping[str, str] | None = None) -> ContextChoice:
     """The one num_ctx for `models` (rules above). `lanes`: lane -> model, in the config's
     order; `contenders`: models marked contender (names or model keys); `resident`: model
-    key -> the context it is resident at (None or absent: unknown, not resident)."""
+    key -> the context it is resident at (None or absent: unknown, not resident);
+    `contender_lanes`: contender (name or key) -> the lane it is evaluated for."""
     models = list(dict.fromkeys(models))
     keys = {model_key(m): m for m in models}
     marked = {model_key(c) for c in contenders}
+    own_lanes = {model_key(c): lane for c, lane in (contender_lanes or {}).items() if lane in lanes}
     many = len(models) > 1
 
     def ctx_of(model: str) -> int | None:
@@ -77,9 +83,12 @@ def choose_context(models: Iterable[str], lanes: Mapping[str, str], contenders: 
                 f"without a reload{tail} ([bench] num_ctx is {default}; --ctx sets another)"))
     in_lanes = {model_key(m) for m in lanes.values()}
     if not keys.keys() & in_lanes and keys.keys() & marked:
+        # the lane each contender among them is evaluated for, in the config's order; none
+        # recorded: any lane (the first resident one)
+        wanted = {own_lanes[k] for k in keys.keys() & marked if k in own_lanes}
         for lane, lane_model in lanes.items():
             ctx = ctx_of(lane_model)
-            if ctx:
+            if ctx and (not wanted or lane in wanted):
                 who = " and ".join(m for k, m in keys.items())
                 return ContextChoice(ctx, CONTENDER, lane, lane_model, (
                     f"num_ctx {ctx}: the context lane {lane}'s {lane_model} is resident at, so {who} "

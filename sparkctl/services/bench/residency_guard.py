@@ -194,8 +194,9 @@ class ResidencyGuard:
             state = await asyncio.to_thread(read_state, Path(state_file) if state_file else None)
         except StateError:
             return {}
-        own = {model_key(m): ka for m, ka in state.sessions.items()}
-        return {h.key: own[h.key] for h in before if h.key in own and session_still_set(h, own[h.key], now)}
+        own = {model_key(m): kept for m, kept in state.sessions.items()}
+        return {h.key: own[h.key].keep_alive for h in before
+                if h.key in own and session_still_set(h, own[h.key].keep_alive, now, own[h.key].set_at)}
 
     def was_resident(self, model: str) -> bool:
         return model_key(model) in self._held

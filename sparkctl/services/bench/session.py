@@ -208,6 +208,19 @@ class MeasurementSession:
 
     # ---- preflight --------------------------------------------------------------------------
 
+    def _within_trained_context(self, shows: dict[str, ShowInfo]) -> None:
+        """A context asked for (--ctx, the num_ctx setting, a matching re-bench) past a
+        model's trained one is refused before anything loads: Ollama would run the model at
+        its trained context, and the run would record one it never had."""
+        from sparkctl.core.fit import model_context_length
+
+        for m, sh in shows.items():
+            trained = model_context_length(sh.model_info)
+            if trained and self.settings.num_ctx > trained:
+                raise BenchRefused(f"num_ctx {self.settings.num_ctx} is more than {m}'s trained context "
+                                   f"({trained} tokens): the engine would run it at {trained}; ask for {trained} "
+                                   f"or less (--ctx)")
+
     async def preflight(self, models: list[str]) -> dict[str, ShowInfo]:
         self.phase("checking the engine")
         self.engine_version = await self.engine.version()
@@ -216,6 +229,8 @@ class MeasurementSession:
             shows[m] = await self.engine.show(m)
         self._shows = shows
         s = self.settings
+        if s.ctx_explicit and not getattr(self.engine, "fixed_context", False):
+            self._within_trained_context(shows)
         if getattr(self.engine, "fixed_context", False):
             # OpenAI-compatible servers fix the context at start: record theirs, not ours.
             ctx = next((sh.model_info.get("server.n_ctx") for sh in shows.values()
@@ -232,7 +247,8 @@ class MeasurementSession:
             from sparkctl.services.bench.context import choose_context, resident_contexts
 
             choice = choose_context(models, self.cfg.lanes, getattr(self.cfg, "contenders", ()),
-                                    resident_contexts(await self.engine.ps()), s.num_ctx)
+                                    resident_contexts(await self.engine.ps()), s.num_ctx,
+                                    getattr(self.cfg, "contender_lanes", None))
             self.context = choice
             if choice.num_ctx != s.num_ctx:
                 self.settings = replace(s, num_ctx=choice.num_ctx)

@@ -28,6 +28,7 @@ import os
 import re
 import statistics
 import tempfile
+from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -38,7 +39,8 @@ from sparkctl import __version__
 from sparkctl.core import arena, benchy
 from sparkctl.core import engine_identity as ei
 from sparkctl.core.redact import redact_text
-from sparkctl.core.workload import SWEEP, SWEEP_CELL
+from sparkctl.core.names import model_key
+from sparkctl.core.workload import SWEEP, SWEEP_CELL, WorkloadIdentity
 from sparkctl.core.roofline import bits_per_weight_from_quant
 from sparkctl.services.runs.query import list_runs, quote
 
@@ -245,6 +247,7 @@ def write_bundle(store: Any, run_ids: list[str], out_dir: str | Path) -> list[Pa
     """benchmark.csv and metadata.json in `out_dir` (created; existing files replaced
     atomically). Blocking (MLflow): call from a worker thread."""
     runs = find_runs(store, run_ids)
+    one_model_one_workload(runs)
     kinds = {((r.get("tags") or {}).get("engine.kind"), (r.get("tags") or {}).get("engine.version")) for r in runs}
     if len(kinds) > 1:
         raise ExportFailed("the runs were measured on different engines ("
@@ -260,6 +263,33 @@ def write_bundle(store: Any, run_ids: list[str], out_dir: str | Path) -> list[Pa
     except OSError as exc:
         raise ExportFailed(f"{out}: cannot write the bundle ({exc.strerror or exc})") from None
     return paths
+
+
+def one_model_one_workload(runs: list[dict]) -> None:
+    """Refuse runs of several models, or of several workloads: a submission is one model's
+    results on one schedule, and its metadata names one model and one recipe. A sweep's
+    cells may differ in depth and concurrency (each is a row of the CSV); nothing else of
+    their workload identity may."""
+    models: dict[str, str] = {}
+    for r in runs:
+        tags, params = r.get("tags") or {}, r.get("params") or {}
+        name = tags.get("model.name") or params.get("model") or ""
+        models.setdefault(model_key(name) if name else "", name or "(no model recorded)")
+    if len(models) > 1:
+        raise ExportFailed(f"the runs measured {len(models)} models ({', '.join(sorted(models.values()))}): "
+                           "one submission is one model")
+    first = None
+    for r in runs:
+        ident = WorkloadIdentity.from_run(r.get("tags") or {}, r.get("params") or {})
+        if first is None:
+            first = (r, ident)
+            continue
+        # a sweep's cells: rows of one submission, whatever their depth and concurrency
+        diffs = first[1].differences(replace(ident, depth=first[1].depth, concurrency=first[1].concurrency))
+        if diffs:
+            said = "; ".join(d.text(first[0]["run_id"][:8], r["run_id"][:8]) for d in diffs)
+            raise ExportFailed(f"the runs measured different workloads ({said}): one submission is one workload "
+                               "(a sweep's cells may differ only in depth and concurrency)")
 
 
 def _atomic(path: Path, text: str) -> Path:

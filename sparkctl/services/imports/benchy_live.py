@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from sparkctl.core import benchy_progress as progress
+from sparkctl.core.termtext import safe_line
 from sparkctl.services.bench.events import Live, Phase, RepDone, RepStarted
 from sparkctl.services.bench.results import RepResult
 
@@ -87,7 +88,9 @@ class _View:
         self.text: dict[int, list[str]] = {}
 
     def say(self, text: str) -> None:
-        self.sink(Phase(text))
+        # the file's name is the user's, the version llama-benchy's (already cleaned by the
+        # reader): a phase line reaches the terminal through the CLI and the Bench screen
+        self.sink(Phase(safe_line(text)))
 
     def update(self, state: progress.ProgressState, u: progress.Update | None) -> None:
         if u is None:

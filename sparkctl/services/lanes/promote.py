@@ -529,7 +529,7 @@ async def _after_change(cfg, engine, plan: PromotionPlan, out: PromotionOutcome,
         # would otherwise stay resident (kept forever as a lane model) for nobody
         why = "--swap" if plan.swap else "rollback: it serves no lane now"
         try:
-            gone = await unload_model(engine, old)
+            gone = await unload_model(engine, old, cfg=cfg)  # its session is over
             out.unloaded = f"{why}: {gone.line()}"
         except EngineError as exc:
             out.unloaded = f"!! {why}: {old} is still resident: {exc.message}"

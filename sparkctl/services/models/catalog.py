@@ -201,5 +201,8 @@ async def delete_model(cfg: Config, engine: Any, name: str, *, force: bool = Fal
         await engine.unload(stored.name)
         unloaded = True
     await engine.delete(stored.name)
+    from sparkctl.services.models.load import forget_session
+
+    await forget_session(cfg, stored.name)
     return DeleteReport(stored.name, lane, stored.size, unloaded)
 

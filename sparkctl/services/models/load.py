@@ -246,6 +246,21 @@ async def _remember_session(cfg: Config, name: str, keep_alive: str) -> None:
         log.warning("keep-alive of %s not remembered: %s", name, exc)
 
 
+async def forget_session(cfg: Config, name: str) -> None:
+    """sparkctl ended `name`'s session (unloaded, deleted): its [sessions] entry goes, so a
+    bench never puts the model back with a session that no longer holds it."""
+    from pathlib import Path
+
+    from sparkctl.statefile import StateError
+    from sparkctl.statefile import forget_session as forget
+
+    state_file = getattr(cfg, "state_file", None)
+    try:
+        await asyncio.to_thread(forget, name, Path(state_file) if state_file else None)
+    except (StateError, OSError) as exc:
+        log.warning("keep-alive of %s not forgotten: %s", name, exc)
+
+
 async def side_load(
     cfg: Config,
     engine: Any,
@@ -332,9 +347,10 @@ class UnloadReport:
 
 
 async def unload_model(engine: Any, name: str, *, wait_s: float = 30.0,
-                       clock: Callable[[], float] = time.monotonic) -> UnloadReport:
+                       clock: Callable[[], float] = time.monotonic, cfg: Config | None = None) -> UnloadReport:
     """keep_alive 0, then wait until /api/ps stops listing it (the memory is freed after
-    the answer, and a plan made before that would count it twice)."""
+    the answer, and a plan made before that would count it twice). `cfg`: the session
+    sparkctl set for it is over, and forgotten in its state file."""
     name = validate_model_name(name)
     resident = await engine.ps()
     mine = _find(resident, name)
@@ -342,6 +358,9 @@ async def unload_model(engine: Any, name: str, *, wait_s: float = 30.0,
         return UnloadReport(name, False, 0.0, did_you_mean(name, [m.name for m in resident]))
     started = clock()
     await engine.unload(mine.name, wait_s=wait_s)
-    return UnloadReport(mine.name, True, clock() - started)
+    waited = clock() - started
+    if cfg is not None:
+        await forget_session(cfg, mine.name)
+    return UnloadReport(mine.name, True, waited)
 
 

@@ -409,8 +409,12 @@ class BenchScreen(Screen):
             if num_ctx is not None and num_ctx < 256:
                 raise ValueError
         except ValueError:
-            return self._refuse(f"num_ctx must be a whole number >= 256, or empty for one context chosen for "
-                                f"every model, not {raw_ctx.strip()!r}")
+            from sparkctl.core.limits import MAX_NUM_CTX
+
+            raw = raw_ctx.strip()
+            shown = repr(raw) if len(raw) <= 24 else f"a {len(raw)}-character value"
+            return self._refuse(f"num_ctx must be a whole number from 256 to {MAX_NUM_CTX}, or empty for one "
+                                f"context chosen for every model, not {shown}")
         solo = self.query_one("#solo", Switch).value
         if solo and engine != OLLAMA:
             return self._refuse("solo needs Ollama: an OpenAI-compatible server serves one fixed model")

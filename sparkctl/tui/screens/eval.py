@@ -416,8 +416,12 @@ class EvalScreen(Screen):
             if num_ctx is not None and num_ctx < 256:
                 raise ValueError
         except ValueError:
-            return self._refuse(f"num_ctx must be a whole number >= 256, or empty for one context chosen for "
-                                f"every model, not {raw_ctx!r}")
+            from sparkctl.core.limits import MAX_NUM_CTX
+
+            raw = raw_ctx.strip()
+            shown = repr(raw) if len(raw) <= 24 else f"a {len(raw)}-character value"
+            return self._refuse(f"num_ctx must be a whole number from 256 to {MAX_NUM_CTX}, or empty for one "
+                                f"context chosen for every model, not {shown}")
         suite = self.query_one("#suite", Select).value
         return EvalSettings.from_config(self.app.config, str(suite), n=n, seed=seed, timeout_s=timeout,
                                         concurrency=concurrency, think=self.query_one("#think", Switch).value,

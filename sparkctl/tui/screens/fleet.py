@@ -290,7 +290,11 @@ class FleetScreen(Screen):
         try:
             cfg = load_config(None if source == "built-in defaults" else source)
         except ConfigError as exc:
-            self.post_message(HostsFound([], error=str(exc)))
+            from sparkctl.core.redact import redact_text
+            from sparkctl.core.termtext import safe_line
+
+            # as the CLI prints it: a bad value may hold a URL with a password in it
+            self.post_message(HostsFound([], error=safe_line(redact_text(str(exc)))))
             return
         self.post_message(HostsFound(fleet_hosts(cfg), config=cfg))
 

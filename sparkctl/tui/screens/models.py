@@ -30,7 +30,7 @@ from textual.worker import Worker, WorkerState
 from sparkctl.core.fit import FitKind
 from sparkctl.core.fmt import size
 from sparkctl.core.keepalive import parse_keep_alive as _keep_alive
-from sparkctl.core.names import model_key, same_model, unique_by_name
+from sparkctl.core.names import model_key, same_model, unique_by_name, validate_model_name
 from sparkctl.engines.base import EngineError
 from sparkctl.services.models import (
     DeleteReport,
@@ -358,9 +358,12 @@ class ModelsScreen(Screen):
         marks them too, and in sparkctl's own state file, so a restart keeps them)."""
         return getattr(self.app, "contenders", set())
 
-    def _mark(self, name: str, on: bool) -> None:
-        if (model_key(name) in self.contenders) != on:
-            self.app.set_contender(name, on)
+    def _mark(self, name: str, on: bool, lane: str = "") -> None:
+        if (model_key(name) in self.contenders) != on or (on and lane and lane != self._lane_of_contender(name)):
+            self.app.set_contender(name, on, lane)
+
+    def _lane_of_contender(self, name: str) -> str:
+        return getattr(self.app, "contender_lanes", {}).get(model_key(name), "")
 
     def lane_of(self, row: ModelRow) -> str | None:
         """The config's lane (read now: a promotion changes it), else "contender" for a
@@ -489,9 +492,12 @@ class ModelsScreen(Screen):
             await stream.aclose()  # closes the HTTP stream: Ollama's only cancel
 
     @work(group="pull-fit", exclusive=True, exit_on_error=False)
-    async def run_pull_fit(self, name: str, then_pull: bool = True) -> None:
+    async def run_pull_fit(self, typed: str, then_pull: bool = True) -> None:
+        """The registry read takes the name as typed (an http:// scheme picks plain HTTP for
+        its host, as the CLI's does); what follows (the pull, the titles) the checked name."""
+        name = validate_model_name(typed)
         try:
-            report = await remote_fit_check(self.cfg, self.app.engine, self.app.probes, name)
+            report = await remote_fit_check(self.cfg, self.app.engine, self.app.probes, typed)
         except EngineError as exc:
             self.post_message(PullFitChecked(name, None, exc.message, then_pull))
             return
@@ -541,7 +547,7 @@ class ModelsScreen(Screen):
     async def run_unload(self, name: str) -> None:
         try:
             await self._repair_first()
-            report: UnloadReport = await unload_model(self.app.engine, name)
+            report: UnloadReport = await unload_model(self.app.engine, name, cfg=self.cfg)
         except EngineError as exc:
             self.post_message(ActionReported(f"Unload {name}", Text(f"✘ {exc.message}", style="bold red")))
             return
@@ -631,7 +637,8 @@ class ModelsScreen(Screen):
         self.last_refusal = None
         self.override_fit = None
         if report.verification.resident is not None and not self.cfg.lane_of(report.model):
-            self._mark(report.model, True)  # "contender" until promoted or unloaded
+            # "contender" until promoted or unloaded, for the lane the load named
+            self._mark(report.model, True, self.choices.get(report.model, LoadChoice()).lane)
         self._show_info(f"Load {report.model}", load_text(report))
         self._after_change()
 
@@ -692,20 +699,21 @@ class ModelsScreen(Screen):
         self.app.push_screen(PullDialog(self.pull_suggestions(), title="Would it fit here? (nothing is pulled)",
                                         action="see the verdict"), self._would_fit_requested)
 
-    def _would_fit_requested(self, name: str | None) -> None:
-        if not name:
+    def _would_fit_requested(self, typed: str | None) -> None:
+        """`typed`: the dialog's answer, an http(s):// scheme kept for the registry read."""
+        if not typed:
             return
-        self._show_info(f"Fit {name} (from its registry; nothing pulled)",
+        self._show_info(f"Fit {validate_model_name(typed)} (from its registry; nothing pulled)",
                         Text("reading the registry's manifest and GGUF header…", style="dim"))
-        self.run_pull_fit(name, then_pull=False)
+        self.run_pull_fit(typed, then_pull=False)
 
-    def _pull_requested(self, name: str | None) -> None:
+    def _pull_requested(self, typed: str | None) -> None:
         """The dialog's answer: check the fit from the registry first (a worker), then pull."""
-        if not name:
+        if not typed:
             return
-        self._show_info(f"Fit {name} (before the pull)",
+        self._show_info(f"Fit {validate_model_name(typed)} (before the pull)",
                         Text("reading the registry's manifest and GGUF header…", style="dim"))
-        self.run_pull_fit(name)
+        self.run_pull_fit(typed)
 
     def _pull_chosen(self, name: str | None) -> None:
         if not name:
@@ -730,7 +738,7 @@ class ModelsScreen(Screen):
         except ValueError:
             keep = f"[models] keep_alive {models.keep_alive}"
         return LoadDialog(row.name, load=load, choice=self.choices.get(row.name), ctx_default=ctx,
-                          keep_alive_default=keep)
+                          keep_alive_default=keep, lanes=tuple(lane for lane, m in self.cfg.lanes.items() if m))
 
     def action_fit(self) -> None:
         row = self._need_model()
@@ -740,7 +748,8 @@ class ModelsScreen(Screen):
         def chosen(choice: LoadChoice | None) -> None:
             if choice is None:
                 return
-            self.choices[row.name] = LoadChoice(choice.num_ctx, self.choices.get(row.name, LoadChoice()).keep_alive)
+            kept = self.choices.get(row.name, LoadChoice())
+            self.choices[row.name] = LoadChoice(choice.num_ctx, kept.keep_alive, kept.lane)
             self._show_info(f"Fit {row.name}", Text("checking…", style="dim"))
             self.run_fit(row.name, choice.num_ctx)
 

@@ -1,6 +1,9 @@
 """What a run's detail shows below its repetitions, read from its artifacts (blocking:
 called from the detail's worker thread): for a bench, the GPU samples during its
-requests and the first repetition's output; for an eval, the items with their verdicts."""
+requests and the first repetition's output; for an eval, the items with their verdicts.
+
+Artifacts hold text a model or another user wrote: every string from them goes through
+core/termtext.py before it is drawn (Textual passes escape sequences to the terminal)."""
 
 from __future__ import annotations
 
@@ -8,6 +11,8 @@ import json
 from typing import Any
 
 from rich.text import Text
+
+from sparkctl.core.termtext import safe_line, safe_text
 
 OUTPUT_CHARS = 600
 ITEMS_SHOWN = 40
@@ -34,7 +39,7 @@ def _gpu(store: Any, run_id: str) -> Text | None:
         if v:
             x = sum(v) / len(v) if pick == "mean" else max(v) if pick == "max" else min(v)
             parts.append(f"{label} {pick} {x:.0f} {unit}")
-    reasons = sorted({r for s in samples for r in (s.get("throttle") or [])})
+    reasons = sorted({safe_line(r) for s in samples for r in (s.get("throttle") or [])})
     parts.append("throttle " + (", ".join(reasons) if reasons else "none"))
     t.append(" · ".join(parts))
     return t
@@ -51,8 +56,8 @@ def _output(store: Any, run_id: str) -> Text | None:
     t = Text()
     t.append("\noutput (rep 1): ", style="bold")
     if first.get("thinking"):
-        t.append(first["thinking"][:OUTPUT_CHARS // 2].strip() + "… ", style="dim italic")
-    body = (first.get("output") or "").strip()
+        t.append(safe_text(first["thinking"])[:OUTPUT_CHARS // 2].strip() + "… ", style="dim italic")
+    body = safe_text(first.get("output") or "").strip()
     t.append(body[:OUTPUT_CHARS] + ("…" if len(body) > OUTPUT_CHARS else ""))
     return t
 
@@ -78,11 +83,11 @@ def _items(store: Any, run_id: str) -> Text | None:
     for r in rows[:ITEMS_SHOWN]:
         v = r.get("verdict") or {}
         mark = {DNF: "DNF", ERROR: "ERR", PASS: "pass"}.get(state_of(r), "wrong")
-        got = v.get("strict") if "strict" in v else ""
-        t.append(f"\n  {str(r.get('item_id')):>5} {mark:<5} {r.get('tokens') or 0:>6} tok {r.get('seconds') or 0:>7.1f} s  ")
+        got = safe_line(v.get("strict")) if "strict" in v else ""
+        t.append(f"\n  {safe_line(r.get('item_id')):>5} {mark:<5} {r.get('tokens') or 0:>6} tok {r.get('seconds') or 0:>7.1f} s  ")
         if got:
-            t.append(f"answer {got} (gold {v.get('gold')})  ")
-        t.append(" ".join((r.get("response") or "").split())[:60], style="dim")
+            t.append(f"answer {got} (gold {safe_line(v.get('gold'))})  ")
+        t.append(" ".join(safe_text(r.get("response") or "").split())[:60], style="dim")
     if len(rows) > ITEMS_SHOWN:
         t.append(f"\n  … {len(rows) - ITEMS_SHOWN} more in items.jsonl (mlflow ui)", style="dim")
     return t
@@ -97,7 +102,7 @@ def _engine(row: Any) -> Text | None:
         return None
     t = Text()
     t.append("engine: ", style="bold")
-    t.append(" · ".join(f"{ei.LABELS[k]} {facts[k]}" for k in ei.COMPARED if k in facts))
+    t.append(" · ".join(f"{ei.LABELS[k]} {safe_line(facts[k])}" for k in ei.COMPARED if k in facts))
     if getattr(row, "spec_acceptance_pct", None) is not None:
         t.append(f" · speculative acceptance {row.spec_acceptance_pct:.1f}%")
     t.append("\n")

@@ -22,11 +22,13 @@ from textual.screen import ModalScreen, Screen
 from textual.widgets import DataTable, Header, Input, Label, Static
 from textual.worker import get_current_worker
 
+from sparkctl.core.termtext import safe_line
 from sparkctl.services.runs import RunRow, list_runs
 from sparkctl.tui.screens.run_extra import run_extra
 from sparkctl.tui.screens.run_labels import date_label, error_line
 from sparkctl.tui.widgets.fields import RowTable
 from sparkctl.tui.widgets.footer import KeysFooter
+from sparkctl.tui.wording import plain
 
 PAGE = 100  # the first page of runs; newest first
 
@@ -172,7 +174,7 @@ class RebenchPlanned(Message):
 class RunsFailed(Message):
     def __init__(self, error: str) -> None:
         super().__init__()
-        self.error = error
+        self.error = safe_line(error)  # may quote a tracking server's reply
 
 
 class RunDetailLoaded(Message):
@@ -182,14 +184,16 @@ class RunDetailLoaded(Message):
         self.acceptance = acceptance or []  # speculative decoding, per repetition (where the engine said)
         self.decode = decode
         self.ttft = ttft
-        self.tags = tags
+        # anyone who can write to the tracking server wrote these: what the detail shows of
+        # them carries no escape sequence (an OSC in a tag retitled the terminal's pane)
+        self.tags = {safe_line(k): safe_line(v) for k, v in tags.items()}
         self.extra = extra  # GPU samples and output (a bench), items (an eval)
 
 
 class RunDetailFailed(Message):
     def __init__(self, error: str) -> None:
         super().__init__()
-        self.error = error
+        self.error = safe_line(error)
 
 
 # ---------------------------------------------------------------------------- detail
@@ -226,7 +230,7 @@ class RunDetailScreen(ModalScreen[None]):
     def compose(self) -> ComposeResult:
         r = self.row
         with Vertical(id="detail-box") as box:
-            box.border_title = f"Run {r.run_id[:8]} · {r.model}"
+            box.border_title = plain(f"Run {r.run_id[:8]} · {r.model}", one_line=True)  # a title is markup
             head = Text(f"{date_label(r.start_ms)} · {r.engine_kind} {r.engine_version} · {r.host or '-'} · {r.status}")
             if r.decode_tps_median is not None:
                 head.append(f"\ndecode median {r.decode_tps_median:.1f} tok/s")
@@ -500,7 +504,7 @@ class RunsScreen(Screen):
         if len(self.rows) >= self.limit:
             text += f" (the newest {self.limit}; n: {PAGE} more)"
         if self.marked:
-            text += " · marked " + ", ".join(self.marked) + " (v compares)"
+            text += " · marked " + ", ".join(self.marked) + " (v compares)"  # model names: shown as plain text
         if self.sort_column is not None:
             label = dict((k, lab) for lab, k in COLUMNS)[self.sort_column]
             text += f" · sorted by {label} {'↓' if self.sort_reverse else '↑'}"
@@ -509,7 +513,7 @@ class RunsScreen(Screen):
         # the footer names the other keys: a narrow line keeps the counts whole
         text += " · Enter details · space mark · c chart · M sweep · / filter · s sort" if self.size.width >= WIDE \
             else " · Enter details · M sweep"
-        self.query_one("#runs-status", Label).update(text)
+        self.query_one("#runs-status", Label).update(plain(text))
 
     @on(Input.Changed, "#runs-filter")
     def _filter_changed(self, event: Input.Changed) -> None:

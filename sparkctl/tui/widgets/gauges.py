@@ -4,7 +4,10 @@ region only (a Static.update would re-run the whole screen's layout ~20 times a 
 from __future__ import annotations
 
 from rich.table import Table
+from rich.text import Text
 from textual.widget import Widget
+
+from sparkctl.core.termtext import safe_line
 
 FIELDS = (
     ("tokens", "tokens"),
@@ -26,8 +29,11 @@ class Gauges(Widget):
         self.values: dict[str, str] = {key: "-" for key, _ in FIELDS}
 
     def set(self, **values: str) -> None:
+        """Show `values` as they are: a value is plain text (a model name from another program
+        may hold `[` or an escape sequence), never Rich markup."""
         changed = False
         for key, value in values.items():
+            value = safe_line(value)
             if self.values.get(key) != value:
                 self.values[key] = value
                 changed = True
@@ -38,6 +44,7 @@ class Gauges(Widget):
         table = Table.grid(expand=True)
         for _ in FIELDS:
             table.add_column(ratio=1)
-        table.add_row(*(f"[dim]{label}[/]" for _, label in FIELDS))
-        table.add_row(*(f"[b]{self.values[key]}[/]" for key, _ in FIELDS))
+        # styled spans over plain text (not a base style, which would style the cell's padding too)
+        table.add_row(*(Text.assemble((label, "dim")) for _, label in FIELDS))
+        table.add_row(*(Text.assemble((self.values[key], "bold")) for key, _ in FIELDS))
         return table

@@ -19,7 +19,9 @@ from sparkctl.core.names import InvalidModelName, validate_model_name
 
 
 class PullDialog(ModalScreen[str | None]):
-    """Ask for a model name; checked with Ollama's rules before the dialog closes."""
+    """Ask for a model name; checked with Ollama's rules before the dialog closes. The
+    answer is the name as typed when it starts with a scheme (http:// reads that host's
+    registry over plain HTTP, as `sparkctl pull/fit` do), else the checked name."""
 
     DEFAULT_CSS = """
     PullDialog { align: center middle; }
@@ -55,9 +57,10 @@ class PullDialog(ModalScreen[str | None]):
         try:
             name = validate_model_name(event.value)
         except InvalidModelName as exc:
-            self.query_one("#pull-error", Label).update(str(exc))
+            self.query_one("#pull-error", Label).update(Text(str(exc)))
             return
-        self.dismiss(name)
+        typed = event.value.strip()
+        self.dismiss(typed if typed.lower().startswith(("http://", "https://")) else name)
 
     def action_cancel(self) -> None:
         self.dismiss(None)
@@ -120,6 +123,10 @@ def parse_context(text: str) -> int | None:
     value = int(m.group(1)) * (1024 if m.group(2) else 1)
     if value < 1:
         raise ValueError("context: at least 1 token")
+    from sparkctl.core.limits import MAX_NUM_CTX
+
+    if value > MAX_NUM_CTX:  # as the CLI's --ctx: Ollama reads num_ctx as a 64-bit integer
+        raise ValueError(f"context: at most {MAX_NUM_CTX} tokens")
     return value
 
 
@@ -129,6 +136,7 @@ class LoadChoice:
 
     num_ctx: int | None = None
     keep_alive: str | None = None
+    lane: str = ""  # a load: the lane the model is a contender for ("" when the config has none)
 
 
 class LoadDialog(ModalScreen["LoadChoice | None"]):
@@ -152,13 +160,17 @@ class LoadDialog(ModalScreen["LoadChoice | None"]):
     BINDINGS = [Binding("escape", "cancel", "Cancel")]
 
     def __init__(self, model: str, *, load: bool, choice: LoadChoice | None = None,
-                 ctx_default: str = "the engine's choice", keep_alive_default: str = "") -> None:
+                 ctx_default: str = "the engine's choice", keep_alive_default: str = "",
+                 lanes: tuple[str, ...] = ()) -> None:
         super().__init__()
         self.model = model
         self.load = load
         self.choice = choice or LoadChoice()
         self.ctx_default = ctx_default
         self.keep_alive_default = keep_alive_default
+        # a load marks the model contender for a lane: its bench and eval run at that lane
+        # model's context (services/bench/context.py); asked only when there is a choice
+        self.lanes = lanes
 
     def compose(self) -> ComposeResult:
         verb = "Load" if self.load else "Fit check"
@@ -174,6 +186,12 @@ class LoadDialog(ModalScreen["LoadChoice | None"]):
                     yield Input(self.choice.keep_alive or "", placeholder='e.g. 30m, 2h, -1 (forever)',
                                 id="load-keep-alive")
                 yield Static(Text(f"blank: {self.keep_alive_default}"), classes="default")
+                if len(self.lanes) > 1:
+                    with Horizontal(classes="field"):
+                        yield Label("for lane")
+                        yield Input(self.choice.lane, placeholder=" or ".join(self.lanes), id="load-lane")
+                    yield Static(Text(f"blank: {self.lanes[0]} (the contender runs at that lane model's context)"),
+                                 classes="default")
             yield Static("", id="load-error")
             go = "load" if self.load else "check the fit"
             yield Label(f"enter: {go} · tab: next field · escape: cancel", classes="hint")
@@ -193,7 +211,13 @@ class LoadDialog(ModalScreen["LoadChoice | None"]):
                     parse_keep_alive(keep)
                 except ValueError:
                     raise ValueError(f"keep-alive: expected {HINT}, got {keep!r}") from None
-        return LoadChoice(ctx, keep)
+        lane = ""
+        if self.load and self.lanes:
+            lane = self.query_one("#load-lane", Input).value.strip() if len(self.lanes) > 1 else ""
+            if lane and lane not in self.lanes:
+                raise ValueError(f"for lane: expected one of {', '.join(self.lanes)}, got {lane!r}")
+            lane = lane or self.lanes[0]
+        return LoadChoice(ctx, keep, lane)
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
         event.stop()
