@@ -70,7 +70,10 @@ def resolve(python: str, requirements: list[str], pure_dir: Path, report: Path,
            "--find-links", str(pure_dir), *extra]
     for platform in PLATFORMS:
         cmd += ["--platform", platform]
-    return subprocess.run(cmd + requirements, capture_output=True, text=True)
+    # pip before 23.3 takes platform options only with --target, even for a dry run: an
+    # empty one (nothing is written) keeps the check working on an older venv's pip
+    with tempfile.TemporaryDirectory(prefix="sparkctl-aarch64-") as target:
+        return subprocess.run(cmd + ["--target", target] + requirements, capture_output=True, text=True)
 
 
 def build_sdist(python: str, requirement: str, pure_dir: Path, extra: list[str]) -> tuple[Path | None, str]:
