@@ -65,14 +65,14 @@ def sync_spooled(spool: Any, store: Any) -> tuple[int, list[tuple[str, str]]]:
 def residency_warnings() -> list[str]:
     """Benches whose lane models were not put back as they were (journals left failed or
     by a dead process): what the dashboard warns about."""
-    from sparkctl.tracking.residency import residency_warnings as warnings
+    from sparkctl.tracking.residency_journal import residency_warnings as warnings
 
     return list(warnings())
 
 
 def restore_failed_in(pid: int) -> bool:
     """Whether a bench of process ``pid`` left models it could not put back (its residency
-    journal stays, marked failed: tracking/residency.py)."""
-    from sparkctl.tracking.residency import FAILED, read_journals
+    journal stays, marked failed: tracking/residency_journal.py)."""
+    from sparkctl.tracking.residency_journal import FAILED, read_journals
 
     return any(j.state == FAILED and j.owner.get("pid") == pid for j in read_journals())

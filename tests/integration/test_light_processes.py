@@ -1,7 +1,7 @@
 """What the dashboard, `sparkctl status` and the history commands load, seen in REAL child
 processes: each answers as before, without importing MLflow (~2 s and ~180 MB), Textual
 where it shows nothing, or the `ollama` client (its pydantic models, ~0.3 s) where plain
-HTTP is enough. The engine is the FAKE Ollama (tests/fakes/ollama_server.py, real HTTP);
+HTTP is enough. The engine is the FAKE Ollama (testkit/fakes/ollama_server.py, real HTTP);
 the store a REAL MLflow SQLite file written by the REAL BenchRunner through sparkctl's
 recorder. No timing is asserted: the budgets are measured by benchmarks/ (make bench)."""
 
@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.fakes.ollama_server import FakeOllama, bench_scenario, two_models_resident
-from tests.integration.tracking_fixtures import (  # noqa: F401  (pytest fixtures)
+from testkit.fakes.ollama_server import FakeOllama, bench_scenario, two_models_resident
+from testkit.tracking import (  # noqa: F401  (pytest fixtures)
     TEST_EXPERIMENT,
     copy_template_store,
     mlflow_template_db,

@@ -19,9 +19,9 @@ from sparkctl.core.rebench import rebench_blocker
 from sparkctl.services.status import StatusReport
 from sparkctl.tui.breakpoints import preset_breakpoints
 from sparkctl.tui.widgets.budget_bar import BudgetBar
-from sparkctl.tui.widgets.drift import DriftGate
+from sparkctl.tui.widgets.drift_gate import DriftGate
 from sparkctl.tui.widgets.footer import KeysFooter
-from sparkctl.tui.widgets.history import HistorySparkline
+from sparkctl.tui.widgets.history_sparkline import HistorySparkline
 from sparkctl.tui.widgets.notes import Note
 from sparkctl.tui.widgets.warning_lines import WarningLine, WarningLines
 
@@ -404,7 +404,7 @@ class DashboardScreen(Screen):
     def _show_pressure(self, r: StatusReport) -> None:
         p, b = r.host.pressure, r.budget
         # PSI in 0.1 % and memory in 0.1 GiB drift all the time: small moves are shown
-        # every few seconds (widgets/drift.py), a change of level (or of layout) at once
+        # every few seconds (widgets/drift_gate.py), a change of level (or of layout) at once
         figures = (p.some_avg10, p.full_avg10, p.some_avg60, p.full_avg60) if isinstance(p, Pressure) else ()
         level = (b.level, round(b.reserve / GIB, 1)) if isinstance(b, MemoryBudget) else None
         alarm = isinstance(p, Pressure) and (p.full_avg10 > 5, p.some_avg10 > 10)
@@ -522,7 +522,7 @@ class DashboardScreen(Screen):
 
 
 def _residency_headline(warning: str) -> str:
-    """A residency warning (tracking/residency.py) in a few words for its one line: which
+    """A residency warning (tracking/residency_journal.py) in a few words for its one line: which
     run left what; the engine, the pid and the repair are a key away (N shows it whole)."""
     pid = warning.find(" (pid ")
     if warning.startswith("models not put back after ") and pid > 0:
