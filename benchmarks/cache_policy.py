@@ -22,7 +22,7 @@ sys.path.insert(0, str(ROOT))
 from sparkctl.config import Config  # noqa: E402
 from sparkctl.core import prefill  # noqa: E402
 from sparkctl.services.bench import BenchRunner, BenchSettings  # noqa: E402
-from tests.fakes.host import FakeProbes, spark_snapshot  # noqa: E402
+from testkit.fakes.host import FakeProbes, spark_snapshot  # noqa: E402
 
 
 def show(label: str, run) -> None:
@@ -53,7 +53,7 @@ async def bench(engine, probes, s: BenchSettings, model: str, *, same_prompt: bo
 
 async def on_fake(reps: int) -> None:
     from sparkctl.engines.ollama import OllamaEngine
-    from tests.fakes.ollama_server import FakeOllama, bench_scenario
+    from testkit.fakes.ollama_server import FakeOllama, bench_scenario
 
     body = " ".join(f"w{i % 97}" for i in range(1500))
     for mode in ("whole_count", "uncached_count"):

@@ -1,5 +1,5 @@
-"""The decision table (issue 18's closing figure) for two models on the FAKE Ollama of the
-tests: the incumbent llama3.2:3b paced at 80 tok/s and right on 85 of 100 GSM8K questions,
+"""The decision table (issue 18's closing figure) for two models on the FAKE Ollama that the
+tests use too (testkit/decision_scenario.py): the incumbent llama3.2:3b paced at 80 tok/s and right on 85 of 100 GSM8K questions,
 the contender qwen3:8b at 100 tok/s and right on 78 of the same 100 (a paired sample).
 Each model benched (1 warm-up, 5 repetitions, 64 tokens) and evaluated on the 100
 questions by the real BenchRunner and EvalRunner, recorded into a fresh SQLite MLflow store
@@ -18,13 +18,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from sparkctl.services.runs.decide import compare_models  # noqa: E402
+from sparkctl.services.runs.comparison import compare_models  # noqa: E402
 from sparkctl.services.runs.decision import decision_table  # noqa: E402
-from sparkctl.textreport import render_comparison  # noqa: E402
+from sparkctl.cli.textreport import render_comparison  # noqa: E402
 from sparkctl.tracking.store import MlflowStore, default_tracking_uri  # noqa: E402
-from tests.fakes.ollama_server import FakeOllama, bench_scenario  # noqa: E402
-from tests.integration.test_decision_seams import CON, INC, answers_for, evaluate, write_gsm8k  # noqa: E402
-from tests.integration.tracking_fixtures import TEST_EXPERIMENT, recording_bench  # noqa: E402
+from testkit.fakes.ollama_server import FakeOllama, bench_scenario  # noqa: E402
+from testkit.decision_scenario import CON, INC, answers_for, evaluate, write_gsm8k  # noqa: E402
+from testkit.tracking import TEST_EXPERIMENT, recording_bench  # noqa: E402
 
 
 def main() -> None:

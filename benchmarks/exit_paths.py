@@ -6,7 +6,7 @@ path starts from that state, benches llama3.2:3b (solo where the path allows it)
 bench its way, and prints /api/ps. For the fast lane the session is read the way a user's
 router would feel it: after one request with no keep_alive, how long until it expires.
 `sparkctl` runs as real processes (the TUI in a real pseudo-terminal); only Ollama is a fake
-(tests/fakes/ollama_server.py). Run: .venv/bin/python benchmarks/exit_paths.py [WORD...]
+(testkit/fakes/ollama_server.py). Run: .venv/bin/python benchmarks/exit_paths.py [WORD...]
 (WORDs pick the paths whose names contain them). Its output is kept in benchmarks/results/exit_paths.md.
 """
 
@@ -24,8 +24,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tests.fakes.ollama_server import FakeOllama, make_model  # noqa: E402
-from tests.integration.lanes_fixtures import (  # noqa: E402
+from testkit.fakes.ollama_server import FakeOllama, make_model  # noqa: E402
+from testkit.lanes import (  # noqa: E402
     FOREVER_AFTER_S, LANES_TOML, Tui, lanes_state, ps as read_ps, router_request, sparkctl_env, streaming, wait_for,
 )
 

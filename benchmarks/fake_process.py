@@ -22,7 +22,7 @@ class OutOfProcessFake:
             self.port = s.getsockname()[1]
         code = (
             "import sys, time; sys.path.insert(0, %r)\n"
-            "from tests.fakes.ollama_server import FakeOllama, bench_scenario\n"
+            "from testkit.fakes.ollama_server import FakeOllama, bench_scenario\n"
             "FakeOllama(bench_scenario(tokens_per_s=%r, runaway=%r, response_tokens=%r), port=%d).start()\n"
             "time.sleep(3600)\n" % (str(ROOT), rate, runaway, tokens, self.port)
         )

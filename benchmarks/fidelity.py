@@ -20,7 +20,7 @@ from fake_process import OutOfProcessFake  # noqa: E402
 from sparkctl.config import Config  # noqa: E402
 from sparkctl.engines.ollama import OllamaEngine  # noqa: E402
 from sparkctl.services.bench import BenchRunner, BenchSettings  # noqa: E402
-from tests.fakes.host import FakeProbes, spark_snapshot  # noqa: E402
+from testkit.fakes.host import FakeProbes, spark_snapshot  # noqa: E402
 
 
 async def main(rate: float, tokens: int, reps: int) -> None:

@@ -43,7 +43,7 @@ RUNS_SCREEN = """
 import asyncio, json, sys, time
 from sparkctl.config import load_config
 from sparkctl.tui.app import make_app
-from tests.fakes.host import FakeProbes, spark_snapshot
+from testkit.fakes.host import FakeProbes, spark_snapshot
 
 async def main():
     app = make_app(load_config(None), probes=FakeProbes(spark_snapshot()))

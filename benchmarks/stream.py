@@ -25,7 +25,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 from sparkctl.config import Config  # noqa: E402
 from sparkctl.engines.ollama import OllamaEngine  # noqa: E402
 from sparkctl.tui.app import make_app  # noqa: E402
-from tests.fakes.host import FakeProbes, spark_snapshot  # noqa: E402
+from testkit.fakes.host import FakeProbes, spark_snapshot  # noqa: E402
 from fake_process import OutOfProcessFake  # noqa: E402
 
 

@@ -2,7 +2,7 @@
 
 The `sparkctl` command (no arguments: the dashboard) or a bare Textual app (one Static,
 the reference every TUI figure is a ratio to) is started in a 140x45 terminal beside a
-FAKE Ollama server (tests/fakes/ollama_server.py) holding two models. The harness reads
+FAKE Ollama server (testkit/fakes/ollama_server.py) holding two models. The harness reads
 what the app writes to the terminal and notes when a text first appears (the first frame;
 the first resident model's name: the first frame with engine data), samples the CPU time
 and RSS of the process tree, and quits it with ctrl+q as a user would. What only the
@@ -30,7 +30,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from _launch import BARE_TEXT  # noqa: E402,F401  (what the bare app shows)
-from tests.fakes.ollama_server import FakeOllama, two_models_resident  # noqa: E402
+from testkit.fakes.ollama_server import FakeOllama, two_models_resident  # noqa: E402
 
 LAUNCH = ROOT / "benchmarks" / "_launch.py"
 COLUMNS, LINES = 140, 45

@@ -1,6 +1,6 @@
 """Regenerate docs/img/dashboard.svg, the README's picture of the dashboard.
 
-The dashboard runs headless against the FAKE Ollama of the tests (tests/fakes/ollama_server.py:
+The dashboard runs headless against the FAKE Ollama of the tests (testkit/fakes/ollama_server.py:
 gpt-oss:120b on the production lane, qwen3:30b-a3b split between CPU and GPU) and FAKE probes
 of a GB10 Spark, with a pinned clock and one sample, and Textual saves what it drew as SVG.
 So the picture is what the code draws today, not a hand-made mock-up; a test
@@ -29,12 +29,12 @@ FIXED = datetime(2030, 1, 1, tzinfo=timezone.utc)  # past the fake's expiries: "
 async def render(out: Path, size: tuple[int, int] = DEFAULT_SIZE) -> Path:
     """Draw the dashboard once and save it as SVG at OUT; returns OUT."""
     if str(REPO) not in sys.path:
-        sys.path.insert(0, str(REPO))  # tests.fakes, when run as a script
+        sys.path.insert(0, str(REPO))  # testkit.fakes, when run as a script
     from sparkctl.engines.ollama import OllamaEngine
     from sparkctl.tui.app import make_app
-    from tests.fakes.host import FakeProbes, spark_snapshot
-    from tests.fakes.model_scenarios import spark_config
-    from tests.fakes.ollama_server import FakeOllama, two_models_resident
+    from testkit.fakes.host import FakeProbes, spark_snapshot
+    from testkit.fakes.model_scenarios import spark_config
+    from testkit.fakes.ollama_server import FakeOllama, two_models_resident
 
     state = two_models_resident()
     for resident in state.resident.values():

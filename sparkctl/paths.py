@@ -44,7 +44,7 @@ def spool_file() -> Path:
 
 
 def residency_dir() -> Path:
-    """Where a bench journals the models it found resident (tracking/residency.py)."""
+    """Where a bench journals the models it found resident (tracking/residency_journal.py)."""
     return data_dir() / "residency"
 
 

@@ -19,7 +19,7 @@ def _isolated_dirs(tmp_path_factory, monkeypatch):
     monkeypatch.setenv("MLFLOW_DISABLE_TELEMETRY", "true")
     # Fit-before-pull reads a model registry: never the real one from a test. A closed
     # loopback port answers at once ("fit unknown"); tests that need one start
-    # tests/fakes/registry_server.py and point SPARKCTL_REGISTRY at it.
+    # testkit/fakes/registry_server.py and point SPARKCTL_REGISTRY at it.
     monkeypatch.setenv("SPARKCTL_REGISTRY", "http://127.0.0.1:9")
 
 
@@ -91,10 +91,10 @@ def no_network(monkeypatch):
 
 @pytest.fixture
 def spark_fake():
-    """A FAKE Ollama (tests/fakes/ollama_server.py, real HTTP) holding the Spark-like
-    catalogue and residents of tests/fakes/model_scenarios.py."""
-    from tests.fakes.model_scenarios import spark_state
-    from tests.fakes.ollama_server import FakeOllama
+    """A FAKE Ollama (testkit/fakes/ollama_server.py, real HTTP) holding the Spark-like
+    catalogue and residents of testkit/fakes/model_scenarios.py."""
+    from testkit.fakes.model_scenarios import spark_state
+    from testkit.fakes.ollama_server import FakeOllama
 
     server = FakeOllama(spark_state()).start()
     try:
@@ -126,9 +126,9 @@ def huge_kv_gguf(smol_gguf, tmp_path_factory):
 
 @pytest.fixture
 def registry(monkeypatch):
-    """A FAKE model registry on loopback (tests/fakes/registry_server.py), with
+    """A FAKE model registry on loopback (testkit/fakes/registry_server.py), with
     SPARKCTL_REGISTRY pointing at it; publish models with `registry.state.add_model`."""
-    from tests.fakes.registry_server import FakeRegistry
+    from testkit.fakes.registry_server import FakeRegistry
 
     with FakeRegistry() as reg:
         monkeypatch.setenv("SPARKCTL_REGISTRY", reg.url)

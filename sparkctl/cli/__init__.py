@@ -34,9 +34,10 @@ __all__ = [
 if TYPE_CHECKING:
     import argparse
 
-# Command groups in the order `sparkctl --help` lists them. One module each under sparkctl/cli/.
-COMMAND_MODULES = ("status", "config", "models", "bench", "evals", "suites", "runs", "decide", "community", "serve",
-                   "lanes", "fleet")
+# Command groups in the order `sparkctl --help` lists them. One module each under sparkctl/cli/,
+# named <group>_cmd: the layer's modules never share a name with a service or a screen.
+COMMAND_MODULES = ("status_cmd", "config_cmd", "models_cmd", "bench_cmd", "evals_cmd", "suites_cmd", "runs_cmd",
+                   "compare_cmd", "community_cmd", "serve_cmd", "lanes_cmd", "fleet_cmd")
 
 
 # Two-word commands: `sparkctl eval score FILE` is the parser `eval-score` (argparse cannot
@@ -164,7 +165,7 @@ def _dispatch(args) -> int:
             # before a bench of its own; `status` and `fleet` are views and only read: status
             # shows the pending repair as a warning naming `sparkctl lanes --restore`, and the
             # fleet runs it on every host)
-            from sparkctl.cli.recovery import recover_at_start
+            from sparkctl.cli.recover_at_start import recover_at_start
 
             recover_at_start(cfg)
         return int(handler(args, cfg))

@@ -24,17 +24,21 @@ def engine_choice(args, cfg) -> tuple[str | None, str | None, str | None, str]:
     return None, kind, url, kind or "ollama"
 
 
-def validate_models(models: list[str], effective_kind: str) -> None:
-    """Ollama names by Ollama's rules; an OpenAI-compatible server's names are its own (a file
-    name, an HF path), so only sanity-checked."""
-    from sparkctl.core.names import InvalidModelName, validate_model_name
+def validate_models(models: list[str], effective_kind: str) -> list:
+    """The names parsed, once, into the ModelNames every layer below passes on (core/names.py):
+    Ollama names by Ollama's rules; an OpenAI-compatible server's names are its own (a file
+    name, an HF path), so only sanity-checked and kept as given."""
+    from sparkctl.core.names import InvalidModelName, ModelName, parse_model_name
 
+    out = []
     for m in models:
         if effective_kind != "ollama":
             if not m.strip() or any(ord(c) < 32 for c in m):
                 raise CliError(f"invalid model name {m!r}", EXIT_BAD_INPUT)
+            out.append(ModelName.served(m))
             continue
         try:
-            validate_model_name(m)
+            out.append(parse_model_name(m))
         except InvalidModelName as exc:
             raise CliError(str(exc), EXIT_BAD_INPUT) from None
+    return out

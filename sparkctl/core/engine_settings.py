@@ -7,11 +7,11 @@ flash attention (OLLAMA_FLASH_ATTENTION), the session length a load gets
 (OLLAMA_KEEP_ALIVE) and how many models stay loaded (OLLAMA_MAX_LOADED_MODELS). On a Spark
 Ollama runs as the systemd service of user `ollama` with its own `Environment=`.
 
-This module is pure: `resolve` takes the places the settings were read from (`Layer`s:
+This module is pure, the pure core of sparkctl.services.engine_settings: `resolve` takes the places the settings were read from (`Layer`s:
 the server's process environment, its unit's Environment=, a runner's command line, the
 user's `[engine]` statement), best first, and Ollama's documented defaults for the
 server's version, and says for each setting its value and where it came from
-(probes/engine_settings.py does the reading). The environment values are parsed the way
+(probes/settings_sources.py does the reading). The environment values are parsed the way
 Ollama's envconfig parses them (surrounding spaces and quotes dropped; an unparsable number
 falls back to the default; an unparsable flag counts as on).
 """

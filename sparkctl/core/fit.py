@@ -20,6 +20,8 @@ Ollama facts used here (server code, v0.15-v0.33):
   model fits. /api/ps shows expires_at, not the keep-alive, so the earliest expiry is
   used here as the stand-in for the shortest keep-alive.
 - OLLAMA_MAX_LOADED_MODELS (default 3 per GPU) makes it evict by count as well.
+
+Pure core of sparkctl.services.models.fit, which reads the engine and the host and asks here.
 """
 
 from __future__ import annotations

@@ -27,7 +27,7 @@ The issue that asked for this spelled the names `gen_ai.client.time_to_first_chu
 semantic conventions and AIPerf both say `gen_ai.client.operation.time_to_first_chunk`,
 which is what is written here.
 
-Pure: no I/O.
+Pure: no I/O. Pure core of sparkctl.services.runs.genai, which reads runs by these names.
 """
 
 from __future__ import annotations

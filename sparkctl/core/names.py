@@ -19,12 +19,18 @@ Names compare case-insensitively in Ollama ("Mistral" and "mistral" are one mode
 a missing tag means ":latest", a missing namespace "library", a missing host
 "registry.ollama.ai". `same_model` applies those rules so a lane's "qwen3" matches the
 "qwen3:latest" that /api/ps reports.
+
+A name is parsed once, where it enters (a CLI argument, a TUI field, the config), into a
+`ModelName` that every layer passes on as it is: a str (what the engine is sent, what a
+record says) that also holds its parts and its comparison `key`. Parsing a ModelName again
+returns it unchanged, and `model_key` of one reads its key: no layer below the edge parses
+the name again.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from functools import lru_cache
+from typing import Any
 
 DEFAULT_HOST = "registry.ollama.ai"
 DEFAULT_NAMESPACE = "library"
@@ -41,25 +47,76 @@ class InvalidModelName(ValueError):
     """A model name Ollama would reject; the message is one line and names the input."""
 
 
-@dataclass(frozen=True)
-class ModelName:
-    """The parts of a valid name; empty strings for parts the user left out."""
+def _joined(host: str, namespace: str, model: str, tag: str) -> str:
+    out = ""
+    if host:
+        out += host + "/"
+    if namespace:
+        out += namespace + "/"
+    out += model
+    if tag:
+        out += ":" + tag
+    return out
+
+
+class ModelName(str):
+    """A model name, parsed: the text the engine is sent (a str, so it goes anywhere a name
+    goes, unchanged), its parts (empty strings for parts the user left out) and `key`, the
+    comparison key under which equal names collide. Immutable.
+
+    `checked` says whether Ollama's rules were applied (parse_model_name): a name an
+    OpenAI-compatible server serves (a file name, a Hugging Face path) is that server's own
+    and only kept (`ModelName.served`)."""
 
     host: str
     namespace: str
     model: str
     tag: str
+    key: str
+    checked: bool
+
+    def __new__(cls, host: str = "", namespace: str = "", model: str = "", tag: str = "") -> "ModelName":
+        """From parts that already follow Ollama's rules (parse_model_name checks them)."""
+        self = super().__new__(cls, _joined(host, namespace, model, tag))
+        for name, value in (("host", host), ("namespace", namespace), ("model", model), ("tag", tag),
+                            ("checked", True)):
+            object.__setattr__(self, name, value)
+        object.__setattr__(self, "key", _joined(host or DEFAULT_HOST, namespace or DEFAULT_NAMESPACE, model,
+                                                tag or DEFAULT_TAG).lower())
+        return self
+
+    @classmethod
+    def served(cls, text: str) -> "ModelName":
+        """A name as an engine knows it, without Ollama's rules (an OpenAI-compatible server's
+        model, or a name an engine reported): kept exactly; its key is `model_key`'s."""
+        if isinstance(text, ModelName):
+            return text
+        self = str.__new__(cls, text)
+        for name, value in (("host", ""), ("namespace", ""), ("model", str(text)), ("tag", ""),
+                            ("checked", False), ("key", _key_of(str(text)))):
+            object.__setattr__(self, name, value)
+        return self
+
+    @classmethod
+    def of(cls, text: str) -> "ModelName":
+        """`text` as a ModelName that is sent exactly as given: parsed by Ollama's rules when
+        they leave it unchanged, else kept as served (for callers that hand over a plain str)."""
+        if isinstance(text, ModelName):
+            return text
+        try:
+            parsed = parse_model_name(text)
+        except InvalidModelName:
+            return cls.served(text)
+        return parsed if parsed == text else cls.served(text)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError(f"ModelName is immutable (cannot set {name})")
+
+    def __getnewargs__(self) -> tuple[str, str, str, str]:  # copy and pickle; the state restores the rest
+        return (self.host, self.namespace, self.model, self.tag)
 
     def __str__(self) -> str:
-        out = ""
-        if self.host:
-            out += self.host + "/"
-        if self.namespace:
-            out += self.namespace + "/"
-        out += self.model
-        if self.tag:
-            out += ":" + self.tag
-        return out
+        return str.__str__(self)
 
     def qualified(self) -> ModelName:
         """With Ollama's defaults filled in for missing host, namespace and tag."""
@@ -110,11 +167,13 @@ def parse_model_name(s: str) -> ModelName:
     """Split and check a name; raise InvalidModelName with the reason when Ollama would refuse it.
 
     Surrounding whitespace is ignored (names come from forms and config files); the
-    parts keep their case.
+    parts keep their case. A ModelName already parsed is returned as it is.
     """
+    if isinstance(s, ModelName) and s.checked:
+        return s
     if not isinstance(s, str):
         raise InvalidModelName(f"invalid model name {s!r}: not a string")
-    original = s
+    original = s = str(s)
     s = s.strip()
     if s == "":
         raise InvalidModelName(f"invalid model name {original!r}: the name is empty")
@@ -173,14 +232,14 @@ def parse_model_name(s: str) -> ModelName:
     return ModelName(host=host, namespace=namespace, model=model, tag=tag)
 
 
-def validate_model_name(s: str) -> str:
-    """The name as it should be sent to the engine, or InvalidModelName.
+def validate_model_name(s: str) -> ModelName:
+    """The name as it should be sent to the engine (a ModelName), or InvalidModelName.
 
     Normalisation is limited to what Ollama itself ignores: surrounding whitespace and
     an http(s):// scheme in front of the host. The tag is not added; see
     `with_default_tag`.
     """
-    return str(parse_model_name(s))
+    return parse_model_name(s)
 
 
 def with_default_tag(name: str) -> str:
@@ -193,7 +252,7 @@ def with_default_tag(name: str) -> str:
 
 def canonical_model_name(name: str) -> str:
     """Fully qualified and lower-cased: a key under which equal names collide."""
-    return str(parse_model_name(name).qualified()).lower()
+    return parse_model_name(name).key
 
 
 def same_model(a: str, b: str) -> bool:
@@ -204,11 +263,18 @@ def same_model(a: str, b: str) -> bool:
         return False
 
 
-@lru_cache(maxsize=1024)
 def model_key(name: str) -> str:
     """A comparison key for a model name that never raises: the canonical name when it
     parses, else the name lower-cased (an engine may report names Ollama's rules reject).
-    Cached: the dashboard matches every resident model against every lane each refresh."""
+    A ModelName carries its key already."""
+    if isinstance(name, ModelName):
+        return name.key
+    return _key_of(name)
+
+
+@lru_cache(maxsize=1024)
+def _key_of(name: str) -> str:
+    # Cached: the dashboard matches every resident model against every lane each refresh.
     try:
         return canonical_model_name(name)
     except InvalidModelName:

@@ -19,7 +19,8 @@ is "when the runner last went idle + the session". So:
   bench ran planned memory without it), and a model the bench loaded that a lane now
   names stays.
 
-Pure: the caller reads /api/ps and the clock and performs the steps.
+Pure: the caller reads /api/ps and the clock and performs the steps. Pure core of
+sparkctl.services.bench.residency_guard, which does.
 """
 
 from __future__ import annotations

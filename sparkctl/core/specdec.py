@@ -1,5 +1,6 @@
 """Speculative decoding figures: drafted and accepted tokens, acceptance rate and mean
-accepted length, per repetition and per run. Pure arithmetic over what an engine reported.
+accepted length, per repetition and per run. Pure arithmetic over what an engine reported:
+the pure core of sparkctl.engines.specdec, which reads it.
 
 Engines report different things (engines/specdec.py reads them):
 - llama-server: per response, `timings.draft_n` (tokens drafted) and `draft_n_accepted`.

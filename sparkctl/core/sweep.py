@@ -1,7 +1,8 @@
 """The workload matrix: model x profile x depth x concurrency cells, what each cell measured,
 and the tables people post (JSON/CSV rows, llama-bench-style Markdown).
 
-Pure: the service (services/bench/sweep.py) runs the cells and hands the measurements here.
+Pure core of sparkctl.services.bench.sweep: that service runs the cells and hands the
+measurements here.
 """
 
 from __future__ import annotations

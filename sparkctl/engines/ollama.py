@@ -23,7 +23,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from sparkctl.core.loopback import proxies_apply
-from sparkctl.core.names import model_key
+from sparkctl.core.names import ModelName, model_key
 from sparkctl.core.snapshots import EngineStatus, LocalModel, ModelDetails, ResidentModel
 from sparkctl.core.termtext import safe_line
 from sparkctl.engines.base import (
@@ -588,7 +588,7 @@ def _resident(model: Mapping[str, Any]) -> ResidentModel:
     expires = model.get("expires_at")
     context = model.get("context_length")
     return ResidentModel(
-        name=model.get("name") or model.get("model") or "",
+        name=ModelName.served(model.get("name") or model.get("model") or ""),  # parsed here, keyed once
         size=int(model.get("size") or 0),
         size_vram=int(model.get("size_vram") or 0),
         digest=model.get("digest") or "",
@@ -601,7 +601,7 @@ def _resident(model: Mapping[str, Any]) -> ResidentModel:
 
 def _local(model: Any) -> LocalModel:
     return LocalModel(
-        name=model.model or "",
+        name=ModelName.served(model.model or ""),
         size=int(model.size or 0),
         digest=model.digest or "",
         modified_at=_aware(model.modified_at),

@@ -74,6 +74,7 @@ from urllib.parse import urlsplit
 import httpx
 
 from sparkctl.core.loopback import proxies_apply
+from sparkctl.core.names import ModelName
 from sparkctl.core.snapshots import EngineStatus, LocalModel, ModelDetails, ResidentModel
 from sparkctl.core.termtext import safe_line
 from sparkctl.engines.base import (
@@ -278,7 +279,7 @@ class OpenAICompatEngine:
 
     async def tags(self) -> list[LocalModel]:
         ident = await self._identify(refresh=True)
-        return [LocalModel(name=str(m.get("id", "")), size=_size(m), digest="", details=_details(m, ident))
+        return [LocalModel(name=ModelName.served(str(m.get("id", ""))), size=_size(m), digest="", details=_details(m, ident))
                 for m in ident.models if m.get("id")]
 
     async def ps(self) -> list[ResidentModel]:
@@ -287,7 +288,7 @@ class OpenAICompatEngine:
         ident = await self._identify(refresh=True)
         return [
             ResidentModel(
-                name=str(m.get("id", "")), size=_size(m), size_vram=0, digest="",
+                name=ModelName.served(str(m.get("id", ""))), size=_size(m), size_vram=0, digest="",
                 context_length=_context(m, ident), details=_details(m, ident),
             )
             for m in ident.models if m.get("id")

@@ -8,8 +8,9 @@ at every start on a 10,000-run SQLite store (more over a slow server). A lane wh
 has no entry here (benched before this file existed, or only from another machine) is
 still asked of the store (services/runs/drift.py), so the note says what it said before.
 
-Written after each run is spooled, by the recorders (services/tracking.py,
-services/factory.py), under the same lock-and-rename as sparkctl's state file. Reading it
+Written after each run is spooled, by ``record_and_note`` (the recorders of
+services/tracking.py and services/factory.py both record through it), under the same
+lock-and-rename as sparkctl's state file. Reading it
 never raises: a missing or unreadable file answers nothing, and the store is asked.
 Blocking file I/O: call from worker threads.
 """
@@ -22,6 +23,17 @@ from typing import Any
 
 FILE_NAME = "last_benches.json"
 VERSION = 1
+
+
+def record_and_note(record: Any, spool: Any, store: Any) -> Any:
+    """Record a run (spool first, then MLflow: tracking/sync.py) and, once it reached
+    either, note it here. Returns the SyncResult."""
+    from sparkctl.tracking.sync import record_run
+
+    result = record_run(record, spool, store)
+    if result.spooled or result.synced:
+        remember(record, store)  # what the engine-change note reads first
+    return result
 
 
 def stale_message(lane: str, engine_now: str, benched_on: str) -> str:
@@ -55,7 +67,7 @@ def remember(record: Any, store: Any, path: Path | None = None) -> None:
     decode rate: what the note's store search looks for) newer than the one noted for its
     model and engine kind. Never raises: the note falls back to the store without it."""
     from sparkctl.core.names import model_key
-    from sparkctl.services.runs.decide import usable
+    from sparkctl.services.runs.comparison import usable
     from sparkctl.services.runs.rows import row_from_run
     from sparkctl.statefile import locked, write_atomic
 

@@ -1,7 +1,7 @@
 """The one reader of an Ollama server's settings (context length, parallel slots, KV cache
 type, flash attention, keep-alive, max loaded models) for fit, bench, sweep and the
 engine identity: the server's process environment, else its systemd unit, else a runner's
-command line (probes/engine_settings.py), else what `[engine]` states for a server sparkctl
+command line (probes/settings_sources.py), else what `[engine]` states for a server sparkctl
 cannot read, else Ollama's documented defaults for the server's version
 (core/engine_settings.py). Never sparkctl's own shell. The same places give pull's disk check
 the server's OLLAMA_MODELS (``read_server_variable``).
@@ -35,7 +35,7 @@ def _is_main_engine(cfg: Config, host: str) -> bool:
 
 def read_engine_settings(cfg: Config | None, host: str, version: str | None = None) -> EngineSettings:
     """Blocking (a /proc scan, maybe a `systemctl` child): call from a thread."""
-    from sparkctl.probes.engine_settings import read_server
+    from sparkctl.probes.settings_sources import read_server
 
     reading = read_server(host)
     layers = list(reading.layers)
@@ -58,7 +58,7 @@ def read_server_variable(host: str, name: str) -> ServerVariable:
     """One more of the server's own variables (OLLAMA_MODELS for pull's disk check), from the
     same places as the settings: its process environment, else its systemd unit. Never
     sparkctl's shell. Blocking, as read_engine_settings."""
-    from sparkctl.probes.engine_settings import read_server
+    from sparkctl.probes.settings_sources import read_server
 
     reading = read_server(host)
     return server_variable(reading.layers, name, reading.where)

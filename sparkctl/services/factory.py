@@ -80,10 +80,11 @@ def make_probes():
 
 def make_recorder(cfg: Config):
     """A blocking RunRecord -> SyncResult callable: spool first, then MLflow (call from a thread)."""
-    from sparkctl.services.tracking import recorder_for
+    from sparkctl.services.benched import record_and_note
 
     spool, store = make_spool_and_store(cfg)
-    return recorder_for(spool, store)  # which also notes the benches the engine-change note reads
+    # which also notes the benches the engine-change note reads
+    return lambda record: record_and_note(record, spool, store)
 
 
 def ensure_data_dir():

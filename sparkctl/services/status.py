@@ -192,7 +192,7 @@ class StatusReport:
     engines: tuple[NamedEngineStatus, ...] = ()  # the [engines.NAME] entries, when configured
     # each [lanes] entry as (lane, model, resident); None while resident models are unknown
     lanes: tuple[tuple[str, str, bool], ...] | None = None
-    # models a dead bench (or a failed restore) left changed: tracking/residency.py
+    # models a dead bench (or a failed restore) left changed: tracking/residency_journal.py
     residency_warnings: tuple[str, ...] = ()
 
     @property
@@ -293,7 +293,7 @@ async def _residency_warnings() -> list[str]:
 
     if not await asyncio.to_thread(paths.residency_journals):
         return []
-    from sparkctl.tracking.residency import residency_warnings
+    from sparkctl.tracking.residency_journal import residency_warnings
 
     return await asyncio.to_thread(residency_warnings)
 
@@ -334,11 +334,11 @@ def _gpu_dict(g: GpuSnapshot) -> dict[str, Any]:
 
 
 def report_to_dict(r: StatusReport) -> dict[str, Any]:
-    from sparkctl.core.fleet import STATUS_SCHEMA
+    from sparkctl.core.host_status import STATUS_SCHEMA
 
     e = r.engine
     out: dict[str, Any] = {
-        "schema": STATUS_SCHEMA,  # the fleet reads other hosts' status by it (core/fleet.py)
+        "schema": STATUS_SCHEMA,  # the fleet reads other hosts' status by it (core/host_status.py)
         "at": r.at.isoformat(),
         "engine": {
             "kind": e.kind,

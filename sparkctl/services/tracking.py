@@ -53,13 +53,9 @@ def recorder_for(spool: Any, store: Any) -> Callable[[Any], Any]:
     """A RunRecord -> SyncResult callable: spool first, then MLflow (call from a thread)."""
 
     def record(record: Any) -> Any:
-        from sparkctl.services.benched import remember
-        from sparkctl.tracking.sync import record_run
+        from sparkctl.services.benched import record_and_note
 
-        result = record_run(record, spool, store)
-        if result.spooled or result.synced:
-            remember(record, store)  # what the engine-change note reads first
-        return result
+        return record_and_note(record, spool, store)  # and noted for the engine-change note
 
     return record
 
@@ -107,14 +103,14 @@ def sync_spooled(spool: Any, store: Any) -> tuple[int, list[tuple[str, str]]]:
 def residency_warnings() -> list[str]:
     """Benches whose lane models were not put back as they were (journals left failed or
     by a dead process): what the dashboard warns about."""
-    from sparkctl.tracking.residency import residency_warnings as warnings
+    from sparkctl.tracking.residency_journal import residency_warnings as warnings
 
     return list(warnings())
 
 
 def restore_failed_in(pid: int) -> bool:
     """Whether a bench of process ``pid`` left models it could not put back (its residency
-    journal stays, marked failed: tracking/residency.py)."""
-    from sparkctl.tracking.residency import FAILED, read_journals
+    journal stays, marked failed: tracking/residency_journal.py)."""
+    from sparkctl.tracking.residency_journal import FAILED, read_journals
 
     return any(j.state == FAILED and j.owner.get("pid") == pid for j in read_journals())

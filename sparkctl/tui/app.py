@@ -780,7 +780,7 @@ class SparkApp(App):
 
 def _my_restore_failed() -> bool:
     """Whether a bench of this process left models it could not put back (its residency
-    journal stays, marked failed: tracking/residency.py)."""
+    journal stays, marked failed: tracking/residency_journal.py)."""
     from sparkctl.services.tracking import restore_failed_in
 
     return restore_failed_in(os.getpid())

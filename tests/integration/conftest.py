@@ -1,5 +1,5 @@
 """Fixtures for engine integration tests. The Ollama server here is a FAKE
-(tests/fakes/ollama_server.py) speaking Ollama's wire format over real HTTP."""
+(testkit/fakes/ollama_server.py) speaking Ollama's wire format over real HTTP."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator, Iterator
 import pytest
 
 from sparkctl.engines.ollama import OllamaEngine
-from tests.fakes.ollama_server import FakeOllama, bench_scenario, default_state
+from testkit.fakes.ollama_server import FakeOllama, bench_scenario, default_state
 
 
 @pytest.fixture

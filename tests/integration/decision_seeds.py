@@ -22,7 +22,7 @@ from sparkctl.core.workload import WorkloadIdentity
 from sparkctl.tracking.record import RunRecord
 from sparkctl.tracking.spool import Spool
 from sparkctl.tracking.sync import record_run
-from tests.integration.tracking_fixtures import TEST_EXPERIMENT
+from testkit.tracking import TEST_EXPERIMENT
 
 PROMPT_SHA = "e17515283eba" + "0" * 52
 HOST_TAGS = {"engine.kind": "ollama", "host.name": "spark-01"}

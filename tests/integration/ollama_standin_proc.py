@@ -1,4 +1,4 @@
-"""Starting the stand-in Ollama (tests/fakes/ollama_standin.py) with a REAL llama-server
+"""Starting the stand-in Ollama (testkit/fakes/ollama_standin.py) with a REAL llama-server
 runner child serving SmolLM2-135M, for the runner tests. The stand-in's own process carries
 Ollama's command line (`.../ollama serve`), so sparkctl finds it, and its runner, as it finds
 a real Ollama's."""
@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.fakes.ollama_standin import install
+from testkit.fakes.ollama_standin import install
 from tests.integration.llama_proc import binary_and_model, free_port
 
 REPO = Path(__file__).resolve().parents[2]

@@ -26,10 +26,10 @@ from sparkctl.services.bench.sweep import SweepRunner
 from sparkctl.tracking.record import RunRecord
 from sparkctl.tracking.spool import Spool
 from sparkctl.tracking.sync import record_run
-from tests.fakes.host import FakeProbes, spark_snapshot
-from tests.fakes.ollama_server import bench_scenario
+from testkit.fakes.host import FakeProbes, spark_snapshot
+from testkit.fakes.ollama_server import bench_scenario
 from tests.integration.aiperf_runs import AIPerfRequest, AIPerfRun, log_aiperf_run
-from tests.integration.tracking_fixtures import (  # noqa: F401
+from testkit.tracking import (  # noqa: F401
     TEST_EXPERIMENT,
     mlflow_store,
     mlflow_template_db,

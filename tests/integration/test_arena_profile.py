@@ -21,8 +21,8 @@ import yaml
 from sparkctl import cli
 from sparkctl.tracking.store import MlflowStore
 from tests.arena_profiles import PUBLISHED_V2
-from tests.fakes.ollama_server import bench_scenario
-from tests.integration.tracking_fixtures import TEST_EXPERIMENT, mlflow_store, mlflow_template_db  # noqa: F401
+from testkit.fakes.ollama_server import bench_scenario
+from testkit.tracking import TEST_EXPERIMENT, mlflow_store, mlflow_template_db  # noqa: F401
 
 MODEL = "llama3.2:3b"  # trained for 131072 tokens in the fake: depth 100000 fits
 

@@ -1,4 +1,4 @@
-"""The bench against a FAKE Ollama (tests/fakes/ollama_server.py: Ollama's wire format over
+"""The bench against a FAKE Ollama (testkit/fakes/ollama_server.py: Ollama's wire format over
 real HTTP, paced token streams) with MLflow on a REAL SQLite store copied from a template."""
 
 from __future__ import annotations
@@ -17,9 +17,9 @@ from sparkctl.services.bench import BenchRefused, BenchRunner, BenchSettings, Re
 from sparkctl.tracking.spool import Spool
 from sparkctl.tracking.store import MlflowStore
 from sparkctl.tracking.sync import record_run, sync_pending
-from tests.fakes.host import FakeProbes, spark_snapshot
-from tests.fakes.ollama_server import bench_scenario, load_scenario
-from tests.integration.tracking_fixtures import mlflow_store, mlflow_template_db  # noqa: F401
+from testkit.fakes.host import FakeProbes, spark_snapshot
+from testkit.fakes.ollama_server import bench_scenario, load_scenario
+from testkit.tracking import mlflow_store, mlflow_template_db  # noqa: F401
 
 CFG = Config(lanes={"production": "gpt-oss:120b"})
 
@@ -271,7 +271,7 @@ async def test_a_model_that_does_not_fit_is_refused_before_loading(serve):
 async def test_gpu_samples_belong_to_the_model_that_was_running(serve):
     import dataclasses as dc
 
-    from tests.fakes.host import gb10
+    from testkit.fakes.host import gb10
 
     server = serve(bench_scenario(tokens_per_s=40.0, response_tokens=[" w"] * 80))
     watts = {"now": 0.0}
@@ -294,3 +294,18 @@ async def test_gpu_samples_belong_to_the_model_that_was_running(serve):
     assert by_model["qwen3:8b"].summary["gpu_power_w_mean"] == pytest.approx(200.0)
     samples = {rec.params["model"]: rec.artifacts["gpu_samples.json"] for rec in records}
     assert {s["power_w"] for s in samples["qwen3:8b"]} == {200.0}
+
+
+def test_a_model_typed_with_a_stray_space_is_benched_and_recorded_under_its_name(serve, tmp_path, capsys):
+    """Issue 33: `sparkctl bench` parses each MODEL once, where it is typed, and the bench sends
+    and records that parsed name. The name used to be checked and then passed on as typed, so
+    the engine was asked for ' llama3.2:3b' and the run recorded under it."""
+    from sparkctl.cli import main
+
+    server = serve(bench_scenario(tokens_per_s=None))
+    cfg = tmp_path / "sparkctl.toml"
+    cfg.write_text(f'[engine]\nhost = "{server.url}"\n[bench]\nwarmup = 0\nreps = 2\nnum_predict = 10\n')
+    assert main(["--config", str(cfg), "bench", " llama3.2:3b", "--json"]) == 0
+    (run,) = json.loads(capsys.readouterr().out)
+    assert run["model"] == "llama3.2:3b"
+    assert {c.body.get("model") for c in server.calls("/api/generate")} == {"llama3.2:3b"}

@@ -1,6 +1,6 @@
 """Cold means cold with a realistic chat-template header (issue 22 point 1). The Ollama is a
-FAKE (tests/fakes/ollama_server.py) that renders prompts per model family
-(tests/fakes/templates.py): chatml (Qwen), llama3 and harmony (gpt-oss), each with ~100
+FAKE (testkit/fakes/ollama_server.py) that renders prompts per model family
+(testkit/fakes/templates.py): chatml (Qwen), llama3 and harmony (gpt-oss), each with ~100
 tokens before the user's text (fixed markers plus the model's Modelfile SYSTEM). Its prompt
 cache reuses the longest shared token prefix, and its prefill runs at a measured
 (jittered) rate: the true rate a bench must report.
@@ -18,10 +18,10 @@ import pytest
 from sparkctl.config import Config
 from sparkctl.engines.ollama import OllamaEngine
 from sparkctl.services.bench import BenchRunner, BenchSettings
-from tests.fakes.host import FakeProbes, spark_snapshot
-from tests.fakes.model_scenarios import header_state
-from tests.fakes.ollama_server import FakeOllama
-from tests.fakes.templates import FORMATS, render
+from testkit.fakes.host import FakeProbes, spark_snapshot
+from testkit.fakes.model_scenarios import header_state
+from testkit.fakes.ollama_server import FakeOllama
+from testkit.fakes.templates import FORMATS, render
 
 CFG = Config()
 TRUE_PREFILL_TPS = 2000.0

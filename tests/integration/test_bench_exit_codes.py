@@ -1,5 +1,5 @@
 """What `sparkctl bench` tells a script when the run is not a result or was not kept: real
-processes against the FAKE Ollama (tests/fakes/ollama_server.py), with a data dir that REALLY
+processes against the FAKE Ollama (testkit/fakes/ollama_server.py), with a data dir that REALLY
 takes no write (read_only_dir below: checked with a write, never assumed)."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from sparkctl.tracking.spool import Spool
-from tests.fakes.ollama_server import bench_scenario
+from testkit.fakes.ollama_server import bench_scenario
 
 
 def sparkctl(config: Path, *argv: str, data: Path) -> subprocess.CompletedProcess:

@@ -1,5 +1,5 @@
 """Load the bench did not cause is seen and flagged (issue point 8). The Ollama is a FAKE
-(tests/fakes/ollama_server.py, real HTTP): like the real server, it moves a model's
+(testkit/fakes/ollama_server.py, real HTTP): like the real server, it moves a model's
 expires_at when one of its requests ends, which is how a bench sees another client
 being served while its own request runs."""
 
@@ -17,8 +17,8 @@ from sparkctl.engines.ollama import OllamaEngine
 from sparkctl.services.bench import BenchRunner, BenchSettings
 from sparkctl.services.bench.sampler import GpuSampler
 from sparkctl.core.snapshots import GpuReport
-from tests.fakes.host import FakeProbes, gb10, spark_snapshot
-from tests.fakes.ollama_server import FakeOllama, default_state
+from testkit.fakes.host import FakeProbes, gb10, spark_snapshot
+from testkit.fakes.ollama_server import FakeOllama, default_state
 
 CFG = Config()
 

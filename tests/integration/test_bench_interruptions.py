@@ -1,7 +1,7 @@
 """A bench interrupted the ways a real Spark user's are: an ssh session that drops (SIGHUP,
 then EIO on every write to the dead terminal), and a second bench started on the same
 engine. `sparkctl bench` runs as a real subprocess; the Ollama is a FAKE
-(tests/fakes/ollama_server.py, Ollama's wire format over real HTTP, paced tokens)."""
+(testkit/fakes/ollama_server.py, Ollama's wire format over real HTTP, paced tokens)."""
 
 from __future__ import annotations
 
@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 from sparkctl.tracking.spool import Spool
-from tests.fakes.ollama_server import FakeOllama, default_state
-from tests.integration.tracking_fixtures import mlflow_store, mlflow_template_db  # noqa: F401
+from testkit.fakes.ollama_server import FakeOllama, default_state
+from testkit.tracking import mlflow_store, mlflow_template_db  # noqa: F401
 
 REPO = Path(__file__).resolve().parents[2]
 FOREVER_AFTER_S = 100 * 365 * 86400

@@ -1,5 +1,5 @@
 """Lane models come out of a bench as they went in (issue: bench numbers that hold on a real
-Ollama, points 2-4). The Ollama here is a FAKE (tests/fakes/ollama_server.py: Ollama's wire
+Ollama, points 2-4). The Ollama here is a FAKE (testkit/fakes/ollama_server.py: Ollama's wire
 format over real HTTP; keep_alive parsed by Go's rules, so a bare "-1" string is a 400 as on
 the real server; a changed num_ctx reloads the runner; every request resets the expiry)."""
 
@@ -11,8 +11,8 @@ import pytest
 from sparkctl.config import BenchConfig, Config, ModelsConfig
 from sparkctl.engines.ollama import OllamaEngine
 from sparkctl.services.bench import BenchRunner, BenchSettings, Notice
-from tests.fakes.host import FakeProbes, spark_snapshot
-from tests.fakes.ollama_server import FakeOllama, default_state, oom_message
+from testkit.fakes.host import FakeProbes, spark_snapshot
+from testkit.fakes.ollama_server import FakeOllama, default_state, oom_message
 
 GIB = 1024**3
 LANES = {"production": "qwen3:8b"}

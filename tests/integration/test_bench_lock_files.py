@@ -1,7 +1,7 @@
 """The bench lock lives in a directory every user of the machine shares: what it writes
 there, and what another user can make it do by planting things there. Real files, real
 flocks; the lock directory is a test folder given by $SPARKCTL_LOCK_DIR, as a user would.
-The engine behind the CLI test is the FAKE Ollama (tests/fakes/ollama_server.py)."""
+The engine behind the CLI test is the FAKE Ollama (testkit/fakes/ollama_server.py)."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from sparkctl.services.bench.lock import BenchBusy, BenchLock, LockUnavailable, lock_path
-from tests.fakes.ollama_server import FakeOllama, default_state
+from testkit.fakes.ollama_server import FakeOllama, default_state
 
 REPO = Path(__file__).resolve().parents[2]
 SECRET_URL = "http://user:pass@127.0.0.1:8080/v1?api_key=XYZ"

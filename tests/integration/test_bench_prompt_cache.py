@@ -1,5 +1,5 @@
 """Every measured repetition pays its whole prefill (issue point 1). The Ollama is a FAKE
-(tests/fakes/ollama_server.py) with a prompt cache like the real server's: it keeps the
+(testkit/fakes/ollama_server.py) with a prompt cache like the real server's: it keeps the
 last request's tokens and evaluates only what follows the longest shared prefix, reporting
 either the whole prompt with the uncached time ("whole_count": 0.12-era Ollama and the
 llama-server runner) or only the uncached tokens ("uncached_count": Ollama 0.30.x).
@@ -18,8 +18,8 @@ from sparkctl.config import Config
 from sparkctl.core import prefill
 from sparkctl.engines.ollama import OllamaEngine
 from sparkctl.services.bench import BenchRunner, BenchSettings, coldness
-from tests.fakes.host import FakeProbes, spark_snapshot
-from tests.fakes.ollama_server import FakeOllama, bench_scenario
+from testkit.fakes.host import FakeProbes, spark_snapshot
+from testkit.fakes.ollama_server import FakeOllama, bench_scenario
 
 CFG = Config()
 WORDS = 1500

@@ -1,6 +1,6 @@
 """A bench killed without its wrap-up (kill -9, an OOM kill, a Spark power-cycled) leaves the
 lanes as it had them; the next sparkctl start puts them back (issue 17, point 2). `sparkctl`
-runs as real subprocesses; the Ollama is a FAKE (tests/fakes/ollama_server.py: Ollama's wire
+runs as real subprocesses; the Ollama is a FAKE (testkit/fakes/ollama_server.py: Ollama's wire
 format over real HTTP, a runner's session length kept as server/sched.go keeps it)."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.fakes.ollama_server import FakeOllama
-from tests.integration.lanes_fixtures import (  # noqa: F401
+from testkit.fakes.ollama_server import FakeOllama
+from testkit.lanes import (  # noqa: F401
     FOREVER_AFTER_S, HALF_HOUR, lanes_fake, ps, router_request, sparkctl_env, streaming, wait_for, write_config,
 )
 

@@ -1,6 +1,6 @@
 """Residency is borrowed, not taken (issue 17, points 3 and 4): after a bench the engine holds
 the models it held before, with their contexts and keep-alive sessions, and nothing the bench
-loaded. The Ollama here is a FAKE (tests/fakes/ollama_server.py: Ollama's wire format over
+loaded. The Ollama here is a FAKE (testkit/fakes/ollama_server.py: Ollama's wire format over
 real HTTP; a runner's session length kept as server/sched.go keeps it: a request with
 keep_alive sets it, one without keeps it, the expiry restarts from it when a request ends)."""
 
@@ -14,16 +14,16 @@ import pytest
 from sparkctl.config import Config
 from sparkctl.engines.ollama import OllamaEngine
 from sparkctl.services.bench import BenchRefused, BenchRunner, RepStarted
-from tests.fakes.host import FakeProbes, spark_snapshot
-from tests.fakes.ollama_server import FakeOllama, make_model
-from tests.integration.lanes_fixtures import FOREVER_AFTER_S, HALF_HOUR, lanes_state, ps, router_request
+from testkit.fakes.host import FakeProbes, spark_snapshot
+from testkit.fakes.ollama_server import FakeOllama, make_model
+from testkit.lanes import FOREVER_AFTER_S, HALF_HOUR, lanes_state, ps, router_request
 from tests.integration.test_bench_lanes import settings
 
 LANES = {"production": "qwen3:8b", "fast": "qwen3:4b"}
 
 
 def spark_lanes(fast_left_s: float = 600.0):
-    """The lanes of lanes_fixtures, the fast one idle for 20 minutes of its 30 (10 left), as a
+    """The lanes of testkit/lanes.py, the fast one idle for 20 minutes of its 30 (10 left), as a
     router would leave it; gemma3:4b and a CPU-only model on disk; unpaced streams."""
     state = lanes_state(tokens_per_s=None, runaway=None)
     state.add_model(make_model("gemma3:4b", size_gib=3.3, parameter_size="4.3B", context_length=131072))

@@ -1,5 +1,5 @@
-"""Workload sweeps (issue 12) against a FAKE Ollama (tests/fakes/ollama_server.py with the
-concurrency model of tests/fakes/serving.py: OLLAMA_NUM_PARALLEL slots, decode shared by the
+"""Workload sweeps (issue 12) against a FAKE Ollama (testkit/fakes/ollama_server.py with the
+concurrency model of testkit/fakes/serving.py: OLLAMA_NUM_PARALLEL slots, decode shared by the
 sequences running at once). sparkctl's percentiles, queue counts and goodput are checked
 against the request timings the fake itself logged (its own clock readings at the server
 side), computed here with numpy, not with sparkctl's own functions."""
@@ -21,8 +21,8 @@ from sparkctl.engines.ollama import OllamaEngine
 from sparkctl.services.bench import BenchRefused, BenchSettings
 from sparkctl.services.bench.profiles import resolve
 from sparkctl.services.bench.sweep import SweepRunner
-from tests.fakes.host import FakeProbes, spark_snapshot
-from tests.fakes.ollama_server import bench_scenario
+from testkit.fakes.host import FakeProbes, spark_snapshot
+from testkit.fakes.ollama_server import bench_scenario
 
 CFG = Config(lanes={"production": "gpt-oss:120b"})
 PREDICT = 30

@@ -1,7 +1,7 @@
 """guard.valid means "these numbers can be compared": a reload, a truncated prompt or a
 throttled GPU make it false and say why; flags that do not count are listed apart. The
-Ollama is a FAKE (tests/fakes/ollama_server.py, real HTTP); the GB10 readings are FAKE
-probes (tests/fakes/host.py)."""
+Ollama is a FAKE (testkit/fakes/ollama_server.py, real HTTP); the GB10 readings are FAKE
+probes (testkit/fakes/host.py)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from dataclasses import replace
 from sparkctl.config import Config
 from sparkctl.engines.ollama import OllamaEngine
 from sparkctl.services.bench import BenchRunner, BenchSettings, RepStarted
-from tests.fakes.host import FakeProbes, spark_snapshot
-from tests.fakes.ollama_server import FakeOllama, bench_scenario
+from testkit.fakes.host import FakeProbes, spark_snapshot
+from testkit.fakes.ollama_server import FakeOllama, bench_scenario
 
 CFG = Config()
 

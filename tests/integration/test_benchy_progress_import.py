@@ -16,7 +16,7 @@ import pytest
 
 from sparkctl import cli
 from tests.benchy_stream import Plan, lines, ttft_of
-from tests.integration.tracking_fixtures import TEST_EXPERIMENT, mlflow_store, mlflow_template_db  # noqa: F401
+from testkit.tracking import TEST_EXPERIMENT, mlflow_store, mlflow_template_db  # noqa: F401
 
 TTFC = "live.gen_ai.client.operation.time_to_first_chunk"
 
@@ -97,8 +97,8 @@ async def test_the_bench_screen_draws_a_followed_run_on_its_gauges(mlflow_store,
     from sparkctl.tracking.sync import record_run
     from sparkctl.tui.app import make_app
     from sparkctl.tui.widgets.gauges import Gauges
-    from tests.fakes.host import FakeProbes, spark_snapshot
-    from tests.fakes.ollama_server import bench_scenario
+    from testkit.fakes.host import FakeProbes, spark_snapshot
+    from testkit.fakes.ollama_server import bench_scenario
 
     path = tmp_path / "progress.jsonl"
     path.write_text("")
@@ -157,8 +157,8 @@ async def test_a_followed_run_shows_its_model_name_as_plain_text(mlflow_store, t
     from sparkctl.tracking.sync import record_run
     from sparkctl.tui.app import make_app
     from sparkctl.tui.widgets.gauges import Gauges
-    from tests.fakes.host import FakeProbes, spark_snapshot
-    from tests.fakes.ollama_server import bench_scenario
+    from testkit.fakes.host import FakeProbes, spark_snapshot
+    from testkit.fakes.ollama_server import bench_scenario
     from tests.tui.screen_text import escapes_in, screen_text, terminal_output
 
     path = tmp_path / "progress.jsonl"

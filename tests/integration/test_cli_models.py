@@ -15,9 +15,9 @@ import pytest
 
 from sparkctl import cli
 from sparkctl.core.snapshots import GIB
-from tests.fakes.host import FakeProbes, spark_snapshot
-from tests.fakes.model_scenarios import LANES_TOML, SPARK_ENGINE_KEYS, spark_state
-from tests.fakes.ollama_server import FakeOllama, pull_scenario
+from testkit.fakes.host import FakeProbes, spark_snapshot
+from testkit.fakes.model_scenarios import LANES_TOML, SPARK_ENGINE_KEYS, spark_state
+from testkit.fakes.ollama_server import FakeOllama, pull_scenario
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -138,7 +138,7 @@ def test_pull_failures_are_one_line_naming_the_version(run, fake, name, code, te
 def test_pull_refuses_when_the_disk_is_too_small(host, monkeypatch, tmp_path, capsys):
     # The disk checked is where the server keeps models (its own OLLAMA_MODELS): the FAKE
     # Ollama runs as a process of its own, named ollama, with that variable in its environment.
-    from tests.fakes.ollama_process import spawn
+    from testkit.fakes.ollama_process import spawn
 
     store = tmp_path / "models"
     store.mkdir()
@@ -162,7 +162,7 @@ def test_pull_unreachable_exits_3(run, fake):
 def test_pull_on_a_terminal_draws_progress(fake):
     import asyncio
 
-    from sparkctl.cli.models import PullPrinter
+    from sparkctl.cli.models_cmd import PullPrinter
     from sparkctl.engines.ollama import OllamaEngine
     from sparkctl.services.models import ModelStore, pull_model
 
@@ -411,7 +411,7 @@ def test_fit_says_when_force_cannot_help(run, host):
 
 
 def test_models_table_shows_small_models_in_mib(run, fake):
-    from tests.fakes.ollama_server import make_model
+    from testkit.fakes.ollama_server import make_model
 
     fake.state.add_model(make_model("tiny:1m", size_gib=1_000_000 / GIB))
     code, out, _ = run("models")

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.fakes.ollama_server import RUNNER_DIED_ERROR, FakeOllama, two_models_resident
+from testkit.fakes.ollama_server import RUNNER_DIED_ERROR, FakeOllama, two_models_resident
 
 
 @dataclass(frozen=True)
@@ -235,7 +235,7 @@ def test_status_text_lists_configured_bench_engines(fake, tmp_path):
 
 
 def test_status_text_shows_a_bench_engine_answering_500_as_an_engine_error(fake, tmp_path):
-    from tests.fakes.openai_server import FakeOpenAI
+    from testkit.fakes.openai_server import FakeOpenAI
 
     with FakeOpenAI() as llama:
         llama.state.fail("/v1/models", 500, "llama_model_load: failed to load model")

@@ -16,8 +16,8 @@ import statistics
 import pytest
 
 from sparkctl import cli
-from tests.fakes.ollama_server import bench_scenario
-from tests.integration.tracking_fixtures import (  # noqa: F401
+from testkit.fakes.ollama_server import bench_scenario
+from testkit.tracking import (  # noqa: F401
     TEST_EXPERIMENT,
     mlflow_store,
     mlflow_template_db,

@@ -78,7 +78,7 @@ def test_a_bench_context_past_the_model_s_trained_one_is_refused_before_any_load
     """Review of issue 31: `--ctx` past the model's trained context was benched; Ollama runs
     such a model at its trained context, so the run recorded a context it never had. The
     FAKE Ollama's qwen3:8b says 40960 in /api/show, as Ollama's does."""
-    from tests.fakes.ollama_server import bench_scenario
+    from testkit.fakes.ollama_server import bench_scenario
 
     server = serve(bench_scenario(tokens_per_s=None))
     config = tmp_path / "sparkctl.toml"

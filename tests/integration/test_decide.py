@@ -1,5 +1,5 @@
 """Compare and regressions over runs the bench itself recorded: the REAL BenchRunner against
-the FAKE Ollama (tests/fakes/ollama_server.py, measured and jittered durations), written by
+the FAKE Ollama (testkit/fakes/ollama_server.py, measured and jittered durations), written by
 sparkctl's own recorder (spool, then MLflow on a REAL SQLite store). The fake's pace is the
 independent expectation: a model paced 20% slower must come out about 20% slower."""
 
@@ -14,10 +14,11 @@ from sparkctl import cli
 from sparkctl.config import Config
 from sparkctl.engines.ollama import OllamaEngine
 from sparkctl.services.bench import BenchRunner, BenchSettings
-from sparkctl.services.runs.decide import NothingToCompare, compare_models, find_regressions
-from tests.fakes.host import FakeProbes, spark_snapshot
-from tests.fakes.ollama_server import bench_scenario
-from tests.integration.tracking_fixtures import (  # noqa: F401
+from sparkctl.services.runs.comparison import NothingToCompare, compare_models
+from sparkctl.services.runs.regressions import find_regressions
+from testkit.fakes.host import FakeProbes, spark_snapshot
+from testkit.fakes.ollama_server import bench_scenario
+from testkit.tracking import (  # noqa: F401
     TEST_EXPERIMENT,
     mlflow_store,
     mlflow_template_db,

@@ -1,5 +1,5 @@
 """Decisions that cannot be silently wrong (issue 18): the REAL BenchRunner, SweepRunner and
-EvalRunner against the FAKE Ollama (tests/fakes/ollama_server.py: paced, jittered
+EvalRunner against the FAKE Ollama (testkit/fakes/ollama_server.py: paced, jittered
 durations, a prompt cache, shared decode under concurrency, per-question answers), every
 run recorded by sparkctl's own recorder (spool, then MLflow on a REAL SQLite store), then
 `regressions`, `compare` and `promote` as a user runs them.
@@ -11,64 +11,29 @@ from __future__ import annotations
 
 import asyncio
 import json
-import re
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from sparkctl import cli
-from sparkctl.config import Config, EvalConfig, TrackingConfig
 from sparkctl.core import prefill
 from sparkctl.engines.ollama import OllamaEngine
 from sparkctl.services.bench import BenchRunner, BenchSettings, Notice
 from sparkctl.services.bench.profiles import resolve
 from sparkctl.services.bench.sweep import SweepRunner
-from sparkctl.services.evals import EvalRunner, EvalSettings, load_suite
-from sparkctl.services.runs.decide import NothingToCompare, compare_models, regression_report
-from sparkctl.tracking.spool import Spool
+from sparkctl.services.runs.comparison import NothingToCompare, compare_models
+from sparkctl.services.runs.regressions import regression_report
 from sparkctl.tracking.sync import record_run
-from tests.fakes.host import FakeProbes, spark_snapshot
-from tests.fakes.ollama_server import bench_scenario
-from tests.integration.tracking_fixtures import (  # noqa: F401
+from testkit.decision_scenario import CFG, CON, INC, QUESTIONS, answers_for, evaluate, spool, write_gsm8k
+from testkit.fakes.host import FakeProbes, spark_snapshot
+from testkit.fakes.ollama_server import bench_scenario
+from testkit.tracking import (  # noqa: F401
     TEST_EXPERIMENT,
     mlflow_store,
     mlflow_template_db,
     recording_bench,
 )
-
-INC, CON = "llama3.2:3b", "qwen3:8b"  # the incumbent (lane production) and the contender
-CFG = Config(tracking=TrackingConfig(experiment=TEST_EXPERIMENT), lanes={"production": INC})
-QUESTIONS = 100
-
-
-def write_gsm8k(folder: Path) -> Path:
-    """100 questions in GSM8K's format; question i has i + 1 apples."""
-    folder.mkdir(parents=True, exist_ok=True)
-    with open(folder / "gsm8k-test.jsonl", "w") as fh:
-        for i in range(QUESTIONS):
-            q = f"Sam has {i + 1} apples and buys 3 more. How many apples does Sam have?"
-            fh.write(json.dumps({"question": q, "answer": f"{i + 1} + 3 = {i + 4}\n#### {i + 4}"}) + "\n")
-    return folder
-
-
-def answers_for(right: dict[str, int]):
-    """The fake's answers: model m answers question i right when i >= 100 - right[m] (so
-    the contender's right answers are a subset of the incumbent's: a paired sample)."""
-    def answers(model: str, prompt: str) -> str | None:
-        m = re.search(r"Sam has (\d+) apples", prompt)
-        if m is None:
-            return None
-        i = int(m.group(1)) - 1
-        gold = i + 4
-        said = gold if i >= QUESTIONS - right[model] else gold + 1
-        return f"{i + 1} and 3 make {said}. The answer is {said}."
-    return answers
-
-
-def spool(tmp_path: Path) -> Spool:
-    return Spool(tmp_path / "spool.jsonl")
-
 
 async def sweep(url: str, store, tmp_path: Path, models, concurrencies, reps=1):
     engine = OllamaEngine(url, timeout=20.0, connect_timeout=1.0)
@@ -78,20 +43,6 @@ async def sweep(url: str, store, tmp_path: Path, models, concurrencies, reps=1):
     runner = SweepRunner(CFG, engine, FakeProbes(spark_snapshot()), s, resolve("prose", CFG.bench, 16), [0],
                          concurrencies, None, recorder=lambda rec: record_run(rec, sp, store))
     try:
-        return await runner.run(list(models))
-    finally:
-        await engine.close()
-
-
-async def evaluate(url: str, store, tmp_path: Path, models, suites: Path, **kw):
-    cfg = replace(CFG, eval=EvalConfig(suites_dir=str(suites)))
-    suite = load_suite(cfg, "gsm8k")
-    s = EvalSettings.from_config(cfg, "gsm8k", n="all", think=False, num_predict=64, num_ctx=8192, **kw)
-    engine = OllamaEngine(url, timeout=10.0)
-    sp = spool(tmp_path)
-    try:
-        runner = EvalRunner(cfg, engine, FakeProbes(spark_snapshot()), s, suite,
-                            recorder=lambda rec: record_run(rec, sp, store))
         return await runner.run(list(models))
     finally:
         await engine.close()
@@ -364,7 +315,7 @@ async def test_7_regressions_name_the_newer_run_that_is_not_usable(serve, mlflow
     (note,) = report.notes
     assert note.startswith(f"llama3.2:3b on ollama 0.13.0: run {bad.run_id[:8]} is not usable (invalid: ")
     assert "re-bench it" in note
-    from sparkctl.textreport import render_regressions
+    from sparkctl.services.runs.report_text import render_regressions
 
     assert bad.run_id[:8] in render_regressions(report.rows, report.notes)
 
@@ -374,7 +325,7 @@ def test_3_eval_for_promotion_runs_the_whole_suite_at_one_context(serve, tmp_pat
     """Point 3: `sparkctl eval --for-promotion` runs what the gate needs: every item, every
     model at one context (here the contender is resident at 4096 and is evaluated at
     [bench] num_ctx 8192 like the incumbent), so the two runs pair item by item."""
-    from tests.integration.tracking_fixtures import copy_template_store
+    from testkit.tracking import copy_template_store
 
     data = tmp_path / "data"
     store = copy_template_store(mlflow_template_db, data)  # the CLI's default store

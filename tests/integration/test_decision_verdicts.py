@@ -4,7 +4,7 @@ recommendation names every row that is worse, optional [promote] limits turn TTF
 memory into blockers, and compare and the promotion gate name the newer runs they left out.
 
 Evals and benches come from the REAL EvalRunner and BenchRunner against the FAKE Ollama
-(tests/fakes/ollama_server.py: the fake answers each question right or wrong as set here,
+(testkit/fakes/ollama_server.py: the fake answers each question right or wrong as set here,
 so the paired tables are known in advance), recorded into a REAL SQLite MLflow store; where a
 figure cannot come out of the fake (J/token, a per-model TTFT), runs are seeded the way the
 bench writes them (tests/integration/decision_seeds.py). Then `sparkctl compare` and
@@ -27,10 +27,10 @@ from sparkctl.engines.ollama import OllamaEngine
 from sparkctl.services.evals import EvalRunner, EvalSettings, load_suite
 from sparkctl.tracking.spool import Spool
 from sparkctl.tracking.sync import record_run
-from tests.fakes.host import FakeProbes, spark_snapshot
-from tests.fakes.ollama_server import bench_scenario
+from testkit.fakes.host import FakeProbes, spark_snapshot
+from testkit.fakes.ollama_server import bench_scenario
 from tests.integration.decision_seeds import answers, seed_bench, seed_eval, write_suite
-from tests.integration.tracking_fixtures import (  # noqa: F401
+from testkit.tracking import (  # noqa: F401
     TEST_EXPERIMENT,
     mlflow_store,
     mlflow_template_db,

@@ -1,7 +1,7 @@
 """The fit reads the Ollama server's own settings, never sparkctl's shell (issue 28, point 3).
 
-The server is a FAKE Ollama (tests/fakes/ollama_server.py) in a REAL process of its own
-(tests/fakes/ollama_process.py: named `ollama`, listening on loopback, its environment its
+The server is a FAKE Ollama (testkit/fakes/ollama_server.py) in a REAL process of its own
+(testkit/fakes/ollama_process.py: named `ollama`, listening on loopback, its environment its
 own). The systemd unit is a FAKE `systemctl` on PATH (systemd cannot run here), printing
 `systemctl show`'s Key=Value lines; the permission it stands in for is real: the server
 process is made non-dumpable and sparkctl runs without CAP_SYS_PTRACE, so its environment
@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 
 from sparkctl import cli
-from tests.fakes.host import FakeProbes, spark_snapshot
-from tests.fakes.ollama_process import spawn
+from testkit.fakes.host import FakeProbes, spark_snapshot
+from testkit.fakes.ollama_process import spawn
 
 REPO = Path(__file__).resolve().parents[2]
 

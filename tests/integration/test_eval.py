@@ -1,5 +1,5 @@
 """Quality runs end to end: the REAL EvalRunner and `sparkctl eval` against the FAKE Ollama
-(tests/fakes/ollama_server.py; its `answers` hook gives each question its own answer, as a
+(testkit/fakes/ollama_server.py; its `answers` hook gives each question its own answer, as a
 real model does), scored by sparkctl's own scorers, recorded through the spool into a REAL
 MLflow SQLite store.
 
@@ -21,9 +21,9 @@ from sparkctl.engines.ollama import OllamaEngine
 from sparkctl.services.evals import EvalRunner, EvalSettings, load_suite
 from sparkctl.tracking.spool import Spool
 from sparkctl.tracking.sync import record_run
-from tests.fakes.host import FakeProbes, spark_snapshot
-from tests.fakes.ollama_server import bench_scenario
-from tests.integration.tracking_fixtures import TEST_EXPERIMENT, mlflow_store, mlflow_template_db  # noqa: F401
+from testkit.fakes.host import FakeProbes, spark_snapshot
+from testkit.fakes.ollama_server import bench_scenario
+from testkit.tracking import TEST_EXPERIMENT, mlflow_store, mlflow_template_db  # noqa: F401
 
 A, B, T = "llama3.2:3b", "qwen3:8b", "qwen3:8b"  # T: the fake's thinking model
 
@@ -192,7 +192,7 @@ def cli_config(tmp_path: Path, url: str, suites: Path) -> Path:
 
 @pytest.fixture
 def data_dir(tmp_path, monkeypatch, mlflow_template_db):  # noqa: F811
-    from tests.integration.tracking_fixtures import copy_template_store
+    from testkit.tracking import copy_template_store
 
     data = tmp_path / "data"
     copy_template_store(mlflow_template_db, data)  # the CLI's default store, migrated
@@ -277,8 +277,8 @@ async def test_compare_pairs_the_same_items_and_reports_the_accuracy_difference(
     """Bench and eval both models, then compare: the quality difference is paired on the
     items both answered (same seed and suite file), with the discordant counts the fake's
     answers imply."""
-    from sparkctl.services.runs.decide import compare_models
-    from tests.integration.tracking_fixtures import recording_bench
+    from sparkctl.services.runs.comparison import compare_models
+    from testkit.tracking import recording_bench
 
     _state, server = answering
     cfg = config(write_gsm8k(tmp_path / "suites"))
@@ -382,7 +382,7 @@ def test_kill_9_mid_eval_keeps_every_finished_item(serve, tmp_path, mlflow_templ
     import sys
     import time
 
-    from tests.integration.tracking_fixtures import copy_template_store
+    from testkit.tracking import copy_template_store
 
     state = bench_scenario(tokens_per_s=40.0)
     state.answers = lambda model, prompt: (f"Let me count carefully {'and again ' * 8}. The answer is "

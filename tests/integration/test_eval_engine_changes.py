@@ -1,8 +1,8 @@
 """Evals that compare across engine versions (issue 31 point 2).
 
 - The sampling sent and the sampling that really ran are recorded per eval: from the REAL
-  llama-server runner's /slots beside a stand-in Ollama (tests/fakes/ollama_standin.py),
-  else inferred from Ollama's defaults (the FAKE Ollama, tests/fakes/ollama_server.py, has
+  llama-server runner's /slots beside a stand-in Ollama (testkit/fakes/ollama_standin.py),
+  else inferred from Ollama's defaults (the FAKE Ollama, testkit/fakes/ollama_server.py, has
   no runner). Ollama 0.32.10 dropped its default repeat_penalty 1.1; a quality comparison
   across that upgrade names the change.
 - Thinking is removed before scoring: the engine's separate field, or inline text up to the
@@ -17,9 +17,9 @@ import json
 import pytest
 
 
-from tests.fakes.ollama_server import bench_scenario
+from testkit.fakes.ollama_server import bench_scenario
 from tests.integration.test_eval import A, B, T, config, gold_of, run_eval, run_in_store, write_gsm8k
-from tests.integration.tracking_fixtures import mlflow_store, mlflow_template_db  # noqa: F401
+from testkit.tracking import mlflow_store, mlflow_template_db  # noqa: F401
 
 
 async def test_inline_thinking_is_cut_at_its_end_marker_before_scoring(serve, mlflow_store, tmp_path):  # noqa: F811
@@ -91,8 +91,8 @@ async def test_a_quality_change_across_an_engine_upgrade_names_the_sampling_that
     """The same eval on Ollama 0.32.9 and 0.32.10 (stand-ins, each with a REAL llama-server
     runner): the runner's /slots shows the repeat_penalty each request really ran with (1.1,
     then 1.0: what the stand-in sent, as Ollama does), and `sparkctl regressions` names it."""
-    from sparkctl.services.runs.decide import regression_report
-    from sparkctl.textreport import render_regressions
+    from sparkctl.services.runs.regressions import regression_report
+    from sparkctl.services.runs.report_text import render_regressions
     from tests.integration.ollama_standin_proc import MODEL, running_standin
 
     cfg = config(write_gsm8k(tmp_path / "suites"))
@@ -133,9 +133,10 @@ async def test_an_eval_scored_before_thinking_was_cut_is_never_paired_with_one_a
     compared (compare, the promotion gate) nor set side by side across an engine upgrade
     (regressions)."""
     from sparkctl.core.suites import gsm8k
-    from sparkctl.services.runs.decide import compare_models, regression_report
+    from sparkctl.services.runs.comparison import compare_models
+    from sparkctl.services.runs.regressions import regression_report
     from sparkctl.services.runs.quality import eval_rows, suite_evidence
-    from tests.integration.tracking_fixtures import recording_bench
+    from testkit.tracking import recording_bench
 
     state = bench_scenario(tokens_per_s=None)
     state.answers = lambda model, prompt: None if gold_of(prompt) is None else f"The answer is {gold_of(prompt)}."

@@ -1,5 +1,5 @@
 """An air-gapped Spark: `sparkctl eval MODEL --suite gsm8k --n 20` on a fresh install, with no
-suites pulled, no mirror and no network, against the FAKE Ollama (tests/fakes/ollama_server.py,
+suites pulled, no mirror and no network, against the FAKE Ollama (testkit/fakes/ollama_server.py,
 on loopback, the one place a connection may go). The run reads the GSM8K copy shipped in the
 package and records its sha256; MLflow is a REAL SQLite store."""
 
@@ -10,9 +10,9 @@ import json
 
 from sparkctl import cli
 from sparkctl.services.evals import shipped_dir
-from tests.fakes.ollama_server import bench_scenario
+from testkit.fakes.ollama_server import bench_scenario
 from tests.integration.test_eval import A, data_dir  # noqa: F401
-from tests.integration.tracking_fixtures import mlflow_template_db  # noqa: F401
+from testkit.tracking import mlflow_template_db  # noqa: F401
 
 GSM8K_SHA256 = "3730d312f6e3440559ace48831e51066acaca737f6eabec99bccb9e4b3c39d14"  # the published test.jsonl
 

@@ -1,4 +1,4 @@
-"""Tests of the FAKE Ollama itself (tests/fakes/ollama_server.py), over real HTTP: its prompt
+"""Tests of the FAKE Ollama itself (testkit/fakes/ollama_server.py), over real HTTP: its prompt
 cache, measured durations and chunking must behave like a real server's, or every sparkctl
 test built on it proves nothing. Expectations are worked out here by hand from the
 documented real behaviour, never by calling the fake's own helpers."""
@@ -13,7 +13,7 @@ from typing import Any
 import ollama
 import pytest
 
-from tests.fakes.ollama_server import (
+from testkit.fakes.ollama_server import (
     REALISTIC_CHUNKS,
     FakeOllama,
     realistic_streaming,

@@ -1,4 +1,4 @@
-"""Tests of the FAKE Ollama itself (tests/fakes/ollama_server.py), over real HTTP: keep_alive
+"""Tests of the FAKE Ollama itself (testkit/fakes/ollama_server.py), over real HTTP: keep_alive
 parsing and expiry, reloads on a changed runner option, and resident sizes, checked against
 what a real server does (Go's time.ParseDuration, api.Duration, server/sched.go), with
 expectations worked out by hand rather than through the fake's or sparkctl's formulas."""
@@ -12,7 +12,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.fakes.ollama_server import GIB, BadRequest, FakeOllama, parse_go_duration
+from testkit.fakes.ollama_server import GIB, BadRequest, FakeOllama, parse_go_duration
 
 MIN = 60.0
 

@@ -1,9 +1,9 @@
 """The fleet over REAL ssh: Debian's sshd on loopback ports (tests/integration/sshd.py),
 the system's ssh client, and sparkctl "installs" behind them: wrapper scripts running this
-sparkctl with their own config, each pointed at a FAKE Ollama (tests/fakes/ollama_server.py,
-real HTTP). One install is a FAKE older sparkctl (tests/fakes/old_sparkctl.py: a status
+sparkctl with their own config, each pointed at a FAKE Ollama (testkit/fakes/ollama_server.py,
+real HTTP). One install is a FAKE older sparkctl (testkit/fakes/old_sparkctl.py: a status
 without the schema version), one a FAKE sparkctl from before `status --json`
-(tests/fakes/ancient_sparkctl.py). The host probes are this machine's real ones."""
+(testkit/fakes/ancient_sparkctl.py). The host probes are this machine's real ones."""
 
 from __future__ import annotations
 
@@ -22,10 +22,10 @@ import pytest
 from sparkctl.config import load_config
 from sparkctl.services.fleet import FleetPoller, fleet_hosts
 from sparkctl.services.fleet.ssh import MISSING, SSH_ERROR, TIMEOUT, TOO_OLD
-from tests.fakes.ollama_server import FakeOllama, default_state, two_models_resident
+from testkit.fakes.ollama_server import FakeOllama, default_state, two_models_resident
 from tests.integration.sshd import SshLab, lab  # noqa: F401
 
-FAKES = Path(__file__).resolve().parent.parent / "fakes"
+FAKES = Path(__file__).resolve().parents[2] / "testkit" / "fakes"
 REPO = Path(__file__).resolve().parents[2]
 
 

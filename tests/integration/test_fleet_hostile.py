@@ -1,5 +1,5 @@
 """The fleet facing hostile names and hosts, through real `sparkctl fleet` processes and a
-FAKE `ssh` client on PATH (tests/fakes/ssh_client.py: it logs its argv and stdin and runs
+FAKE `ssh` client on PATH (testkit/fakes/ssh_client.py: it logs its argv and stdin and runs
 the remote command with `sh -c`, as a login shell would). The "remote sparkctl" is a script
 that prints a status: a real one made by this sparkctl's own report code, or a hostile one.
 Over a real sshd: tests/integration/test_fleet.py."""
@@ -16,8 +16,8 @@ from pathlib import Path
 from sparkctl.config import parse_config
 from sparkctl.core.snapshots import GIB, EngineStatus, ResidentModel
 from sparkctl.services.status import build_report, report_to_dict
-from tests.fakes.host import spark_snapshot
-from tests.fakes.ssh_client import env_with_fake_ssh, install_fake_ssh, read_log
+from testkit.fakes.host import spark_snapshot
+from testkit.fakes.ssh_client import env_with_fake_ssh, install_fake_ssh, read_log
 from tests.integration.sshd import lab  # noqa: F401
 
 NOW = datetime.now(timezone.utc)

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from sparkctl.core.fleet import STATUS_SCHEMA
+from sparkctl.core.host_status import STATUS_SCHEMA
 
 STATUS = {"schema": STATUS_SCHEMA, "at": "2026-12-01T00:00:00+00:00", "host": {"hostname": "spark-01"},
           "engine": {"kind": "ollama", "version": "0.12.6", "reachable": True}, "resident": [], "lanes": [],

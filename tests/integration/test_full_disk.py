@@ -1,6 +1,6 @@
 """A full disk under the data dir (a real tmpfs, tests/integration/small_disk.py): every
 writer says so in one line; no logging traceback reaches the terminal. The engine is the
-FAKE Ollama (tests/fakes/ollama_server.py); MLflow is the real one, on SQLite."""
+FAKE Ollama (testkit/fakes/ollama_server.py); MLflow is the real one, on SQLite."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import pytest
 
 from sparkctl.tracking.record import RunRecord
 from sparkctl.tracking.spool import Spool
-from tests.fakes.ollama_server import bench_scenario
+from testkit.fakes.ollama_server import bench_scenario
 from tests.integration.small_disk import fill, tiny_tmpfs
 
 

@@ -22,7 +22,7 @@ from sparkctl.tracking.sqlite_reader import KNOWN_REVISIONS
 from sparkctl.tracking.store import MlflowStore, NeedsMlflow, TrackingError, sqlite_path
 from tests.integration.history_cases import SEARCHES, plain, records
 from tests.integration.test_team_server import MlflowServer
-from tests.integration.tracking_fixtures import (  # noqa: F401  (pytest fixtures)
+from testkit.tracking import (  # noqa: F401  (pytest fixtures)
     TEST_EXPERIMENT,
     copy_template_store,
     mlflow_template_db,

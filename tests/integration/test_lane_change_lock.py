@@ -1,6 +1,6 @@
 """A lane change and a bench on one engine never overlap, and a bench's end reads the lanes
 again (issue 29, point 6). Real `sparkctl bench` and `sparkctl promote` processes (and the
-services in this process) against the FAKE Ollama (tests/fakes/ollama_server.py: Ollama's
+services in this process) against the FAKE Ollama (testkit/fakes/ollama_server.py: Ollama's
 wire format over real HTTP, runner sessions kept as server/sched.go keeps them); a REAL
 MLflow store (SQLite) where evidence is read in this process. The host probes of the
 processes are this machine's real ones (the preconditions are forced past: these tests are
@@ -26,16 +26,16 @@ from sparkctl.engines.ollama import OllamaEngine
 from sparkctl.services.bench import BenchBusy, BenchLock, BenchRunner, BenchSettings, RepStarted
 from sparkctl.services.lanes import execute, plan_promotion
 from sparkctl.statefile import PAUSE_ENV, read_state, set_owned, update_state
-from tests.fakes.host import FakeProbes, spark_snapshot
-from tests.fakes.ollama_server import make_model
-from tests.integration.lanes_fixtures import LANES_TOML, lanes_state, ps, sparkctl_env, streaming, wait_for
-from tests.integration.tracking_fixtures import TEST_EXPERIMENT, mlflow_store, mlflow_template_db  # noqa: F401
+from testkit.fakes.host import FakeProbes, spark_snapshot
+from testkit.fakes.ollama_server import make_model
+from testkit.lanes import LANES_TOML, lanes_state, ps, sparkctl_env, streaming, wait_for
+from testkit.tracking import TEST_EXPERIMENT, mlflow_store, mlflow_template_db  # noqa: F401
 
 NEW = "qwen3:1.7b"  # the contender promoted to production
 
 
 def engine_state():
-    """production qwen3:8b kept forever, fast qwen3:4b for 30 minutes (lanes_fixtures), and
+    """production qwen3:8b kept forever, fast qwen3:4b for 30 minutes (testkit/lanes.py), and
     two small contenders on disk."""
     state = lanes_state(tokens_per_s=40.0, runaway=None)
     state.add_model(make_model(NEW, size_gib=1.4, parameter_size="1.7B", context_length=40960))

@@ -1,7 +1,7 @@
 """What the dashboard, `sparkctl status` and the history commands load, seen in REAL child
 processes: each answers as before, without importing MLflow (~2 s and ~180 MB), Textual
 where it shows nothing, or the `ollama` client (its pydantic models, ~0.3 s) where plain
-HTTP is enough. The engine is the FAKE Ollama (tests/fakes/ollama_server.py, real HTTP);
+HTTP is enough. The engine is the FAKE Ollama (testkit/fakes/ollama_server.py, real HTTP);
 the store a REAL MLflow SQLite file written by the REAL BenchRunner through sparkctl's
 recorder. No timing is asserted: the budgets are measured by benchmarks/ (make bench)."""
 
@@ -20,8 +20,8 @@ import pytest
 from sparkctl.config import Config, TrackingConfig
 from sparkctl.engines.ollama import OllamaEngine
 from sparkctl.tracking.store import MlflowStore
-from tests.fakes.ollama_server import FakeOllama, bench_scenario, two_models_resident
-from tests.integration.tracking_fixtures import (  # noqa: F401  (pytest fixtures)
+from testkit.fakes.ollama_server import FakeOllama, bench_scenario, two_models_resident
+from testkit.tracking import (  # noqa: F401  (pytest fixtures)
     TEST_EXPERIMENT,
     copy_template_store,
     mlflow_template_db,
@@ -214,7 +214,7 @@ FIRST_FRAME_MODULES = {
     "sparkctl.services.tracking",
     "sparkctl.tui", "sparkctl.tui.app", "sparkctl.tui.breakpoints", "sparkctl.tui.hangup", "sparkctl.tui.messages",
     "sparkctl.tui.themes", "sparkctl.tui.shown", "sparkctl.tui.screens", "sparkctl.tui.screens.dashboard",
-    "sparkctl.tui.widgets", "sparkctl.tui.widgets.budget_bar", "sparkctl.tui.widgets.drift",
+    "sparkctl.tui.widgets", "sparkctl.tui.widgets.budget_bar", "sparkctl.tui.widgets.drift_gate",
     "sparkctl.tui.widgets.notes",
     "sparkctl.tui.widgets.warning_lines",
 }
@@ -224,7 +224,7 @@ FIRST_FRAME_MODULES = {
 # sparklines come after the first frame), the text reports, argparse (no command, no parser),
 # zipfile (the shipped themes are files), Rich's emoji table (no markup read before the frame)
 NOT_BEFORE_FIRST_FRAME = {"mlflow", "sqlite3", "_sqlite3", "httpx", "ollama", "pydantic", "sqlalchemy", "psutil",
-                          "statistics", "sparkctl.textreport", "zipfile", "argparse", "rich._emoji_codes"}
+                          "statistics", "sparkctl.cli.textreport", "zipfile", "argparse", "rich._emoji_codes"}
 
 FIRST_FRAME_CHILD = """
 import gc, json, sys
@@ -405,7 +405,7 @@ def test_the_engine_change_note_comes_from_what_sparkctl_benched_without_searchi
     from sparkctl.services.benched import notes_from_file
     from sparkctl.services.tracking import recorder_for
     from sparkctl.tracking.spool import Spool
-    from tests.fakes.host import FakeProbes, spark_snapshot
+    from testkit.fakes.host import FakeProbes, spark_snapshot
 
     store = copy_template_store(mlflow_template_db, tmp_path / "mlflow")
     server = FakeOllama(bench_scenario(tokens_per_s=None)).start()

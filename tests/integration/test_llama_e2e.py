@@ -21,7 +21,7 @@ from sparkctl.engines.base import EngineError
 from sparkctl.engines.openai_compat import OpenAICompatEngine
 from sparkctl.tracking.store import DB_FILE_NAME, MlflowStore, default_tracking_uri
 from tests.integration.llama_proc import ALIAS, binary_and_model, running
-from tests.integration.tracking_fixtures import mlflow_template_db  # noqa: F401
+from testkit.tracking import mlflow_template_db  # noqa: F401
 
 pytestmark = pytest.mark.llama
 

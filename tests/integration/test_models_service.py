@@ -15,9 +15,9 @@ from sparkctl.core.snapshots import GIB, HostSnapshot, Unavailable
 from sparkctl.engines.base import EngineError, ModelNotFound, PullEvent
 from sparkctl.engines.ollama import OllamaEngine
 from sparkctl.services import models as ms
-from tests.fakes.host import FakeProbes, spark_snapshot
-from tests.fakes.model_scenarios import spark_config, spark_state
-from tests.fakes.ollama_server import FakeOllama, FakeState, pull_scenario
+from testkit.fakes.host import FakeProbes, spark_snapshot
+from testkit.fakes.model_scenarios import spark_config, spark_state
+from testkit.fakes.ollama_server import FakeOllama, FakeState, pull_scenario
 
 CFG = spark_config()
 

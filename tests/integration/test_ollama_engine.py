@@ -1,6 +1,6 @@
 """OllamaEngine against a FAKE Ollama server.
 
-The server is tests/fakes/ollama_server.py: not Ollama, but real HTTP on 127.0.0.1 that
+The server is testkit/fakes/ollama_server.py: not Ollama, but real HTTP on 127.0.0.1 that
 follows Ollama's wire format (NDJSON streams, omitted zero metrics, in-band errors,
 404/400/500 bodies) with scripted scenarios. Each test checks something a sparkctl
 user would notice: a size, a placement, an error message, a stream that stops.
@@ -27,7 +27,7 @@ from sparkctl.engines.base import (
 )
 from sparkctl.engines.ollama import OllamaEngine, normalize_host, same_model
 from sparkctl.services.status import engine_status
-from tests.fakes.ollama_server import (
+from testkit.fakes.ollama_server import (
     RUNNER_DIED_ERROR,
     FakeOllama,
     bench_scenario,

@@ -1,7 +1,7 @@
 """The runner beside an Ollama model (issue 31 point 1), against a REAL llama-server.
 
 Ollama cannot run here. A stand-in process carrying Ollama's command line
-(tests/fakes/ollama_standin.py: `.../ollama serve`) answers Ollama's API and, as Ollama
+(testkit/fakes/ollama_standin.py: `.../ollama serve`) answers Ollama's API and, as Ollama
 0.30+ does, serves the model from a real llama-server child started with Ollama's flags
 (SmolLM2-135M, drafting for itself). sparkctl must find that child by the model's weights
 blob, read its /props, /slots and /metrics, and report what the runner itself answered to
@@ -127,7 +127,7 @@ def test_without_metrics_the_cache_counts_come_from_slots_and_acceptance_is_said
 def test_a_runner_that_cannot_be_read_is_said_once_and_the_bench_runs_as_before(tmp_path):
     """The fake Ollama runs inside this test process: no Ollama process, no runner. The run
     says why once and records what Ollama's API gives, as before."""
-    from tests.fakes.ollama_server import FakeOllama, bench_scenario
+    from testkit.fakes.ollama_server import FakeOllama, bench_scenario
 
     events: list = []
     records: list = []

@@ -2,7 +2,7 @@
 resident at 4096 tokens of context, the contender is not; `sparkctl bench` and `sparkctl
 eval` of the pair with the defaults run both at 4096 (said before the first request), and
 `sparkctl compare` then compares them, speed and quality, instead of refusing the pair as
-"not like for like". FAKE Ollama (tests/fakes), FAKE Spark probes, a REAL MLflow SQLite
+"not like for like". FAKE Ollama (testkit/fakes), FAKE Spark probes, a REAL MLflow SQLite
 store."""
 
 from __future__ import annotations
@@ -10,10 +10,10 @@ from __future__ import annotations
 import json
 
 from sparkctl import cli
-from tests.fakes.host import FakeProbes, spark_snapshot
-from tests.fakes.ollama_server import bench_scenario
+from testkit.fakes.host import FakeProbes, spark_snapshot
+from testkit.fakes.ollama_server import bench_scenario
 from tests.integration.test_decision_seams import answers_for, write_gsm8k
-from tests.integration.tracking_fixtures import TEST_EXPERIMENT, copy_template_store, mlflow_template_db  # noqa: F401
+from testkit.tracking import TEST_EXPERIMENT, copy_template_store, mlflow_template_db  # noqa: F401
 
 INC, CON = "llama3.2:3b", "qwen3:8b"
 

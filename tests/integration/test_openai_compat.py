@@ -1,4 +1,4 @@
-"""The OpenAI-compatible adapter against a FAKE server (tests/fakes/openai_server.py: the
+"""The OpenAI-compatible adapter against a FAKE server (testkit/fakes/openai_server.py: the
 wire format of llama-server, vLLM and SGLang over real HTTP), the factory and CLI flags
 that choose it, and the status of configured `[engines.NAME]` entries. The real
 llama-server runs in test_llama_e2e.py."""
@@ -17,8 +17,8 @@ from sparkctl.engines.openai_compat import OpenAICompatEngine, normalize_url
 from sparkctl.services.bench import BenchRunner, BenchSettings
 from sparkctl.services.factory import EngineChoiceError, make_engine
 from sparkctl.services.status import engine_status, openai_engines_status
-from tests.fakes.host import FakeProbes, spark_snapshot
-from tests.fakes.openai_server import QWEN3_TEMPLATE, R1_TEMPLATE, FakeOpenAI, OpenAIState
+from testkit.fakes.host import FakeProbes, spark_snapshot
+from testkit.fakes.openai_server import QWEN3_TEMPLATE, R1_TEMPLATE, FakeOpenAI, OpenAIState
 
 
 @pytest.fixture
@@ -433,7 +433,7 @@ async def test_bench_adds_nvml_evidence_for_a_local_engine(serve, monkeypatch):
     import os
 
     from sparkctl.core.snapshots import GIB, GpuProcess, HostSnapshot
-    from tests.fakes.host import h200_snapshot
+    from testkit.fakes.host import h200_snapshot
 
     server = serve(tokens_per_s=None)
     snap = h200_snapshot()

@@ -1,4 +1,4 @@
-"""`sparkctl promote|lanes|rollback` against the FAKE Ollama (tests/fakes/ollama_server.py,
+"""`sparkctl promote|lanes|rollback` against the FAKE Ollama (testkit/fakes/ollama_server.py,
 real HTTP) with a REAL MLflow store (SQLite). Bench evidence comes from the REAL
 BenchRunner (recording_bench); eval-shaped and flagged runs are seeded as RunRecords the
 way the eval and bench write them. The user's sparkctl.toml must come out byte for byte
@@ -18,14 +18,14 @@ import pytest
 from sparkctl import cli
 from sparkctl.core.snapshots import GIB
 from sparkctl.services.runs import list_runs
-from sparkctl.services.runs.decide import usable
+from sparkctl.services.runs.comparison import usable
 from sparkctl.statefile import read_state
 from sparkctl.tracking.record import RunRecord
 from sparkctl.tracking.spool import Spool
 from sparkctl.tracking.sync import record_run
-from tests.fakes.host import FakeProbes, spark_snapshot
-from tests.fakes.model_scenarios import spark_state
-from tests.integration.tracking_fixtures import (  # noqa: F401
+from testkit.fakes.host import FakeProbes, spark_snapshot
+from testkit.fakes.model_scenarios import spark_state
+from testkit.tracking import (  # noqa: F401
     TEST_EXPERIMENT,
     mlflow_store,
     mlflow_template_db,

@@ -13,8 +13,8 @@ import time
 
 from sparkctl import paths
 from sparkctl.statefile import PAUSE_ENV, read_state
-from tests.fakes.model_scenarios import spark_state
-from tests.integration.tracking_fixtures import (  # noqa: F401
+from testkit.fakes.model_scenarios import spark_state
+from testkit.tracking import (  # noqa: F401
     TEST_EXPERIMENT,
     mlflow_store,
     mlflow_template_db,

@@ -1,6 +1,6 @@
 """`promote --swap` puts the incumbent back when anything after its unload fails, and verifies
 it (issue 17, point 7); a rollback does not leave the model it rolls back from resident with
-no lane (point 4). Same set-up as test_promotion.py: the FAKE Ollama (tests/fakes/ollama_server.py,
+no lane (point 4). Same set-up as test_promotion.py: the FAKE Ollama (testkit/fakes/ollama_server.py,
 real HTTP), a REAL MLflow store (SQLite), the CLI called in-process."""
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ import sys
 import threading
 import time
 
-from tests.fakes.host import spark_snapshot
+from testkit.fakes.host import spark_snapshot
 from tests.integration.test_promotion import CONTENDER, PROD, host, resident, seed, spark, state_file  # noqa: F401
-from tests.integration.tracking_fixtures import mlflow_store, mlflow_template_db  # noqa: F401
+from testkit.tracking import mlflow_store, mlflow_template_db  # noqa: F401
 
 FOREVER_AFTER_NS = 100 * 365 * 86400 * 10**9
 
@@ -77,7 +77,7 @@ def test_kill_9_after_the_incumbent_was_unloaded_is_repaired_by_the_next_command
     from pathlib import Path
 
     env["PYTHONPATH"] = str(Path(__file__).resolve().parents[2])
-    script = ("import sys\nfrom tests.fakes.host import FakeProbes, spark_snapshot\n"
+    script = ("import sys\nfrom testkit.fakes.host import FakeProbes, spark_snapshot\n"
               "import sparkctl.services.factory as f\n"
               "f.make_probes = lambda: FakeProbes(spark_snapshot(15.0, runner_gib=80.0))\n"
               "from sparkctl import cli\nsys.exit(cli.main(sys.argv[1:]))\n")

@@ -2,9 +2,9 @@
 Go's HTTP client (`ollama ps`) never does; the registry and a suites mirror elsewhere go
 through `http(s)_proxy` as the user set it.
 
-The engines are FAKES (tests/fakes/ollama_server.py, openai_server.py: real HTTP on
-loopback); the registry is a FAKE (tests/fakes/registry_server.py) and so is the proxy
-(tests/fakes/http_proxy.py: a forward proxy that records every request line it gets). A
+The engines are FAKES (testkit/fakes/ollama_server.py, openai_server.py: real HTTP on
+loopback); the registry is a FAKE (testkit/fakes/registry_server.py) and so is the proxy
+(testkit/fakes/http_proxy.py: a forward proxy that records every request line it gets). A
 dead proxy is a closed loopback port (127.0.0.1:9): anything sent to it fails at once."""
 
 from __future__ import annotations
@@ -23,11 +23,11 @@ import pytest
 
 from sparkctl import cli
 from sparkctl.engines.openai_compat import OpenAICompatEngine
-from tests.fakes.host import FakeProbes, spark_snapshot
-from tests.fakes.http_proxy import ForwardProxy
-from tests.fakes.model_scenarios import SPARK_ENGINE_KEYS
-from tests.fakes.ollama_server import FakeOllama, default_state
-from tests.fakes.openai_server import FakeOpenAI
+from testkit.fakes.host import FakeProbes, spark_snapshot
+from testkit.fakes.http_proxy import ForwardProxy
+from testkit.fakes.model_scenarios import SPARK_ENGINE_KEYS
+from testkit.fakes.ollama_server import FakeOllama, default_state
+from testkit.fakes.openai_server import FakeOpenAI
 
 PROXY_VARS = ("http_proxy", "https_proxy", "all_proxy", "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY")
 DEAD = "http://127.0.0.1:9"

@@ -20,13 +20,13 @@ from sparkctl import cli, paths
 from sparkctl.config import parse_config
 from sparkctl.core.snapshots import EngineStatus
 from sparkctl.services.status import build_report, openai_engines_status, report_to_dict
-from sparkctl.textreport import render_status
+from sparkctl.cli.textreport import render_status
 from sparkctl.tracking import store as store_module
 from sparkctl.tracking.record import RunRecord
 from sparkctl.tracking.spool import Spool
 from sparkctl.tracking.store import MlflowStore, TrackingError
 from sparkctl.tracking.sync import record_run
-from tests.fakes.host import spark_snapshot
+from testkit.fakes.host import spark_snapshot
 
 SECRET = "s3cret"
 URI = f"http://alice:{SECRET}@127.0.0.1:9"

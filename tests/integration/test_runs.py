@@ -1,8 +1,8 @@
 """Run history (`sparkctl runs`, services/runs) read back from a REAL MLflow SQLite store.
 
 The store is seeded through sparkctl's own path: a real BenchRunner against the FAKE
-Ollama (tests/fakes/ollama_server.py, real HTTP, unpaced streams) with FAKE GB10 probes
-(tests/fakes/host.py), its records written by record_run (spool, then MLflow), so the rows
+Ollama (testkit/fakes/ollama_server.py, real HTTP, unpaced streams) with FAKE GB10 probes
+(testkit/fakes/host.py), its records written by record_run (spool, then MLflow), so the rows
 are read from exactly the params, tags and metrics a bench writes, not from a hand-written
 imitation of them. The recorder moves each run's start back by some days (a history spans
 weeks; a bench here takes a second), which is all it changes.
@@ -30,9 +30,9 @@ from sparkctl.services.runs import query as runs_query
 from sparkctl.tracking.spool import Spool
 from sparkctl.tracking.store import DB_FILE_NAME, MlflowStore, default_tracking_uri
 from sparkctl.tracking.sync import record_run
-from tests.fakes.host import FakeProbes, spark_snapshot
-from tests.fakes.ollama_server import FakeOllama, bench_scenario, make_model
-from tests.integration.tracking_fixtures import mlflow_template_db  # noqa: F401
+from testkit.fakes.host import FakeProbes, spark_snapshot
+from testkit.fakes.ollama_server import FakeOllama, bench_scenario, make_model
+from testkit.tracking import mlflow_template_db  # noqa: F401
 
 CFG = Config()
 EXPERIMENT = CFG.tracking.experiment

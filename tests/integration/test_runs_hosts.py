@@ -1,8 +1,8 @@
 """Runs from several hosts in one REAL MLflow SQLite store: `runs --host/--by-host`, the Runs
 screen's host filter and grouping, and `compare` within one hardware class.
 
-Seeded by the REAL BenchRunner against the FAKE Ollama (tests/fakes/ollama_server.py, real
-HTTP), with FAKE host probes (tests/fakes/host.py) standing in for three machines: two
+Seeded by the REAL BenchRunner against the FAKE Ollama (testkit/fakes/ollama_server.py, real
+HTTP), with FAKE host probes (testkit/fakes/host.py) standing in for three machines: two
 GB10 Sparks (spark-01, spark-02: one hardware class) and an H200 box (another class).
 """
 
@@ -20,14 +20,14 @@ from sparkctl.config import Config, TrackingConfig
 from sparkctl.engines.ollama import OllamaEngine
 from sparkctl.services.bench import BenchRunner, BenchSettings
 from sparkctl.services.runs import list_runs
-from sparkctl.services.runs.decide import NothingToCompare, compare_models
+from sparkctl.services.runs.comparison import NothingToCompare, compare_models
 from sparkctl.tracking.spool import Spool
 from sparkctl.tracking.store import MlflowStore, default_tracking_uri
 from sparkctl.tracking.sync import record_run
 from sparkctl.tui.app import make_app
-from tests.fakes.host import FakeProbes, h200_snapshot, spark_snapshot
-from tests.fakes.ollama_server import FakeOllama, bench_scenario
-from tests.integration.tracking_fixtures import (  # noqa: F401
+from testkit.fakes.host import FakeProbes, h200_snapshot, spark_snapshot
+from testkit.fakes.ollama_server import FakeOllama, bench_scenario
+from testkit.tracking import (  # noqa: F401
     TEST_EXPERIMENT,
     copy_template_store,
     mlflow_template_db,
@@ -176,7 +176,7 @@ async def test_runs_screen_filters_by_host_and_groups_by_host(three_hosts):
 
 
 def test_the_fleet_shows_each_lanes_last_bench_on_that_host_and_an_engine_changed_since(three_hosts):
-    from sparkctl.core.fleet import fleet_warnings, parse_status
+    from sparkctl.core.host_status import fleet_warnings, parse_status
     from sparkctl.services.fleet.lastbench import lane_benches
 
     store, _config = three_hosts

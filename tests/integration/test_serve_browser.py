@@ -1,7 +1,7 @@
 """`sparkctl serve` end to end in a REAL browser: headless Chromium (Debian's `chromium`,
 installed by `make test`'s set-up) opens the page, textual-serve starts a real `sparkctl`
 process for the tab, and the dashboard reaches the browser. The engine behind it is the
-FAKE Ollama (tests/fakes/ollama_server.py).
+FAKE Ollama (testkit/fakes/ollama_server.py).
 
 Chromium is driven over its DevTools protocol (one websocket to the browser, aiohttp as the
 client, a flattened session per page). Each test opens its page in a fresh browser context,
@@ -40,7 +40,7 @@ from urllib.parse import urlsplit
 import httpx
 import pytest
 
-from tests.fakes.ollama_server import FakeOllama, bench_scenario
+from testkit.fakes.ollama_server import FakeOllama, bench_scenario
 
 # Every websocket frame the page receives, as text (binary frames decoded as UTF-8 with
 # replacement), kept on window for the test to read.

@@ -1,7 +1,7 @@
 """Speculative decoding on vLLM, SGLang and Ollama (issue 22 point 2), through the REAL
 BenchRunner and recorder (spool, then MLflow on a real SQLite file). vLLM and SGLang are
-FAKES (tests/fakes/openai_server.py) exposing the metric names their code documents; Ollama
-is the FAKE of tests/fakes/ollama_server.py. llama-server's own figures are checked on the
+FAKES (testkit/fakes/openai_server.py) exposing the metric names their code documents; Ollama
+is the FAKE of testkit/fakes/ollama_server.py. llama-server's own figures are checked on the
 real engine in test_llama_engine_facts.py.
 
 The expectations are the fakes' configured acceptance and their own counters, never a
@@ -15,10 +15,11 @@ import pytest
 
 from sparkctl import cli
 from sparkctl.engines.openai_compat import OpenAICompatEngine
-from sparkctl.services.runs.decide import compare_models, find_regressions
-from tests.fakes.model_scenarios import header_state
-from tests.fakes.openai_server import FakeOpenAI, OpenAIState
-from tests.integration.tracking_fixtures import (  # noqa: F401
+from sparkctl.services.runs.comparison import compare_models
+from sparkctl.services.runs.regressions import find_regressions
+from testkit.fakes.model_scenarios import header_state
+from testkit.fakes.openai_server import FakeOpenAI, OpenAIState
+from testkit.tracking import (  # noqa: F401
     TEST_EXPERIMENT,
     mlflow_store,
     mlflow_template_db,
@@ -157,7 +158,7 @@ async def test_the_sweep_matrix_shows_acceptance_per_profile(tmp_path):
     from sparkctl.services.bench.profiles import resolve
     from sparkctl.services.bench.sweep import SweepRunner
     from sparkctl.tui.screens.sweep_matrix import render_matrix
-    from tests.fakes.host import FakeProbes, spark_snapshot
+    from testkit.fakes.host import FakeProbes, spark_snapshot
 
     state = OpenAIState(flavor="llama.cpp", spec_acceptance=0.6, spec_acceptance_structured=0.9, tokens_per_s=None)
     server = FakeOpenAI(state).start()

@@ -1,6 +1,6 @@
 """A lane whose model spilled to the CPU is a warning wherever lanes are shown (issue 17,
 point 6): `status`, `status --json` ("warnings"), `lanes` and the dashboard. The Ollama is a
-FAKE (tests/fakes/ollama_server.py) holding a Spark-like state: gpt-oss:120b all on the GPU,
+FAKE (testkit/fakes/ollama_server.py) holding a Spark-like state: gpt-oss:120b all on the GPU,
 qwen3:30b-a3b split, 24 GiB resident of which 20 GiB on the GPU (`ollama ps` prints
 17%/83% CPU/GPU for it: round(4 / 24 * 100) = 17)."""
 
@@ -17,8 +17,8 @@ import pytest
 from sparkctl.config import Config
 from sparkctl.engines.ollama import OllamaEngine
 from sparkctl.tui.app import make_app
-from tests.fakes.host import FakeProbes, spark_snapshot
-from tests.fakes.ollama_server import FakeOllama, two_models_resident
+from testkit.fakes.host import FakeProbes, spark_snapshot
+from testkit.fakes.ollama_server import FakeOllama, two_models_resident
 
 REPO = Path(__file__).resolve().parents[2]
 SPLIT = "17%/83% CPU/GPU"

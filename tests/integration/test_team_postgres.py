@@ -3,8 +3,8 @@
 shared artifact root, and two sparkctl "hosts" benching and evaluating at the same time.
 The tracking server and its database are both stopped in the middle of a bench and started
 again: every run is written afterwards from the hosts' spools (nothing lost).
-The engine is the FAKE Ollama (tests/fakes/ollama_server.py); each host's name and GPU come
-from FAKE probes (tests/fakes/host.py)."""
+The engine is the FAKE Ollama (testkit/fakes/ollama_server.py); each host's name and GPU come
+from FAKE probes (testkit/fakes/host.py)."""
 
 from __future__ import annotations
 
@@ -24,8 +24,8 @@ from sparkctl.services.runs import list_runs
 from sparkctl.tracking.spool import Spool
 from sparkctl.tracking.store import MlflowStore
 from sparkctl.tracking.sync import record_run, sync_pending
-from tests.fakes.host import FakeProbes, spark_snapshot
-from tests.fakes.ollama_server import bench_scenario
+from testkit.fakes.host import FakeProbes, spark_snapshot
+from testkit.fakes.ollama_server import bench_scenario
 from tests.integration.postgres import PostgresCluster
 from tests.integration.test_eval import gold_of, write_gsm8k
 from tests.integration.test_team_server import MlflowServer

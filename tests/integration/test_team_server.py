@@ -1,7 +1,7 @@
 """A team's MLflow: a REAL `mlflow server` process on a loopback port (SQLite backend, copied
 from the migrated template), written to by two sparkctl hosts, stopped and restarted in
-the middle of a bench. The engine is the FAKE Ollama (tests/fakes/ollama_server.py); the
-host names come from FAKE probes (tests/fakes/host.py), one per "Spark"."""
+the middle of a bench. The engine is the FAKE Ollama (testkit/fakes/ollama_server.py); the
+host names come from FAKE probes (testkit/fakes/host.py), one per "Spark"."""
 
 from __future__ import annotations
 
@@ -25,9 +25,9 @@ from sparkctl.services.runs import list_runs
 from sparkctl.tracking.spool import Spool
 from sparkctl.tracking.store import MlflowStore
 from sparkctl.tracking.sync import record_run, sync_pending
-from tests.fakes.host import FakeProbes, spark_snapshot
-from tests.fakes.ollama_server import bench_scenario
-from tests.integration.tracking_fixtures import mlflow_template_db  # noqa: F401
+from testkit.fakes.host import FakeProbes, spark_snapshot
+from testkit.fakes.ollama_server import bench_scenario
+from testkit.tracking import mlflow_template_db  # noqa: F401
 
 EXPERIMENT = "team-bench"
 

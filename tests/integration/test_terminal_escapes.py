@@ -1,7 +1,7 @@
 """Text another process sends never acts on the user's terminal: model names, details and
 error texts with escape sequences in them (OSC 0 retitles the window, OSC 52 writes the
 clipboard, CSI 2J clears the screen), through real `sparkctl` processes and the real TUI in a
-pseudo-terminal. The engine is the FAKE Ollama (tests/fakes/ollama_server.py) playing a
+pseudo-terminal. The engine is the FAKE Ollama (testkit/fakes/ollama_server.py) playing a
 misbehaving one: real Ollama refuses such names, but anything may listen on that port."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ import subprocess
 import sys
 import time
 
-from tests.fakes.ollama_server import default_state, make_model
-from tests.integration.lanes_fixtures import Tui, wait_for
+from testkit.fakes.ollama_server import default_state, make_model
+from testkit.lanes import Tui, wait_for
 
 # every way a terminal could be told something: ESC, BEL, C1 controls (CSI as one code point)
 HOSTILE = "\x1b]0;PWNED-TITLE\x07\x1b]52;c;cHduZWQ=\x07\x1b[2J\x9b31m"

@@ -26,7 +26,7 @@ from sparkctl.tracking.store import (
     sqlite_path,
 )
 from sparkctl.tracking.sync import record_run, sync_pending
-from tests.integration.tracking_fixtures import (  # noqa: F401  (pytest fixtures)
+from testkit.tracking import (  # noqa: F401  (pytest fixtures)
     TEST_EXPERIMENT,
     mlflow_store,
     mlflow_template_db,

@@ -1,7 +1,7 @@
-"""A tracking server that answers one byte at a time (a FAKE: tests/fakes/slow_drip.py,
+"""A tracking server that answers one byte at a time (a FAKE: testkit/fakes/slow_drip.py,
 real HTTP on loopback) must not hold sparkctl: every write and read has a total deadline
 (`[tracking] timeout_s`), and a stop signal ends a bench within seconds, its run kept in the
-spool. The bench's engine is the FAKE Ollama (tests/fakes/ollama_server.py)."""
+spool. The bench's engine is the FAKE Ollama (testkit/fakes/ollama_server.py)."""
 
 from __future__ import annotations
 
@@ -16,8 +16,8 @@ import pytest
 from sparkctl import cli
 from sparkctl.tracking.record import RunRecord
 from sparkctl.tracking.spool import Spool
-from tests.fakes.ollama_server import bench_scenario
-from tests.fakes.slow_drip import SlowDrip
+from testkit.fakes.ollama_server import bench_scenario
+from testkit.fakes.slow_drip import SlowDrip
 
 
 @pytest.fixture

@@ -1,7 +1,7 @@
 """The TUI is what people launch over ssh: a dropped session (SIGHUP) or a `kill` (SIGTERM)
 during a solo bench must stop it like "stop and quit" (issue 17, point 1): the lanes back as
 they were, the run recorded KILLED, exit code 130 as the CLI's. `sparkctl` (the TUI) runs in
-a real pseudo-terminal and gets real signals; the Ollama is a FAKE (tests/fakes/ollama_server.py:
+a real pseudo-terminal and gets real signals; the Ollama is a FAKE (testkit/fakes/ollama_server.py:
 Ollama's wire format over real HTTP, a runner's session length kept as server/sched.go does)."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ import signal
 from pathlib import Path
 
 from sparkctl.tracking.spool import Spool
-from tests.fakes.ollama_server import FakeOllama
-from tests.integration.lanes_fixtures import FOREVER_AFTER_S, HALF_HOUR, Tui, lanes_fake, ps, write_config  # noqa: F401
+from testkit.fakes.ollama_server import FakeOllama
+from testkit.lanes import FOREVER_AFTER_S, HALF_HOUR, Tui, lanes_fake, ps, write_config  # noqa: F401
 
 
 def solo_config(tmp_path: Path, server: FakeOllama) -> Path:

@@ -6,7 +6,7 @@ before it looks at what is resident.
 
 The bench is a REAL `sparkctl bench --solo` killed with SIGKILL mid-stream (its residency
 journal stays behind, its owner dead); the fleet runs over REAL ssh (Debian's sshd on
-loopback, tests/integration/sshd.py); the Ollama is a FAKE (tests/fakes/ollama_server.py:
+loopback, tests/integration/sshd.py); the Ollama is a FAKE (testkit/fakes/ollama_server.py:
 Ollama's wire format over real HTTP, runners' sessions kept as server/sched.go keeps them)."""
 
 from __future__ import annotations
@@ -19,12 +19,12 @@ from sparkctl.config import Config
 from sparkctl.engines.ollama import OllamaEngine
 from sparkctl.services.bench import Notice
 from sparkctl.tui.app import make_app
-from tests.fakes.host import FakeProbes, spark_snapshot
-from tests.integration.lanes_fixtures import (  # noqa: F401
+from testkit.fakes.host import FakeProbes, spark_snapshot
+from testkit.lanes import (  # noqa: F401
     FOREVER_AFTER_S, lanes_fake, ps, write_config,
 )
 from tests.integration.sshd import SshLab, lab  # noqa: F401
-from tests.integration.tracking_fixtures import mlflow_store, mlflow_template_db  # noqa: F401
+from testkit.tracking import mlflow_store, mlflow_template_db  # noqa: F401
 from tests.integration.test_bench_lanes import bench, settings
 from tests.integration.test_bench_recovery import kill_mid_solo_bench, sparkctl
 from tests.integration.test_fleet import fleet_config, install, run_fleet

@@ -9,9 +9,9 @@ from sparkctl.engines.ollama import OllamaEngine
 from sparkctl.services.models import ModelStore
 from sparkctl.tui.app import make_app
 from sparkctl.tui.screens.models import ModelsScreen
-from tests.fakes.host import FakeProbes, spark_snapshot
-from tests.fakes.model_scenarios import FIXED_NOW, spark_config
-from tests.fakes.ollama_server import FakeOllama
+from testkit.fakes.host import FakeProbes, spark_snapshot
+from testkit.fakes.model_scenarios import FIXED_NOW, spark_config
+from testkit.fakes.ollama_server import FakeOllama
 
 SIZE = (140, 44)
 

@@ -15,9 +15,9 @@ from sparkctl.tracking.spool import Spool
 from sparkctl.tracking.sync import record_run
 from sparkctl.tui.widgets.gauges import Gauges
 from sparkctl.tui.widgets.notes import NotesPanel, NotesScreen
-from tests.fakes.ollama_server import FakeOllama, bench_scenario, load_scenario
+from testkit.fakes.ollama_server import FakeOllama, bench_scenario, load_scenario
 from tests.tui.screen_text import joined, screen_text
-from tests.integration.tracking_fixtures import mlflow_store, mlflow_template_db  # noqa: F401
+from testkit.tracking import mlflow_store, mlflow_template_db  # noqa: F401
 from tests.tui.test_bench_screen import build, config, finish, serve  # noqa: F401
 
 

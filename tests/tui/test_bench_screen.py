@@ -15,9 +15,9 @@ from sparkctl.tracking.sync import record_run
 from sparkctl.tui.app import make_app
 from sparkctl.tui.widgets.gauges import Gauges
 from sparkctl.tui.widgets.stream_tail import StreamTail
-from tests.fakes.host import FakeProbes, spark_snapshot
-from tests.fakes.ollama_server import FakeOllama, bench_scenario, load_scenario
-from tests.integration.tracking_fixtures import mlflow_store, mlflow_template_db  # noqa: F401
+from testkit.fakes.host import FakeProbes, spark_snapshot
+from testkit.fakes.ollama_server import FakeOllama, bench_scenario, load_scenario
+from testkit.tracking import mlflow_store, mlflow_template_db  # noqa: F401
 
 
 def config(**bench) -> Config:
@@ -227,7 +227,7 @@ async def test_engine_picker_benches_an_openai_server_with_the_settings_panel(se
     """Pick [engines.llama] (a FAKE llama-server) in the engine picker: its configured model
     fills in, the settings panel's num_predict reaches the requests, and the recorded run
     carries the engine's kind and build."""
-    from tests.fakes.openai_server import FakeOpenAI, OpenAIState
+    from testkit.fakes.openai_server import FakeOpenAI, OpenAIState
 
     ollama = serve(bench_scenario())
     llama = FakeOpenAI(OpenAIState(tokens_per_s=None)).start()

@@ -11,7 +11,7 @@ from textual.widgets import Input, Label
 
 from sparkctl.tui.widgets.model_dialogs import parse_context
 from sparkctl.tui.widgets.notes import NotesPanel
-from tests.fakes.ollama_server import FakeOllama, default_state
+from testkit.fakes.ollama_server import FakeOllama, default_state
 from tests.tui.test_bench_screen import build
 from tests.tui.test_solo_confirm import config, open_bench
 

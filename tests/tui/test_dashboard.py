@@ -13,8 +13,8 @@ from sparkctl.engines.ollama import OllamaEngine
 from sparkctl.tui.app import make_app
 from sparkctl.tui.screens.dashboard import Panel
 from sparkctl.tui.widgets.budget_bar import BudgetBar
-from tests.fakes.host import FakeProbes, gb10, no_gpu_snapshot, spark_snapshot
-from tests.fakes.ollama_server import FakeOllama, two_models_resident
+from testkit.fakes.host import FakeProbes, gb10, no_gpu_snapshot, spark_snapshot
+from testkit.fakes.ollama_server import FakeOllama, two_models_resident
 
 CFG = Config(lanes={"production": "gpt-oss:120b", "fast": "llama3.2:3b"})
 

@@ -1,5 +1,5 @@
 """The dashboard's "Bench engines" panel: each [engines.NAME] reachable or not, with its model.
-Engines: the FAKE Ollama and the FAKE OpenAI-compatible server (tests/fakes/) over real HTTP."""
+Engines: the FAKE Ollama and the FAKE OpenAI-compatible server (testkit/fakes/) over real HTTP."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ from sparkctl.config import parse_config
 from sparkctl.engines.ollama import OllamaEngine
 from sparkctl.tui.app import make_app
 from sparkctl.tui.screens.dashboard import Panel
-from tests.fakes.host import FakeProbes, spark_snapshot
-from tests.fakes.ollama_server import FakeOllama
-from tests.fakes.openai_server import FakeOpenAI, OpenAIState
+from testkit.fakes.host import FakeProbes, spark_snapshot
+from testkit.fakes.ollama_server import FakeOllama
+from testkit.fakes.openai_server import FakeOpenAI, OpenAIState
 
 
 def _free_port() -> int:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from textual.widgets import DataTable
 
-from tests.integration.tracking_fixtures import copy_template_store, mlflow_template_db  # noqa: F401
+from testkit.tracking import copy_template_store, mlflow_template_db  # noqa: F401
 from tests.tui.screen_text import screen_text
 from tests.tui.test_screen_states import resident_app, still
 
@@ -45,9 +45,9 @@ def four_warnings_app(tmp_path, store):
     from sparkctl.core.snapshots import GpuReport, Unavailable
     from sparkctl.engines.ollama import OllamaEngine
     from sparkctl.tui.app import make_app
-    from tests.fakes.host import FakeProbes, gb10, spark_snapshot
-    from tests.fakes.model_scenarios import spark_config
-    from tests.fakes.ollama_server import GIB, FakeOllama, two_models_resident
+    from testkit.fakes.host import FakeProbes, gb10, spark_snapshot
+    from testkit.fakes.model_scenarios import spark_config
+    from testkit.fakes.ollama_server import GIB, FakeOllama, two_models_resident
     from tests.tui.test_screen_states import FIXED
 
     state = two_models_resident()

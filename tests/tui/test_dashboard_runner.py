@@ -1,6 +1,6 @@
 """The dashboard shows each resident model's runner (issue 31 point 1): its context per slot
 and slots, KV cache type, flash attention and build, read from a REAL llama-server started
-by a stand-in Ollama process (tests/fakes/ollama_standin.py) with Ollama's flags. The host
+by a stand-in Ollama process (testkit/fakes/ollama_standin.py) with Ollama's flags. The host
 probes are the fake Spark's; the runner read happens off the UI thread, after the first frame."""
 
 from __future__ import annotations
@@ -63,7 +63,7 @@ async def test_the_resident_table_shows_each_models_runner(tmp_path, scans):
 async def test_no_runner_column_without_a_runner_and_nothing_said_for_a_listener_that_is_not_ollama(scans):
     """The fake Ollama answers from inside this test process: no Ollama process, no runner, no
     toast (it may be a proxy the user cannot change); the table is as it always was."""
-    from tests.fakes.ollama_server import FakeOllama, two_models_resident
+    from testkit.fakes.ollama_server import FakeOllama, two_models_resident
 
     calls, holder = scans
     server = FakeOllama(two_models_resident()).start()

@@ -1,5 +1,5 @@
 """Issue 18 in the TUI: what the screen says at the moment of decision. The engine is the
-FAKE Ollama (tests/fakes/ollama_server.py); runs go through sparkctl's own recorder into a
+FAKE Ollama (testkit/fakes/ollama_server.py); runs go through sparkctl's own recorder into a
 REAL MLflow SQLite store (a few seeded the way the producers write them)."""
 
 from __future__ import annotations
@@ -16,9 +16,9 @@ from sparkctl.tracking.record import RunRecord
 from sparkctl.tracking.spool import Spool
 from sparkctl.tracking.sync import record_run
 from sparkctl.tui.app import make_app
-from tests.fakes.host import FakeProbes, spark_snapshot
-from tests.fakes.ollama_server import FakeOllama, bench_scenario
-from tests.integration.tracking_fixtures import TEST_EXPERIMENT, copy_template_store, mlflow_template_db  # noqa: F401
+from testkit.fakes.host import FakeProbes, spark_snapshot
+from testkit.fakes.ollama_server import FakeOllama, bench_scenario
+from testkit.tracking import TEST_EXPERIMENT, copy_template_store, mlflow_template_db  # noqa: F401
 
 A, B = "llama3.2:3b", "qwen3:8b"
 

@@ -1,6 +1,6 @@
 """Issue 30 in the TUI: the Decision view (Runs: mark two models, v) and the promote dialog
 (Runs: P) say what the numbers show. The engine is the FAKE Ollama
-(tests/fakes/ollama_server.py); the runs are seeded the way the bench and the eval write
+(testkit/fakes/ollama_server.py); the runs are seeded the way the bench and the eval write
 them (tests/integration/decision_seeds.py) into a REAL MLflow SQLite store, since J/token
 and a per-model TTFT cannot come out of the fake."""
 
@@ -17,12 +17,12 @@ from sparkctl.engines.ollama import OllamaEngine
 from sparkctl.tracking.spool import Spool
 from sparkctl.tracking.sync import record_run
 from sparkctl.tui.app import make_app
-from sparkctl.tui.screens.promote import PromoteDialog
-from tests.fakes.host import FakeProbes, spark_snapshot
-from tests.fakes.ollama_server import FakeOllama, bench_scenario
+from sparkctl.tui.screens.promote_dialog import PromoteDialog
+from testkit.fakes.host import FakeProbes, spark_snapshot
+from testkit.fakes.ollama_server import FakeOllama, bench_scenario
 from tests.integration.decision_seeds import seed_bench, seed_eval
 from tests.integration.test_decision_verdicts import CON, INC, trade_off
-from tests.integration.tracking_fixtures import TEST_EXPERIMENT, copy_template_store, mlflow_template_db  # noqa: F401
+from testkit.tracking import TEST_EXPERIMENT, copy_template_store, mlflow_template_db  # noqa: F401
 
 
 def build(server, store, tmp_path, promote: PromoteConfig):

@@ -12,8 +12,8 @@ from textual.widgets import DataTable, Input
 from sparkctl.engines.ollama import OllamaEngine
 from sparkctl.tui.app import make_app
 from sparkctl.tui.screens.eval import EvalScreen
-from tests.fakes.host import FakeProbes, spark_snapshot
-from tests.fakes.ollama_server import FakeOllama
+from testkit.fakes.host import FakeProbes, spark_snapshot
+from testkit.fakes.ollama_server import FakeOllama
 from tests.integration.test_eval import QUESTIONS, write_gsm8k
 from tests.tui.screen_text import joined, screen_text
 from tests.tui.test_eval_screen import A, B, answering_state, build, config, finish, serve  # noqa: F401

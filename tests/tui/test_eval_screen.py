@@ -23,10 +23,10 @@ from sparkctl.tui.app import make_app
 from sparkctl.tui.screens.eval import EvalScreen, EvalStats
 from sparkctl.tui.widgets.item_grid import ItemGrid
 from sparkctl.tui.widgets.stream_tail import StreamTail
-from tests.fakes.host import FakeProbes, spark_snapshot
-from tests.fakes.ollama_server import FakeOllama, bench_scenario
+from testkit.fakes.host import FakeProbes, spark_snapshot
+from testkit.fakes.ollama_server import FakeOllama, bench_scenario
 from tests.integration.test_eval import gold_of, write_gsm8k
-from tests.integration.tracking_fixtures import TEST_EXPERIMENT, mlflow_store, mlflow_template_db  # noqa: F401
+from testkit.tracking import TEST_EXPERIMENT, mlflow_store, mlflow_template_db  # noqa: F401
 
 A, B = "llama3.2:3b", "qwen3:8b"
 
@@ -333,7 +333,7 @@ async def test_a_refusal_s_reason_is_the_first_note(serve, tmp_path):
     """Issue 30: why an eval did not run came after what was said on the way (the context
     chosen), hidden at 80x24. The contender qwen3:8b loads 30% on the CPU (FAKE Ollama)
     beside production, resident at its own context."""
-    from tests.fakes.ollama_server import load_scenario
+    from testkit.fakes.ollama_server import load_scenario
     from tests.integration.test_eval import write_gsm8k
 
     from sparkctl.tui.widgets.notes import NotesPanel

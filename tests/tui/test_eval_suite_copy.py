@@ -1,6 +1,6 @@
 """The Eval screen says which copy of a suite an eval would read (shipped, pulled, a chosen
 directory) with its sha256, points at a directory of the user's own, and leaves no "reading the
-suite…" behind when the suite cannot be read. FAKE Ollama (tests/fakes/ollama_server.py) and
+suite…" behind when the suite cannot be read. FAKE Ollama (testkit/fakes/ollama_server.py) and
 FAKE Spark probes; the suites are the package's own copies or small files written here."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from textual.widgets import Input, Label, Select
 from sparkctl import paths
 from sparkctl.tui.screens.eval import EvalScreen, EvalStats
 from sparkctl.tui.widgets.suites_dialog import SuitesDirDialog
-from tests.fakes.ollama_server import bench_scenario
+from testkit.fakes.ollama_server import bench_scenario
 from tests.integration.test_eval import write_gsm8k
 from tests.tui.test_dashboard import wait_for as until
 from tests.tui.test_eval_screen import A, build, config, serve, start  # noqa: F401

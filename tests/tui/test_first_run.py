@@ -1,6 +1,6 @@
 """A first run with no engine reachable: the dashboard says what it looked for, how that
 address was chosen and how to point elsewhere, keeps retrying, and clears once an engine
-answers. The engine that comes up is the FAKE Ollama (tests/fakes/ollama_server.py)."""
+answers. The engine that comes up is the FAKE Ollama (testkit/fakes/ollama_server.py)."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from textual.widgets import DataTable, Static
 from sparkctl.config import load_config
 from sparkctl.engines.ollama import OllamaEngine
 from sparkctl.tui.app import make_app
-from tests.fakes.host import FakeProbes, no_gpu_snapshot
-from tests.fakes.ollama_server import FakeOllama, two_models_resident
+from testkit.fakes.host import FakeProbes, no_gpu_snapshot
+from testkit.fakes.ollama_server import FakeOllama, two_models_resident
 
 
 def free_port() -> int:

@@ -1,6 +1,6 @@
 """The fleet screen over REAL ssh (Debian's sshd on loopback, tests/integration/sshd.py) to
 two sparkctl installs (wrapper scripts running this sparkctl), each pointed at a FAKE
-Ollama (tests/fakes/ollama_server.py, real HTTP). The local app's own engine and probes
+Ollama (testkit/fakes/ollama_server.py, real HTTP). The local app's own engine and probes
 are FAKES too (a GB10 Spark)."""
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from textual.widgets import DataTable
 from sparkctl.config import load_config
 from sparkctl.engines.ollama import OllamaEngine
 from sparkctl.tui.app import make_app
-from tests.fakes.host import FakeProbes, spark_snapshot
-from tests.fakes.ollama_server import FakeOllama, default_state, two_models_resident
+from testkit.fakes.host import FakeProbes, spark_snapshot
+from testkit.fakes.ollama_server import FakeOllama, default_state, two_models_resident
 from tests.integration.sshd import lab  # noqa: F401  (the fixture)
 from tests.integration.test_fleet import fleet_config, install
 

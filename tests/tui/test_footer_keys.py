@@ -1,15 +1,15 @@
 """The footer follows the terminal's width while the app runs: under 100 columns the
 palette's key gives its place to the screens' keys, and comes back when the terminal is
-wide again. The engine is the FAKE Ollama (tests/fakes/ollama_server.py, real HTTP), the
+wide again. The engine is the FAKE Ollama (testkit/fakes/ollama_server.py, real HTTP), the
 host the FAKE Spark-like probes."""
 
 from __future__ import annotations
 
 from sparkctl.engines.ollama import OllamaEngine
 from sparkctl.tui.app import make_app
-from tests.fakes.host import FakeProbes, spark_snapshot
-from tests.fakes.model_scenarios import spark_config
-from tests.fakes.ollama_server import FakeOllama, two_models_resident
+from testkit.fakes.host import FakeProbes, spark_snapshot
+from testkit.fakes.model_scenarios import spark_config
+from testkit.fakes.ollama_server import FakeOllama, two_models_resident
 
 
 def _palette_keys(app) -> int:

@@ -9,8 +9,8 @@ from textual.widgets import Input
 from sparkctl.config import Config
 from sparkctl.engines.ollama import OllamaEngine
 from sparkctl.tui.app import make_app
-from tests.fakes.host import FakeProbes, spark_snapshot
-from tests.fakes.ollama_server import FakeOllama, bench_scenario
+from testkit.fakes.host import FakeProbes, spark_snapshot
+from testkit.fakes.ollama_server import FakeOllama, bench_scenario
 
 
 @pytest.fixture

@@ -11,9 +11,9 @@ from textual.screen import Screen
 
 from sparkctl.core.budget import MemoryBudget, Pool, Segment
 from sparkctl.core.snapshots import GIB
-from sparkctl.tui.widgets import drift
+from sparkctl.tui.widgets import drift_gate
 from sparkctl.tui.widgets.budget_bar import BudgetBar
-from sparkctl.tui.widgets.history import HistorySparkline
+from sparkctl.tui.widgets.history_sparkline import HistorySparkline
 
 
 def budget(available_gib: float, claimed_gib: float | None = None) -> MemoryBudget:
@@ -75,7 +75,7 @@ async def test_a_note_quoting_figures_drifts_with_them_instead_of_repainting_eac
         def monotonic() -> float:
             return next(clock)
 
-    monkeypatch.setattr(drift, "time", Clock)  # the gate's clock only
+    monkeypatch.setattr(drift_gate, "time", Clock)  # the gate's clock only
     app = Counting(BudgetBar())
     async with app.run_test(size=(140, 10)) as pilot:
         counted(app)
@@ -131,8 +131,8 @@ async def test_a_full_history_keeps_reaching_the_sparkline(monkeypatch):
     from sparkctl.config import Config, UiConfig
     from sparkctl.engines.ollama import OllamaEngine
     from sparkctl.tui.app import make_app
-    from tests.fakes.host import FakeProbes, spark_snapshot
-    from tests.fakes.ollama_server import FakeOllama, two_models_resident
+    from testkit.fakes.host import FakeProbes, spark_snapshot
+    from testkit.fakes.ollama_server import FakeOllama, two_models_resident
     from tests.tui.test_dashboard import wait_for
 
     class Faster:
@@ -140,7 +140,7 @@ async def test_a_full_history_keeps_reaching_the_sparkline(monkeypatch):
         def monotonic() -> float:
             return time.monotonic() * 10
 
-    monkeypatch.setattr(drift, "time", Faster)
+    monkeypatch.setattr(drift_gate, "time", Faster)
     server = FakeOllama(two_models_resident()).start()
     probes = FakeProbes(spark_snapshot(available_gib=61.0))
     try:
@@ -165,8 +165,8 @@ async def test_new_history_waits_for_the_frame_that_brings_the_other_drifts(monk
     from sparkctl.config import Config, UiConfig
     from sparkctl.engines.ollama import OllamaEngine
     from sparkctl.tui.app import make_app
-    from tests.fakes.host import FakeProbes, spark_snapshot
-    from tests.fakes.ollama_server import FakeOllama, two_models_resident
+    from testkit.fakes.host import FakeProbes, spark_snapshot
+    from testkit.fakes.ollama_server import FakeOllama, two_models_resident
     from tests.tui.test_dashboard import wait_for
 
     now = [1.0]
@@ -176,7 +176,7 @@ async def test_new_history_waits_for_the_frame_that_brings_the_other_drifts(monk
         def monotonic() -> float:
             return now[0]
 
-    monkeypatch.setattr(drift, "time", Still)
+    monkeypatch.setattr(drift_gate, "time", Still)
     server = FakeOllama(two_models_resident()).start()
     probes = FakeProbes(spark_snapshot(available_gib=61.0))
     try:

@@ -1,7 +1,7 @@
 """The Models screen at 80x24 and the contender mark (issue 20): the columns a decision
 needs on screen, Home on the first row, the screen's own words, and a contender that is
 still one after a restart (sparkctl's own state file). Against the FAKE Ollama with the
-Spark-like scenario of tests/fakes/model_scenarios.py."""
+Spark-like scenario of testkit/fakes/model_scenarios.py."""
 
 from __future__ import annotations
 
@@ -13,9 +13,9 @@ from sparkctl.engines.ollama import OllamaEngine
 from sparkctl.statefile import read_state
 from sparkctl.tui.app import make_app
 from sparkctl.tui.widgets.budget_bar import BudgetBar
-from tests.fakes.host import FakeProbes, spark_snapshot
-from tests.fakes.model_scenarios import FIXED_NOW, spark_config
-from tests.fakes.ollama_server import FakeOllama
+from testkit.fakes.host import FakeProbes, spark_snapshot
+from testkit.fakes.model_scenarios import FIXED_NOW, spark_config
+from testkit.fakes.ollama_server import FakeOllama
 from tests.tui.models_helpers import build, info, open_models, select, settle, through_dialog
 from tests.tui.screen_text import screen_text
 

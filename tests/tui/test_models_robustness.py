@@ -23,8 +23,8 @@ from sparkctl.tui.commands import app_commands
 from sparkctl.tui.screens.models import ModelsScreen
 from sparkctl.tui.widgets.model_dialogs import ConfirmDialog, LoadDialog, PullDialog, parse_context
 from sparkctl.tui.widgets.pull_view import PullProgressView
-from tests.fakes.host import FakeProbes, spark_snapshot
-from tests.fakes.ollama_server import FakeOllama, make_model
+from testkit.fakes.host import FakeProbes, spark_snapshot
+from testkit.fakes.ollama_server import FakeOllama, make_model
 from tests.tui.models_helpers import SIZE, build, info, open_models, select, settle, through_dialog
 
 REPO = Path(__file__).resolve().parents[2]

@@ -12,9 +12,9 @@ from sparkctl.tui.screens.models import COLUMNS, ModelsScreen
 from sparkctl.tui.widgets.model_dialogs import ConfirmDialog, PullDialog
 from sparkctl.tui.widgets.pull_view import PullProgressView
 from sparkctl.core.snapshots import GIB
-from tests.fakes.host import FakeProbes, spark_snapshot
-from tests.fakes.model_scenarios import spark_state
-from tests.fakes.ollama_server import FakeOllama, FakeState, pull_scenario
+from testkit.fakes.host import FakeProbes, spark_snapshot
+from testkit.fakes.model_scenarios import spark_state
+from testkit.fakes.ollama_server import FakeOllama, FakeState, pull_scenario
 from tests.tui.models_helpers import SIZE, build, info, open_models, select, settle, through_dialog
 
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from tests.fakes.host import FakeProbes, spark_snapshot
-from tests.fakes.ollama_server import FakeOllama, make_model, pull_scenario
+from testkit.fakes.host import FakeProbes, spark_snapshot
+from testkit.fakes.ollama_server import FakeOllama, make_model, pull_scenario
 from tests.tui.models_helpers import build, open_models, select, settle, through_dialog
 
 SNAP_SIZE = (120, 36)

@@ -2,7 +2,7 @@
 production model resident at 4096 tokens of context reaches a recommendation with the
 defaults; the Bench and Eval screens say the context before the run and show what runs;
 where an eval pair was measured at two contexts, the head to head and the promote dialog
-offer to evaluate the contender again at the incumbent's. FAKE Ollama (tests/fakes), FAKE
+offer to evaluate the contender again at the incumbent's. FAKE Ollama (testkit/fakes), FAKE
 Spark probes, runs recorded by sparkctl's own recorder into a REAL MLflow SQLite store."""
 
 from __future__ import annotations
@@ -18,10 +18,10 @@ from sparkctl.services.evals import EvalRunner, EvalSettings, load_suite
 from sparkctl.tracking.spool import Spool
 from sparkctl.tracking.sync import record_run
 from sparkctl.tui.app import make_app
-from tests.fakes.host import FakeProbes, spark_snapshot
-from tests.fakes.ollama_server import FakeOllama, bench_scenario
+from testkit.fakes.host import FakeProbes, spark_snapshot
+from testkit.fakes.ollama_server import FakeOllama, bench_scenario
 from tests.integration.test_decision_seams import answers_for, write_gsm8k
-from tests.integration.tracking_fixtures import (  # noqa: F401
+from testkit.tracking import (  # noqa: F401
     TEST_EXPERIMENT,
     copy_template_store,
     mlflow_template_db,

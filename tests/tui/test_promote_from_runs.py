@@ -1,6 +1,6 @@
 """Promotion from the Runs screen: P on a run's model opens a dialog with the
 preconditions and their evidence; Promote runs the same service as `sparkctl promote` in
-a worker. FAKE Ollama (tests/fakes/ollama_server.py), REAL BenchRunner evidence in a REAL
+a worker. FAKE Ollama (testkit/fakes/ollama_server.py), REAL BenchRunner evidence in a REAL
 SQLite MLflow store."""
 
 from __future__ import annotations
@@ -19,11 +19,11 @@ from sparkctl.statefile import read_state
 from sparkctl.tracking.spool import Spool
 from sparkctl.tracking.sync import record_run
 from sparkctl.tui.app import make_app
-from sparkctl.tui.screens.promote import PromoteDialog
-from tests.fakes.host import FakeProbes, spark_snapshot
-from tests.fakes.model_scenarios import spark_state
-from tests.fakes.ollama_server import FakeOllama
-from tests.integration.tracking_fixtures import (  # noqa: F401
+from sparkctl.tui.screens.promote_dialog import PromoteDialog
+from testkit.fakes.host import FakeProbes, spark_snapshot
+from testkit.fakes.model_scenarios import spark_state
+from testkit.fakes.ollama_server import FakeOllama
+from testkit.tracking import (  # noqa: F401
     TEST_EXPERIMENT,
     mlflow_store,
     mlflow_template_db,

@@ -1,5 +1,5 @@
 """The pull dialog's fit check: the verdict from the registry (a FAKE registry on loopback,
-tests/fakes/registry_server.py, serving real GGUF files) is shown before the download,
+testkit/fakes/registry_server.py, serving real GGUF files) is shown before the download,
 and a model that cannot fit is pulled only after the user says yes. Beside the FAKE
 Ollama with Spark-like probes (61 GiB available)."""
 
@@ -13,7 +13,7 @@ from textual.widgets import Input
 
 from sparkctl.tui.widgets.model_dialogs import ConfirmDialog, PullDialog
 from sparkctl.tui.widgets.pull_view import PullProgressView
-from tests.fakes.ollama_server import pull_scenario
+from testkit.fakes.ollama_server import pull_scenario
 from tests.tui.models_helpers import SIZE, build, info, open_models, settle
 
 

@@ -1,5 +1,5 @@
 """The TUI closes runs whose sparkctl died mid-bench when it starts (KILLED, with the
-repetitions they finished) and says so. The Ollama is a FAKE (tests/fakes/ollama_server.py)."""
+repetitions they finished) and says so. The Ollama is a FAKE (testkit/fakes/ollama_server.py)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from sparkctl.config import Config
 from sparkctl.engines.ollama import OllamaEngine
 from sparkctl.tracking.spool import Spool
 from sparkctl.tui.app import make_app
-from tests.fakes.host import FakeProbes, spark_snapshot
-from tests.fakes.ollama_server import FakeOllama, default_state
+from testkit.fakes.host import FakeProbes, spark_snapshot
+from testkit.fakes.ollama_server import FakeOllama, default_state
 from tests.integration.test_tracking_journal import crashed_bench
 
 

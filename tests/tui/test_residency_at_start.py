@@ -1,7 +1,7 @@
 """What a dead bench left at the TUI's start (issue 17, point 2; issue 28, point 5: views only
 read): the dashboard shows it and touches nothing; `P` puts the models its residency journal
 names back once the TUI holds the engine's bench lock, and a restore that fails stays a loud
-warning on the dashboard. Pilot tests against the FAKE Ollama (tests/fakes/ollama_server.py,
+warning on the dashboard. Pilot tests against the FAKE Ollama (testkit/fakes/ollama_server.py,
 real HTTP) and FAKE Spark probes."""
 
 from __future__ import annotations
@@ -20,10 +20,10 @@ from sparkctl.core.residency import Held
 from sparkctl.engines.ollama import OllamaEngine
 from sparkctl.services.bench.lock import engine_key
 from sparkctl.tracking.owner import boot_id
-from sparkctl.tracking.residency import ResidencyJournal
+from sparkctl.tracking.residency_journal import ResidencyJournal
 from sparkctl.tui.app import make_app
-from tests.fakes.host import FakeProbes, spark_snapshot
-from tests.fakes.ollama_server import FakeOllama, default_state
+from testkit.fakes.host import FakeProbes, spark_snapshot
+from testkit.fakes.ollama_server import FakeOllama, default_state
 
 FOREVER_AFTER_S = 100 * 365 * 86400
 

@@ -12,8 +12,8 @@ from textual.widgets import DataTable
 from sparkctl.tracking.record import RunRecord
 from sparkctl.tracking.spool import Spool
 from sparkctl.tracking.sync import record_run
-from tests.fakes.ollama_server import FakeOllama, bench_scenario
-from tests.integration.tracking_fixtures import TEST_EXPERIMENT, copy_template_store, mlflow_template_db  # noqa: F401
+from testkit.fakes.ollama_server import FakeOllama, bench_scenario
+from testkit.tracking import TEST_EXPERIMENT, copy_template_store, mlflow_template_db  # noqa: F401
 from tests.tui.test_runs_screen import build, open_runs
 
 HOSTILE = "\x1b]0;PWNED\x07\x1b]52;c;cHduZWQ=\x07\x1b[2J\x9b31m"

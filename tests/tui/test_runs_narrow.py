@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from textual.widgets import DataTable
 
-from tests.fakes.ollama_server import FakeOllama, load_scenario
-from tests.integration.tracking_fixtures import mlflow_template_db  # noqa: F401
+from testkit.fakes.ollama_server import FakeOllama, load_scenario
+from testkit.tracking import mlflow_template_db  # noqa: F401
 from tests.tui.screen_text import screen_text
 from tests.tui.test_runs_screen import build, until
 from tests.tui.test_screen_states import refused_history  # noqa: F401

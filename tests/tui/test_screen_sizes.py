@@ -12,10 +12,10 @@ import pytest
 
 from sparkctl.engines.ollama import OllamaEngine
 from sparkctl.tui.app import make_app
-from tests.fakes.host import FakeProbes, spark_snapshot
-from tests.fakes.model_scenarios import spark_config
-from tests.fakes.ollama_server import FakeOllama, two_models_resident
-from tests.integration.tracking_fixtures import copy_template_store, mlflow_template_db  # noqa: F401
+from testkit.fakes.host import FakeProbes, spark_snapshot
+from testkit.fakes.model_scenarios import spark_config
+from testkit.fakes.ollama_server import FakeOllama, two_models_resident
+from testkit.tracking import copy_template_store, mlflow_template_db  # noqa: F401
 
 PORT = 47931  # fixed: the engine URL is part of the picture
 FIXED = datetime(2030, 1, 1, tzinfo=timezone.utc)  # past the fake's expiries: stable "Until"

@@ -24,11 +24,11 @@ from sparkctl.tui.screens.bench import BenchScreen
 from sparkctl.tui.screens.eval import EvalStats
 from sparkctl.tui.widgets.gauges import Gauges
 from sparkctl.tui.widgets.stream_tail import StreamTail
-from tests.fakes.host import FakeProbes, spark_snapshot
-from tests.fakes.model_scenarios import spark_config
-from tests.fakes.ollama_server import GIB, FakeOllama, bench_scenario, load_scenario, two_models_resident
+from testkit.fakes.host import FakeProbes, spark_snapshot
+from testkit.fakes.model_scenarios import spark_config
+from testkit.fakes.ollama_server import GIB, FakeOllama, bench_scenario, load_scenario, two_models_resident
 from tests.integration.test_eval import write_gsm8k
-from tests.integration.tracking_fixtures import copy_template_store, mlflow_template_db, recording_bench  # noqa: F401
+from testkit.tracking import copy_template_store, mlflow_template_db, recording_bench  # noqa: F401
 from tests.tui.test_bench_screen import build as bench_app
 from tests.tui.test_bench_screen import config as bench_config
 from tests.tui.test_eval_screen import answering_state

@@ -2,7 +2,7 @@
 will unload, for about how long, and what can be known about their use; the switch is
 visibly on in the Bench form and goes back to the config's mode after the run. And the
 Bench screen's "keep loaded" switch (point 4). Pilot tests
-against the FAKE Ollama (tests/fakes/ollama_server.py, real HTTP) and FAKE Spark probes."""
+against the FAKE Ollama (testkit/fakes/ollama_server.py, real HTTP) and FAKE Spark probes."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from textual.widgets import Input, Label, Switch
 from sparkctl.config import Config
 from sparkctl.tui.widgets.model_dialogs import ConfirmDialog
 from sparkctl.tui.widgets.notes import NotesPanel
-from tests.fakes.ollama_server import FakeOllama, default_state, make_model
+from testkit.fakes.ollama_server import FakeOllama, default_state, make_model
 from tests.tui.screen_text import joined, screen_text
 from tests.tui.test_bench_screen import build
 

@@ -22,9 +22,9 @@ from sparkctl.services.bench.sweep import SweepRunner
 from sparkctl.tracking.spool import Spool
 from sparkctl.tracking.sync import record_run
 from sparkctl.tui.app import make_app
-from tests.fakes.host import FakeProbes, spark_snapshot
-from tests.fakes.ollama_server import FakeOllama, bench_scenario
-from tests.integration.tracking_fixtures import (  # noqa: F401
+from testkit.fakes.host import FakeProbes, spark_snapshot
+from testkit.fakes.ollama_server import FakeOllama, bench_scenario
+from testkit.tracking import (  # noqa: F401
     TEST_EXPERIMENT,
     copy_template_store,
     mlflow_template_db,

@@ -13,10 +13,10 @@ from sparkctl.engines.ollama import OllamaEngine
 from sparkctl.tracking.record import RunRecord
 from sparkctl.tracking.spool import Spool
 from sparkctl.tui.app import make_app
-from tests.fakes.host import FakeProbes, spark_snapshot
-from tests.fakes.ollama_server import FakeOllama, bench_scenario
+from testkit.fakes.host import FakeProbes, spark_snapshot
+from testkit.fakes.ollama_server import FakeOllama, bench_scenario
 from tests.integration.test_eval_suites import changed_gsm8k, http_mirror, mirror_dir  # noqa: F401  (fixtures)
-from tests.integration.tracking_fixtures import TEST_EXPERIMENT, mlflow_store, mlflow_template_db  # noqa: F401
+from testkit.tracking import TEST_EXPERIMENT, mlflow_store, mlflow_template_db  # noqa: F401
 
 
 async def until(pilot, cond, timeout=15.0):

@@ -1,7 +1,7 @@
 """The theme picked in the TUI is saved through sparkctl's owned state file (never the
 user's sparkctl.toml) and restored at the next start; user themes load, a broken one is
 skipped with a notice naming the file and key; the dashboard marks a lane whose model is
-not resident. FAKE Ollama (tests/fakes/ollama_server.py) and FAKE host probes."""
+not resident. FAKE Ollama (testkit/fakes/ollama_server.py) and FAKE host probes."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from sparkctl import paths
 from sparkctl.config import load_config
 from sparkctl.statefile import read_state
 from sparkctl.tui.app import make_app
-from tests.fakes.host import FakeProbes, spark_snapshot
-from tests.fakes.ollama_server import FakeOllama, two_models_resident
+from testkit.fakes.host import FakeProbes, spark_snapshot
+from testkit.fakes.ollama_server import FakeOllama, two_models_resident
 
 USER = """\
 # mine: keep this comment

@@ -10,7 +10,7 @@ from sparkctl.config import Config
 from sparkctl.core.budget import Level, Pool, bar_cells, build_budget, reserve_cell
 from sparkctl.core.placement import attribute_gpu_memory, placement, until_label
 from sparkctl.core.snapshots import GIB, GpuProcess, ModelDetails, ResidentModel
-from tests.fakes.host import h200_snapshot, no_gpu_snapshot, spark_snapshot
+from testkit.fakes.host import h200_snapshot, no_gpu_snapshot, spark_snapshot
 
 CFG = Config(lanes={"production": "qwen3:32b", "fast": "qwen3:4b"})
 

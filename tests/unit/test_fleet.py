@@ -2,7 +2,7 @@
 read-only dashboard's report rebuilt from it, what an ssh answer means, the ssh command
 line, [hosts.NAME] and the ssh config's host names. (Over real ssh: tests/integration/
 test_fleet.py and tests/tui/test_fleet_screen.py.) Host facts are FAKE probes
-(tests/fakes/host.py)."""
+(testkit/fakes/host.py)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from sparkctl.config import ConfigError, HostConfig, parse_config
-from sparkctl.core.fleet import STATUS_SCHEMA, StatusFormatError, fleet_warnings, parse_status
+from sparkctl.core.host_status import STATUS_SCHEMA, StatusFormatError, fleet_warnings, parse_status
 from sparkctl.core.snapshots import GIB, EngineStatus, ModelDetails, ResidentModel
 from sparkctl.services.fleet.hosts import fleet_hosts, ssh_config_names
 from sparkctl.services.fleet.report import report_from_status
@@ -27,7 +27,7 @@ from sparkctl.services.fleet.ssh import (
     ssh_argv,
 )
 from sparkctl.services.status import build_report, report_to_dict
-from tests.fakes.host import h200_snapshot, spark_snapshot
+from testkit.fakes.host import h200_snapshot, spark_snapshot
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=timezone.utc)
 CFG = parse_config('[lanes]\nproduction = "gpt-oss:120b"\nfast = "qwen3:30b-a3b"\nmini = "llama3.2:3b"\n',
@@ -56,7 +56,7 @@ def test_a_status_is_read_by_its_schema_and_an_older_or_newer_one_is_named():
     old = {k: v for k, v in d.items() if k != "schema"}  # what sparkctl wrote before the version
     s_old = parse_status(old)
     assert s_old.schema == 1 and s_old.resident == s.resident
-    from sparkctl.core.fleet import schema_note
+    from sparkctl.core.host_status import schema_note
 
     assert "older sparkctl (status schema 1" in schema_note(1)
     assert schema_note(STATUS_SCHEMA) is None
@@ -68,7 +68,7 @@ def test_a_status_is_read_by_its_schema_and_an_older_or_newer_one_is_named():
 
 
 def test_warnings_name_missing_and_spilled_lanes_and_an_engine_changed_since_the_last_bench():
-    from sparkctl.core.fleet import LaneBench
+    from sparkctl.core.host_status import LaneBench
 
     s = parse_status(status_json())
     warnings = fleet_warnings(s, None, (LaneBench("production", "gpt-oss:120b", "0.12.6", 41.0),

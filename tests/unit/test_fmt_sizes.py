@@ -23,7 +23,7 @@ def test_sizes_apart_adds_digits_until_they_differ():
 
 
 def test_the_overclaim_note_never_reads_as_equal_numbers():
-    from tests.fakes.host import spark_snapshot
+    from testkit.fakes.host import spark_snapshot
     from sparkctl.core.snapshots import ResidentModel
 
     snap = spark_snapshot(available_gib=100.0)

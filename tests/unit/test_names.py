@@ -2,7 +2,9 @@ import pytest
 
 from sparkctl.core.names import (
     InvalidModelName,
+    ModelName,
     canonical_model_name,
+    model_key,
     parse_model_name,
     same_model,
     validate_model_name,
@@ -116,3 +118,32 @@ def test_same_model(a, b, same):
 
 def test_canonical_name():
     assert canonical_model_name("Qwen3") == "registry.ollama.ai/library/qwen3:latest"
+
+
+def test_a_name_is_parsed_once_and_passed_on_as_it_is():
+    """Issue 33: the edge (CLI argument, TUI field, config) parses a name into a ModelName and
+    every layer passes that value on: it is the str the engine is sent, it carries its key, and
+    parsing or keying it again below the edge returns what the edge made, without parsing."""
+    import copy
+    import json
+    import pickle
+
+    n = parse_model_name("  https://Example.com/team/Model:v1 ")
+    assert isinstance(n, str) and n == "Example.com/team/Model:v1"
+    assert n.key == "example.com/team/model:v1" == model_key(n) == canonical_model_name(n)
+    assert parse_model_name(n) is n and validate_model_name(n) is n
+    assert json.dumps({"model": n}) == '{"model": "Example.com/team/Model:v1"}'
+    for again in (copy.deepcopy(n), pickle.loads(pickle.dumps(n))):
+        assert again == n and again.key == n.key and again.tag == "v1" and again.checked
+    with pytest.raises(AttributeError):
+        n.key = "other"
+
+
+def test_a_servers_own_name_is_kept_as_given():
+    """An OpenAI-compatible server's model (a file name, a Hugging Face path) is not held to
+    Ollama's rules: it is sent exactly as typed, and keyed as any name is."""
+    served = ModelName.served("SmolLM2-135M-Instruct.Q8_0.gguf")
+    assert served == "SmolLM2-135M-Instruct.Q8_0.gguf" and not served.checked
+    assert served.key == model_key("SmolLM2-135M-Instruct.Q8_0.gguf")
+    assert ModelName.of(" qwen3") == " qwen3"  # a plain str handed to a service is sent as given
+    assert ModelName.of("qwen3:8b").checked and ModelName.of(served) is served

@@ -8,7 +8,7 @@ import pytest
 
 from sparkctl.core.fit import sliding_window
 from sparkctl.core.gguf_header import HeaderIncomplete, NotGGUF, parse_gguf_header
-from sparkctl.registry import registry_override, registry_ref
+from sparkctl.engines.registry import registry_override, registry_ref
 
 
 @pytest.mark.parametrize(

@@ -1,7 +1,7 @@
 """Repair what a dead bench left: at the next start, put back the models it changed.
 
 A bench killed without its wrap-up (kill -9, an OOM kill, a Spark power-cycled after a
-memory freeze) leaves its residency journal behind (tracking/residency.py). Every CLI
+memory freeze) leaves its residency journal behind (tracking/residency_journal.py). Every CLI
 command that may act (not `status`, which the fleet runs: views only read) calls
 ``recover_residency`` at its start, the TUI when asked (P on the dashboard), and a bench,
 sweep, eval, promotion or rollback, and the Models screen's load and unload, call
@@ -23,7 +23,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 from sparkctl.core.names import same_model
-from sparkctl.tracking.residency import FAILED, ResidencyJournal, owner_dead, read_journals, residency_warnings
+from sparkctl.tracking.residency_journal import (FAILED, ResidencyJournal, owner_dead, read_journals,
+                                                 residency_warnings)
 
 __all__ = ["RecoveryReport", "recover_residency", "repair_before", "residency_warnings"]
 
@@ -162,7 +163,7 @@ async def repair_before(cfg, engine, say: Callable[[str], None], *, lock_held: b
 
 async def _recover_one(cfg, engine, j: ResidencyJournal, report: RecoveryReport, say) -> None:
     from sparkctl.core.residency import lanes_changed_since
-    from sparkctl.services.bench.residency import put_back
+    from sparkctl.services.bench.residency_guard import put_back
 
     # the lanes as this command reads them (sparkctl's own state file over the config) win
     # over the lanes the bench began with: a promotion or an edit since then is not undone

@@ -7,45 +7,39 @@ RunRecord that is spooled, then written to MLflow, from a worker thread; every f
 repetition is journaled to the spool first, so a crash loses at most the one in flight.
 
 Hygiene (DESIGN.md "Bench hygiene"): each measured request pays its whole prefill unless
-the user asked for a warm cache (core.prefill), lane models are noted before and put back
-after (lanes.py), one bench runs per engine (lock.py), and load the bench cannot explain
-is flagged.
+the user asked for a warm cache (core.prefill) and load the bench cannot explain is flagged.
+What every measurement shares (one per engine, lane models noted before and put back after,
+the GPU sampler, engine identity, recording) is the MeasurementSession's (session.py).
 """
 
 from __future__ import annotations
 
 import asyncio
 import copy
-import hashlib
 import secrets
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import Any, Callable
 
-from sparkctl import __version__
-from sparkctl.config import BenchConfig, Config
+from sparkctl.config import Config
 from sparkctl.core import depthtext, genai, guards, model_shape, prefill, specdec
-from sparkctl.core.budget import build_budget
 from sparkctl.core.engine_identity import version_at_least
 from sparkctl.core.gpu import is_throttled
 from sparkctl.core.keepalive import parse_keep_alive
 from sparkctl.core.names import model_key
-from sparkctl.core.placement import placement
-from sparkctl.core.redact import redact_text, redact_uri
+from sparkctl.core.redact import redact_text
 from sparkctl.core.roofline import active_params, bits_per_weight_from_quant, bits_per_weight_from_size, roofline
-from sparkctl.core.snapshots import GIB, MemInfo, ResidentModel, Unavailable
 from sparkctl.core.stats import is_stable, interleave, summarize
 from sparkctl.core.workload import WorkloadIdentity
-from sparkctl.engines.base import DoneEvent, EngineError, EngineUnreachable, ModelNotFound, ShowInfo, TokenEvent
-from sparkctl.services.bench import coldness, engineid
-from sparkctl.services.bench.lanes import LaneRestore
-from sparkctl.services.bench.residency import ResidencyGuard
-from sparkctl.services.bench.lock import BenchLock
-from sparkctl.services.bench.recovery import repair_before
+from sparkctl.engines.base import DoneEvent, EngineError, EngineUnreachable, ShowInfo, TokenEvent
+from sparkctl.services.bench import coldness
+from sparkctl.services.bench.events import BenchFinished, Live, Phase, RepDone, RepStarted, Sink
+from sparkctl.services.bench.lane_restore import LaneRestore
+from sparkctl.services.bench.results import ModelRun, RepResult
 from sparkctl.services.bench.sampler import GpuSampler
+from sparkctl.services.bench.session import MeasurementSession, model_names
+from sparkctl.services.bench.settings import BenchRefused, BenchSettings
 from sparkctl.services.bench.specwatch import SpecWatch
-from sparkctl.services.bench.wrapup import finish_shielded
-from sparkctl.services.runners import RunnerWatch
 
 UI_BATCH_S = 0.05
 # Server time not spent loading, prefilling or decoding: waiting behind another request.
@@ -57,251 +51,83 @@ INVALIDATING = ("reload detected", "prompt truncated", "GPU throttled", "foreign
                 "lane restore failed")
 
 
-class BenchRefused(Exception):
-    """A validity guard refused the run before it started (exit code 4)."""
-
-
-@dataclass(frozen=True)
-class BenchSettings:
-    prompt: str
-    num_predict: int
-    temperature: float
-    seed: int
-    num_ctx: int
-    warmup: int
-    reps: int
-    timeout_s: float
-    mode: str  # "beside" | "solo"
-    keep_alive: str
-    bandwidth_gbps: float
-    reload_threshold_s: float
-    think: bool
-    allow_cpu: bool = False
-    cache: str = prefill.COLD  # "cold": every request pays its prefill; "warm": cached follow-ups
-    ctx_explicit: bool = False  # --ctx given: never switch to a resident model's own context
-    wait: bool = True  # another bench on the engine: wait (True) or refuse (False)
-    until_resolved: int = 0  # > 0: two models, repetitions until decode differs or is pinned, up to this many
-    keep_loaded: bool = False  # models the bench loaded stay resident after it
-    ctx_why: str = ""  # why num_ctx is fixed when not the user's (a sweep's depth), for the screens
-    parent_run_id: str = ""  # --mlflow-parent-run-id: an existing MLflow run this bench's runs go under
-    follow_up_chars: int = 0  # warm policy: characters of fresh text each request adds (a sweep's pp)
-
-    @classmethod
-    def from_config(cls, b: BenchConfig, **overrides: Any) -> "BenchSettings":
-        base = cls(
-            prompt=b.prompt, num_predict=b.num_predict, temperature=b.temperature, seed=b.seed,
-            num_ctx=b.num_ctx, warmup=b.warmup, reps=b.reps, timeout_s=b.timeout_s, mode=b.mode,
-            keep_alive=b.keep_alive, bandwidth_gbps=b.bandwidth_gbps,
-            reload_threshold_s=b.reload_threshold_s, think=b.think, keep_loaded=b.keep_loaded,
-        )
-        if overrides.get("num_ctx") is not None:
-            overrides.setdefault("ctx_explicit", True)
-        return replace(base, **{k: v for k, v in overrides.items() if v is not None})
-
-    @property
-    def options(self) -> dict[str, Any]:
-        # num_ctx stays fixed for the whole bench: a changed runner option makes Ollama reload.
-        return {"num_ctx": self.num_ctx, "num_predict": self.num_predict,
-                "temperature": self.temperature, "seed": self.seed}
-
-    @property
-    def keep_alive_wire(self) -> int | float:
-        """keep_alive as Ollama accepts it (a bare "-1" string would be a 400)."""
-        return parse_keep_alive(self.keep_alive).wire
-
-    @property
-    def prompt_sha256(self) -> str:
-        return hashlib.sha256(self.prompt.encode()).hexdigest()
-
-
-# ---- events the runner reports (the TUI turns them into messages) -------------------------
-
-
-@dataclass(frozen=True)
-class Phase:
-    text: str
-
-
-@dataclass(frozen=True)
-class ContextChosen:
-    """The one num_ctx the run's models run at, once preflight knows it (a screen shows it
-    beside the other settings of what is running)."""
-
-    num_ctx: int
-    why: str  # a few words: "production's", "given", "" ([bench] num_ctx)
-
-
-@dataclass(frozen=True)
-class Notice:
-    """Something the user must see even when output is piped: waiting for another bench,
-    a lane model that could not be put back."""
-
-    text: str
-
-
-@dataclass(frozen=True)
-class RepStarted:
-    model: str
-    index: int  # 0-based among measured reps; -1.. for warm-ups
-    warmup: bool
-    total: int
-    label: str = ""  # said instead of "index/total" (a followed llama-benchy request: its cell and run)
-
-
-@dataclass(frozen=True)
-class Live:
-    """A batch of streamed text plus live gauges for the repetition in flight."""
-
-    model: str
-    answer: str
-    thinking: str
-    tokens: int
-    elapsed_s: float
-    ttft_s: float | None
-    decode_tps: float | None
-    acceptance_pct: float | None = None  # speculative decoding: the model's last finished repetition
-
-
-@dataclass
-class RepResult:
-    model: str
-    index: int
-    warmup: bool
-    ttft_s: float | None = None
-    client_decode_tps: float | None = None
-    engine_decode_tps: float | None = None
-    prefill_tps: float | None = None
-    load_s: float | None = None
-    total_s: float | None = None
-    wall_s: float = 0.0
-    eval_count: int | None = None
-    prompt_eval_count: int | None = None
-    client_tokens: int = 0
-    thinking_tokens: int = 0
-    done_reason: str | None = None
-    dnf: bool = False
-    error: str | None = None
-    reload: bool = False
-    output: str = ""
-    thinking: str = ""
-    raw_final: dict = field(default_factory=dict)
-    decode_window: tuple[float, float] | None = None
-    window: tuple[float, float] | None = None  # request sent .. stream closed (perf_counter)
-    prompt_eval_duration_ns: int | None = None
-    preamble: str = ""  # what this request added to the fixed prompt (cache policy)
-    prefill_cached: bool | None = None  # served (partly) from the prompt cache
-    prompt_cached_tokens: int | None = None
-    cache_note: str = ""
-    client_decode_basis: str = ""  # "engine eval_count" or "streamed chunks"
-    queue_wait_s: float | None = None
-    foreign: str = ""  # why load the bench did not cause was seen during this request
-    prompt_evaluated: int | None = None  # prompt tokens the engine evaluated (what prefill_tps is over)
-    spec: specdec.SpecCounts | None = None  # speculative decoding: drafted/accepted, as the engine said
-    spec_per_pos: tuple[int, ...] = ()  # accepted draft tokens per draft position (Ollama's runner /metrics)
-    cached_counted_apart: bool = False  # prompt_eval_count leaves the cached tokens out (Ollama 0.30.0)
-    runner_cached: int | None = None  # prompt tokens Ollama's runner says it reused for this request
-    joules_per_token: float | None = None  # GPU energy over the decode window / tokens (NVML power)
-
-
-@dataclass(frozen=True)
-class RepDone:
-    result: RepResult
-
-
-@dataclass
-class ModelRun:
-    model: str
-    show: ShowInfo | None = None
-    reps: list[RepResult] = field(default_factory=list)
-    warmups: list[RepResult] = field(default_factory=list)
-    placement_before: str = "n/a"
-    placement_after: str = "n/a"
-    invalid: list[str] = field(default_factory=list)
-    flags: list[str] = field(default_factory=list)
-    status: str = "FINISHED"
-    summary: dict[str, float] = field(default_factory=dict)
-    stable: bool = False
-    sync_message: str = ""
-    not_saved: bool = False  # neither the spool nor MLflow took the run (tracking.sync.SyncResult.lost)
-    run_id: str | None = None
-    num_ctx: int = 0
-    ctx_note: str = ""
-    record_id: str = field(default_factory=lambda: secrets.token_hex(16))
-    lane_restore: str = ""
-    residency: str = ""  # what the bench's end unloaded and put back (guard.residency)
-    completed: bool = False  # all its repetitions ran and placement was checked after
-    refused: str = ""  # a guard refused it after the bench began (recorded refused, not valid)
-    resident_bytes: int | None = None  # the engine's size of the loaded model (/api/ps), weights + KV + graph
-    spec_total: specdec.SpecCounts | None = None  # engine counters differenced around the run (a sweep cell)
-
-
-@dataclass(frozen=True)
-class BenchFinished:
-    runs: list[ModelRun]
-
-
-Sink = Callable[[Any], None]
-
-
 class BenchRunner:
+    """One bench of one or more models: its requests, its figures and its records. What every
+    measurement shares (lock, preflight, residency, sampler, identity, recording) is its
+    MeasurementSession's (session.py); a sweep's cells are BenchRunners on the sweep's session."""
+
     def __init__(self, cfg: Config, engine: Any, probes: Any, settings: BenchSettings,
                  sink: Sink | None = None, recorder: Callable[[Any], Any] | None = None,
-                 journal: Callable[[Any], Any] | None = None) -> None:
-        self.cfg = cfg
-        self.engine = engine
-        self.probes = probes
-        self.s = settings
-        self._sink = sink or (lambda ev: None)
-        self.recorder = recorder  # blocking: RunRecord -> SyncResult; run via to_thread
-        self.journal = journal  # blocking: RunRecord (so far) -> None; run via to_thread
-        self.engine_version = "unknown"
-        self.host_facts: dict[str, str] = {}
-        self._shows: dict[str, ShowInfo] = {}
+                 journal: Callable[[Any], Any] | None = None, *, session: MeasurementSession | None = None,
+                 per_request_counters: bool = True) -> None:
+        """`session`: run on a measurement that is already under way (a sweep's cell, a probe),
+        with `settings` as this runner's own (its prompt, num_predict); else the bench opens its
+        own session. `per_request_counters`: read the engine's counters (speculative decoding,
+        Ollama's runner) around each request; off where requests run several at once."""
+        own = session is None
+        self.session = session or MeasurementSession(cfg, engine, probes, settings, kind="bench", sink=sink,
+                                                      recorder=recorder, journal=journal)
+        self.cfg = self.session.cfg
+        self.engine = self.session.engine
+        self.probes = self.session.probes
+        self._settings = None if own else settings  # None: the session's (the preflight may change its context)
+        self._facts: dict[str, str] | None = None  # None: the session's host facts
         self.interrupted: RepResult | None = None
-        self._digests: dict[str, str] = {}
-        self._sizes: dict[str, int] = {}
-        self._ctx_requested: int | None = None  # set when the server's context replaced ours
-        self._ctx: dict[str, int] = {}  # per model: the bench's num_ctx, or its resident one
-        self._ctx_note: dict[str, str] = {}
-        self.context = None  # the ContextChoice made in preflight (services/bench/context.py)
-        self._nonce = secrets.token_hex(3)
+        self.start_ms: int | None = None  # None: the session's start
+        self._nonce = self.session.nonce if own else secrets.token_hex(3)
         self._requests: dict[str, int] = {}  # per model: requests sent, for the preamble
-        self.lane_restore: LaneRestore | None = None
-        self.residency: ResidencyGuard | None = None  # what was resident before, put back after
-        self._sampler: GpuSampler | None = None
-        self._start_ms = 0
         self._journal_failed = False
-        self._windows: list[tuple[float, float]] = []  # every request of the bench, all models
-        self._openings: dict[str, coldness.Opening] = {}  # per model: the template opening cold requests share
-        # Ollama's llama-server runner beside each benched model (services/runners.py)
-        self._runner = RunnerWatch(engine)
-        self._spec = SpecWatch(engine, self._runner if self._runner.active else None)
-        self._runner_said: set[str] = set()  # why a runner is not read: said once per bench
-        self._identity: dict[str, dict[str, str]] = {}  # per model: runner, its build, flash attention, KV cache
+        self._spec = SpecWatch(self.engine, self.session.runners if self.session.runners.active else None)
+        self._spec.per_rep = per_request_counters
         self._acceptance: dict[str, float] = {}  # per model: the last repetition's acceptance, for the live view
 
+    @property
+    def s(self) -> BenchSettings:
+        return self.session.settings if self._settings is None else self._settings
+
+    @property
+    def host_facts(self) -> dict[str, str]:
+        """The host facts this runner's records carry (a sweep's cell keeps its own copy)."""
+        return self.session.host_facts if self._facts is None else self._facts
+
+    @host_facts.setter
+    def host_facts(self, facts: dict[str, str]) -> None:
+        self._facts = facts
+
+    @property
+    def engine_version(self) -> str:
+        return self.session.engine_version
+
+    @property
+    def residency(self):
+        return self.session.residency
+
+    @property
+    def lane_restore(self) -> LaneRestore | None:
+        return self.session.lane_restore
+
+    @property
+    def began_ms(self) -> int:
+        return self.session.start_ms if self.start_ms is None else self.start_ms
+
     def sink(self, ev: Any) -> None:
-        """Report to the UI. A UI that fails (a dead terminal after an ssh hang-up raises
-        EIO) must never change what the bench does or records."""
-        try:
-            self._sink(ev)
-        except Exception:
-            self._sink = lambda ev: None
+        self.session.sink(ev)
 
     @property
     def cold_by_request(self) -> bool:
-        """Whether cold prefill is obtained by changing the prompt's start (every engine but
-        llama-server, where the adapter turns its prompt cache off instead)."""
-        return getattr(self.engine, "kind", "") != "llama.cpp"
+        return self.session.cold_by_request
 
     def keep_alive(self, model: str) -> Any:
-        """A model that was resident before the bench gets no keep_alive (Ollama keeps its
-        session); one the bench loads gets the bench's."""
-        wire = self.s.keep_alive_wire
-        return wire if self.residency is None else self.residency.keep_alive(model, wire)
+        return self.session.keep_alive(model)
 
     def num_ctx(self, model: str) -> int:
-        return self._ctx.get(model, self.s.num_ctx)
+        return self.session.num_ctx(model)
+
+    def think_for(self, model: str) -> bool | None:
+        return self.session.think_for(model)
+
+    def nonce_position(self, model: str) -> str:
+        return self.session.nonce_position(model)
 
     def options(self, model: str) -> dict[str, Any]:
         opts = dict(self.s.options, num_ctx=self.num_ctx(model))
@@ -309,105 +135,16 @@ class BenchRunner:
             opts["cache_prompt"] = True
         return opts
 
-    # ---- preflight -------------------------------------------------------------------------
-
-    def _within_trained_context(self, shows: dict[str, ShowInfo]) -> None:
-        """A context asked for (--ctx, the num_ctx setting, a matching re-bench) past a
-        model's trained one is refused before anything loads: Ollama would run the model at
-        its trained context, and the run would record one it never had."""
-        from sparkctl.core.fit import model_context_length
-
-        for m, sh in shows.items():
-            trained = model_context_length(sh.model_info)
-            if trained and self.s.num_ctx > trained:
-                raise BenchRefused(f"num_ctx {self.s.num_ctx} is more than {m}'s trained context ({trained} tokens): "
-                                   f"the engine would run it at {trained}; ask for {trained} or less (--ctx)")
-
     async def preflight(self, models: list[str]) -> dict[str, ShowInfo]:
-        self.sink(Phase("checking the engine"))
-        self.engine_version = await self.engine.version()
-        shows = {}
-        for m in models:
-            shows[m] = await self.engine.show(m)
-        self._shows = shows
-        if self.s.ctx_explicit and not getattr(self.engine, "fixed_context", False):
-            self._within_trained_context(shows)
-        if getattr(self.engine, "fixed_context", False):
-            # OpenAI-compatible servers fix the context at start: record theirs, not ours.
-            ctx = next((sh.model_info.get("server.n_ctx") for sh in shows.values()
-                        if isinstance(sh.model_info.get("server.n_ctx"), int)), None)
-            if ctx and ctx != self.s.num_ctx:
-                self._ctx_requested = self.s.num_ctx
-                self.s = replace(self.s, num_ctx=ctx)
-            self.sink(ContextChosen(self.s.num_ctx, "the server's" if ctx else ""))
-        elif getattr(self.engine, "reports_placement", True) and not self.s.ctx_explicit:
-            # One context for every model (services/bench/context.py): a resident lane
-            # model's own, so it is not reloaded (its router relies on it) and the others
-            # compare like for like with it; said before any request, even when output is
-            # piped: the context is part of what the run measures.
-            from sparkctl.services.bench.context import choose_context, resident_contexts
+        return await self.session.preflight(models)
 
-            choice = choose_context(models, self.cfg.lanes, getattr(self.cfg, "contenders", ()),
-                                    resident_contexts(await self.engine.ps()), self.s.num_ctx,
-                                    getattr(self.cfg, "contender_lanes", None))
-            self.context = choice
-            if choice.num_ctx != self.s.num_ctx:
-                self.s = replace(self.s, num_ctx=choice.num_ctx)
-                for m in models:
-                    self._ctx_note[m] = choice.note
-            if choice.note:
-                self.sink(Notice(choice.note))
-            self.sink(ContextChosen(choice.num_ctx, choice.why))
-        else:
-            self.sink(ContextChosen(self.s.num_ctx, (self.s.ctx_why or "given") if self.s.ctx_explicit else ""))
-        try:
-            for lm in await self.engine.tags():
-                for m in models:
-                    if model_key(lm.name) == model_key(m):
-                        self._sizes[m] = lm.size
-                        self._digests.setdefault(m, lm.digest)
-        except EngineError:
-            pass  # sizes only refine the roofline; the bench does not need them
-        host = await asyncio.to_thread(self.probes.read)
-        self.host_facts = _host_tags(host)
-        if isinstance(host.meminfo, MemInfo):
-            resident = await self.engine.ps()
-            budget = build_budget(host.meminfo, host.gpu, resident, self.cfg.lane_of,
-                                  self.cfg.budget.reserve_gib, self.cfg.budget.warn_gib)
-            self.host_facts["guard.available_gib"] = f"{budget.available / GIB:.2f}"
-            if budget.available <= budget.reserve:
-                raise BenchRefused(
-                    f"available memory {budget.available / GIB:.1f} GiB is at or below the "
-                    f"{budget.reserve / GIB:.1f} GiB reserve; unload a model first"
-                )
-            self._budget = budget
-        if self.engine.kind == "ollama" and self.s.mode == "beside":
-            await self._check_fit(models)
-        return shows
+    async def check_placement(self, run: ModelRun, model: str, before: bool) -> None:
+        await self.session.check_placement(run, model, before, facts=self.host_facts)
 
-    async def _check_fit(self, models: list[str]) -> None:
-        """The Models screen's load guard, before the bench loads anything: a model that does
-        not fit, or fits only by evicting a lane model, is refused (a Spark that runs out of
-        unified memory can freeze). Solo mode unloads the others first, so it is skipped."""
-        from sparkctl.services.models import fit_check, refusal_reason
+    async def spec_counters(self, model: str) -> specdec.SpecCounts | None:
+        """The engine's cumulative speculative-decoding figures now (a sweep reads them around a cell)."""
+        return await self._spec.read(model)
 
-        resident = {model_key(r.name): r for r in await self.engine.ps()}
-        for m in models:
-            have = resident.get(model_key(m))
-            if have is not None and have.context_length == self.num_ctx(m):
-                continue  # already loaded as the bench will use it
-            self.sink(Phase(f"checking that {m} fits at num_ctx {self.num_ctx(m)}"))
-            fit = await fit_check(self.cfg, self.engine, self.probes, m, num_ctx=self.num_ctx(m))
-            reason = refusal_reason(fit)
-            if reason:
-                raise BenchRefused(f"{reason}; unload something, lower --ctx, or use --solo")
-
-    def think_for(self, model: str) -> bool | None:
-        """Only name `think` for models that can: Ollama answers 400 to think on others."""
-        show = self._shows.get(model)
-        if show is None or "thinking" not in show.capabilities:
-            return None
-        return self.s.think
 
     def _prompt(self, model: str) -> tuple[str, str, str | None]:
         """(prompt to send, what was added to the fixed body, system prompt to send or None)
@@ -422,96 +159,9 @@ class BenchRunner:
                 full += "\n\n" + depthtext.depth_text(self.s.follow_up_chars, seed=1 + k)
             return full, full[len(body):], None
         prompt, system, added = coldness.cold_request(body, self._nonce, k, self.nonce_position(model),
-                                                      self._model_system(model))
+                                                      self.session.model_system(model))
         return prompt, added, system
 
-    def _model_system(self, model: str) -> str:
-        show = self._shows.get(model)
-        return show.system if show is not None else ""
-
-    def nonce_position(self, model: str) -> str:
-        if not self.cold_by_request:
-            return coldness.NONCE_NONE
-        return coldness.nonce_position(getattr(self.engine, "kind", ""), self._model_system(model))
-
-    async def measure_opening(self, model: str, counted_per_request: bool = True) -> None:
-        """Two minimal probes: the template opening every cold request of `model` shares.
-        Not needed where Ollama's runner counts each request's reused tokens and every request
-        runs alone (`counted_per_request`; a sweep's concurrent cells cannot tell whose count
-        is whose, so a sweep still probes)."""
-        if self.s.cache != prefill.COLD:
-            return
-        how = self._runner.per_request_cache(model) if counted_per_request else ""
-        if how:
-            # Ollama >= 0.30: the runner counts each request's reused tokens itself; no probes
-            self._openings[model] = coldness.Opening(
-                None, f"{coldness.METHOD_RUNNER}: {how}",
-                counts_shared=version_at_least(self.engine_version, (0, 30, 1)))
-            self.sink(Phase(f"cold prefill of {model}: the runner counts each request's cached tokens ({how})"))
-            return
-        opts = dict(self.options(model), num_predict=1)
-        if getattr(self.engine, "kind", "") == "llama.cpp":
-            opts["cache_prompt"] = True  # the probes must reuse what they share, to show it
-
-        ceiling = self.s.timeout_s
-
-        async def send(prompt: str, system: str | None):
-            # sent like a repetition (run_rep): the same options and keep-alive, so the
-            # probes change nothing a repetition would not; and bounded like one, by the
-            # per-request ceiling (an engine that stalls mid-probe must not hold the bench)
-            async def one():
-                done = None
-                stream = self.engine.generate(model, prompt, options=opts, keep_alive=self.keep_alive(model),
-                                              think=self.think_for(model), **coldness.request_kwargs(system))
-                try:
-                    async for ev in stream:
-                        if isinstance(ev, DoneEvent):
-                            done = ev
-                finally:
-                    aclose = getattr(stream, "aclose", None)
-                    if aclose is not None:
-                        await aclose()
-                return done
-
-            return await asyncio.wait_for(one(), timeout=ceiling)
-
-        ids = getattr(self.engine, "prompt_token_ids", None)
-        token_ids = (lambda p, sy: asyncio.wait_for(ids(model, p, sy), timeout=ceiling)) if callable(ids) else None
-        try:
-            opening = await coldness.measure_opening(self.nonce_position(model), self._model_system(model),
-                                                     self._nonce, send, token_ids)
-        except EngineError as exc:
-            opening = coldness.Opening(None, f"not measured: {redact_text(exc.message)}")
-        except asyncio.TimeoutError:
-            opening = coldness.Opening(None, f"not measured: the engine did not answer a probe within the "
-                                             f"{ceiling:g} s per-request ceiling")
-        self._openings[model] = opening
-        self.sink(Phase(coldness.describe(opening, self.nonce_position(model))))
-
-    async def read_identity(self, model: str) -> None:
-        """The runner serving `model` (once it is loaded), its build, flash attention, KV cache."""
-        try:
-            self._identity[model] = await engineid.read_identity(self.engine, model, self._shows.get(model),
-                                                                 self.engine_version, self.cfg)
-        except EngineError as exc:
-            self._identity[model] = {"engine.identity_error": redact_text(exc.message)}
-        await self.locate_runner(model)
-
-    async def locate_runner(self, model: str) -> None:
-        """Ollama: the llama-server runner serving `model`, read once it is loaded; why not,
-        said once per bench (everything then works as without it)."""
-        if not self._runner.active or self._runner.facts(model) is not None:
-            return
-        show = self._shows.get(model)
-        facts = await self._runner.locate(model, show.model_path if show is not None else "")
-        if facts is not None:
-            self.sink(Phase(f"{model}'s runner: {facts.short()}"))
-            return
-        note = self._runner.notes.get(model, "")
-        if note and note not in self._runner_said:
-            self._runner_said.add(note)
-            self.sink(Phase(f"runner not read ({note}): speculative acceptance and prompt-cache counts as "
-                            "Ollama's API gives them"))
 
     # ---- one repetition ---------------------------------------------------------------------
 
@@ -521,7 +171,7 @@ class BenchRunner:
         before_ps = await self._others_expiry(model)
         spec_before, counters_before = await self._spec.read_full(model) if self._spec.per_rep else (None, None)
         # no /metrics: the runner's /slots tells the request's cache count while it runs
-        peek_cache = (self._spec.per_rep and counters_before is None and self._runner.slots_on(model))
+        peek_cache = (self._spec.per_rep and counters_before is None and self.session.runners.slots_on(model))
         peek: asyncio.Future | None = None
         stream = self.engine.generate(model, prompt, options=self.options(model),
                                       keep_alive=self.keep_alive(model), think=self.think_for(model),
@@ -545,7 +195,7 @@ class BenchRunner:
                     if t_first is None:
                         t_first = now
                         if peek_cache:
-                            peek = asyncio.ensure_future(self._runner.cache_n_now(model))
+                            peek = asyncio.ensure_future(self.session.runners.cache_n_now(model))
                     t_last = now
                     r.client_tokens += 1
                     if ev.thinking:
@@ -594,13 +244,13 @@ class BenchRunner:
                     await aclose()
                 except Exception:
                     pass
-        if self._sampler is not None and not cancelled:
-            await asyncio.to_thread(self._sampler.sample_once)
+        if not cancelled:
+            await self.session.sample_once()
         end = time.perf_counter()
         flush(end)
         r.wall_s = end - t_send
         r.window = (t_send, end)
-        self._windows.append(r.window)
+        self.session.add_window(r.window)
         r.output = "".join(answer)
         r.thinking = "".join(thinking)
         r.ttft_s = None if t_first is None else t_first - t_send
@@ -623,7 +273,7 @@ class BenchRunner:
                 r.client_decode_basis = "engine eval_count"
             r.prompt_cached_tokens = done.prompt_cached_count
             # the duration covers only what was evaluated: count only that (coldness.py)
-            r.prompt_evaluated = coldness.evaluated_tokens(done, self._openings.get(model))
+            r.prompt_evaluated = coldness.evaluated_tokens(done, self.session.opening(model))
             if done.prompt_eval_duration_ns > 0 and r.prompt_evaluated > 0:
                 r.prefill_tps = r.prompt_evaluated / done.prompt_eval_duration_ns * 1e9
             # Ollama omits a zero load_duration (0 is a measurement); other engines never send it
@@ -677,8 +327,8 @@ class BenchRunner:
         from sparkctl.services.runners import evaluated_tokens
 
         r.prompt_cached_tokens = r.runner_cached = cache_n
-        r.cached_counted_apart = not version_at_least(self.engine_version, (0, 30, 1))
-        r.prompt_evaluated = evaluated_tokens(done.prompt_eval_count, cache_n, self.engine_version)
+        r.cached_counted_apart = not version_at_least(self.session.engine_version, (0, 30, 1))
+        r.prompt_evaluated = evaluated_tokens(done.prompt_eval_count, cache_n, self.session.engine_version)
         if done.prompt_eval_duration_ns > 0 and r.prompt_evaluated > 0:
             r.prefill_tps = r.prompt_evaluated / done.prompt_eval_duration_ns * 1e9
 
@@ -712,115 +362,78 @@ class BenchRunner:
                 moved.append(f"{name} served a request")
         return ", ".join(moved)
 
+
     # ---- the whole bench --------------------------------------------------------------------
 
     async def run(self, models: list[str]) -> list[ModelRun]:
-        models = list(dict.fromkeys(models))
-        lock = BenchLock(self.engine.host, models)
-        await lock.acquire(self.s.wait, lambda text: self.sink(Notice(text)))
-        try:
-            # what a dead bench left changed is put back before this one looks at what is resident
-            await repair_before(self.cfg, self.engine, lambda text: self.sink(Notice(text)), lock_held=True)
+        """Bench `models` (ModelNames, parsed where they entered; a plain str is taken as given)."""
+        models = model_names(models)
+        async with self.session.locked(models):
             return await self._run_locked(models)
-        finally:
-            lock.release()
 
     async def _run_locked(self, models: list[str]) -> list[ModelRun]:
-        self._start_ms = int(time.time() * 1000)
-        shows = await self.preflight(models)
-        runs = {m: ModelRun(m, show=shows[m], num_ctx=self.num_ctx(m), ctx_note=self._ctx_note.get(m, ""))
-                for m in models}
-        self.residency = ResidencyGuard(self.cfg, self.engine, models, mode=self.s.mode,
-                                        keep_loaded=self.s.keep_loaded)
-        await self.residency.begin(self.num_ctx, lambda text: self.sink(Notice(text)))
-        outcome = "FINISHED"
-        try:
-            if self.s.mode == "solo":
-                await self._unload_others(models)
-            self._sampler = GpuSampler(self.gpu_reader()).start()
+        session = self.session
+        session.start_ms = int(time.time() * 1000)
+        await session.preflight(models)
+        runs = {m: session.new_run(m) for m in models}
+
+        async def measure() -> None:
             if self.s.mode == "solo":
                 # Solo: each model alone in memory, one after another. Interleaving would
                 # reload a model before every repetition.
                 for m in models:
                     for other in models:
                         if other != m:
-                            await self._unload_if_resident(other)
+                            await session.unload_if_resident(other)
                     await self._bench_models([m], runs)
             else:
                 await self._bench_models(models, runs)
-        except (asyncio.CancelledError, KeyboardInterrupt):
-            outcome = "KILLED"
-            raise
-        except BenchRefused as exc:
-            outcome = "FAILED"  # MLflow has no "refused" status: the run says it in its guard tags
+
+        def refused(exc: BenchRefused) -> None:
             for run in runs.values():
                 if not run.completed:
                     run.refused = str(exc)
                     run.invalid.append(f"refused: {exc}")
-            raise
-        except BaseException:
-            outcome = "FAILED"
-            raise
-        finally:
-            # The wrap-up (lanes back, runs recorded) runs as its own task: a second Ctrl-C,
-            # SIGHUP or Escape while it runs must not leave production unloaded or a run
-            # unrecorded. Further cancellations wait for it.
-            wrap_up = await finish_shielded(self._wrap_up(models, runs, outcome),
-                                            lambda text: self.sink(Notice(text)))
-            # every ending (finished, stopped, failed) shows the runs as recorded: a stopped
-            # bench's finished repetitions belong on the screen, not only in MLflow
-            if outcome != "FAILED" and not wrap_up.cancelled() and wrap_up.exception() is None:
-                self.sink(BenchFinished(list(runs.values())))
+
+        await session.guarded(models, measure, lambda outcome, end_ms: self._wrap_up(runs, outcome, end_ms),
+                              on_refused=refused, ended=lambda: self.sink(BenchFinished(list(runs.values()))))
         return list(runs.values())
 
-    async def _wrap_up(self, models: list[str], runs: dict[str, "ModelRun"], outcome: str) -> None:
-        sampler = self._sampler
-        if sampler is not None:
-            sampler.stop()
-        end_ms = int(time.time() * 1000)
-        # Residency first (the journal already holds every finished repetition), so the
-        # runs can say whether the engine was left as it was found.
-        self.lane_restore = await end_residency(self.residency, self.sink)
+    async def _wrap_up(self, runs: dict[str, ModelRun], outcome: str, end_ms: int) -> None:
+        sampler = self.session.sampler
         for run in runs.values():
             if outcome != "FINISHED" and not run.completed:
                 run.status = outcome  # a model that finished before the failure keeps its run
-            self._finish(run, sampler)
-        if self.recorder is not None:
-            for run in runs.values():
-                if run.reps or run.status != "FINISHED":
-                    record = self.to_record(run, self._start_ms, end_ms, sampler)
-                    # the first run on a new store waits seconds for its set-up: say what runs
-                    self.sink(Phase(f"recording the run of {run.model}…"))
-                    result = await asyncio.to_thread(self.recorder, record)
-                    if result is not None:
-                        run.sync_message = result.message
-                        run.run_id = result.run_id
-                        run.not_saved = bool(getattr(result, "lost", False))
+            self.finish(run, sampler)
+        for run in runs.values():
+            if run.reps or run.status != "FINISHED":
+                if self.session.recorder is not None:
+                    await self.session.record(self.to_record(run, self.began_ms, end_ms, sampler), into=run,
+                                              what=run.model)
 
-    async def _journal(self, run: ModelRun) -> None:
+    async def journal_run(self, run: ModelRun) -> None:
         """The run so far (status KILLED until it ends) into the spool, fsynced."""
-        if self.journal is None or self._journal_failed:
+        if self._journal_failed:
             return
-        try:
+
+        def build():
             # the run as it would be recorded if the process died now: summary and flags included
             snap = copy.deepcopy(run)
             snap.status = "KILLED"
-            self._finish(snap, self._sampler)
-            record = self.to_record(snap, self._start_ms, int(time.time() * 1000), self._sampler,
-                                    status="KILLED")
-            await asyncio.to_thread(self.journal, record)
-        except Exception as exc:  # a full disk must not end the bench; say so once
-            self._journal_failed = True
-            self.sink(Phase(f"journal not written ({exc}); a crash would lose this run"))
+            self.finish(snap, self.session.sampler)
+            return self.to_record(snap, self.began_ms, int(time.time() * 1000), self.session.sampler,
+                                  status="KILLED")
+
+        self._journal_failed = not await self.session.write_journal(build)
 
     async def _bench_models(self, models: list[str], runs: dict[str, ModelRun]) -> None:
         """Load and check each model, warm each up, then the interleaved repetitions."""
         for m in models:
-            self.sink(Phase(self.load_phase(m)))
+            self.sink(Phase(self.session.load_phase(m)))
             await self.check_placement(runs[m], m, before=True)
-            await self._idle_check(runs[m])
-            await self.read_identity(m)  # first: Ollama's runner, if read, makes the opening's probes needless
-            await self.measure_opening(m)
+            await self.session.idle_check(runs[m])
+            await self.session.read_identity(m)  # first: Ollama's runner, if read, makes the opening's probes needless
+            await self.session.measure_opening(m)
         # Other models' expiries from here to the first measured request: one that moves was
         # serving someone else while ours loaded and warmed up (a shared engine).
         bench_keys = {model_key(m) for m in models}
@@ -852,20 +465,13 @@ class BenchRunner:
                 raise
             runs[m].reps.append(res)
             self.sink(RepDone(res))
-            await self._journal(runs[m])
+            await self.journal_run(runs[m])
             # --until-resolved checks after every round, whatever its ceiling is
             if until and m == models[-1] and self._resolved(runs[models[0]], runs[models[1]], total):
                 break
         for m in models:
             await self.check_placement(runs[m], m, before=False)
             runs[m].completed = True
-
-    def load_phase(self, model: str) -> str:
-        """What the status line says before a model's first request: "loading" only when a
-        load happens (a model resident at the run's context is only checked)."""
-        if self.residency is not None and not self.residency.loads(model):
-            return f"{model} is resident at num_ctx {self.num_ctx(model)}: checking where it runs"
-        return f"loading {model}"
 
     def _resolved(self, a: ModelRun, b: ModelRun, max_reps: int) -> bool:
         """--until-resolved: after each round, whether the decode difference is settled."""
@@ -882,143 +488,7 @@ class BenchRunner:
         self.sink(Phase(f"{why} after {len(b.reps)} repetitions each"))
         return True
 
-    async def _idle_check(self, run: ModelRun) -> None:
-        """Before a model's repetitions: is anything else using the GPU? NVML's utilization
-        averages over ~1 s, so it is read after a pause with no request of ours."""
-        gpu_probe = getattr(self.probes, "gpu_probe", None)
-        if gpu_probe is None or self._sampler is None:
-            return
-        from sparkctl.services.bench.sampler import NVML_AVERAGING_S
-
-        await asyncio.sleep(NVML_AVERAGING_S)
-        try:
-            report = await asyncio.to_thread(self.gpu_reader())
-        except Exception:
-            return
-        sample = self._sampler.aggregate(report)
-        util = sample.get("util_pct") if sample else None
-        if util is not None and util >= 20.0:
-            run.flags.append(f"foreign load: the GPU was {util:.0f}% busy before {run.model}'s "
-                             "repetitions, with no request of the bench running")
-
-    def gpu_reader(self):
-        """Only the GPU for the 0.5 s sampler when the probes can (not /proc as well)."""
-        gpu_probe = getattr(self.probes, "gpu_probe", None)
-        if gpu_probe is not None and hasattr(gpu_probe, "read"):
-            return gpu_probe.read
-        return lambda: self.probes.read().gpu
-
-    async def _unload_if_resident(self, model: str) -> None:
-        # the residency journal already names every model solo unloads (ResidencyGuard.begin)
-        if any(model_key(r.name) == model_key(model) for r in await self.engine.ps()):
-            self.sink(Phase(f"solo: unloading {model}"))
-            await self.engine.unload(model)
-
-    async def _unload_others(self, models: list[str]) -> set[str]:
-        want = {model_key(m) for m in models}
-        gone = set()
-        for rm in await self.engine.ps():
-            if model_key(rm.name) not in want:
-                self.sink(Phase(f"solo: unloading {rm.name}"))
-                await self.engine.unload(rm.name)
-                gone.add(model_key(rm.name))
-        return gone
-
-    async def check_placement(self, run: ModelRun, model: str, before: bool) -> None:
-        if not getattr(self.engine, "reports_placement", True):
-            await self._unverified_placement(run, model, before)
-            return
-        if before:
-            await self.engine.load(model, keep_alive=self.keep_alive(model),
-                                   options={"num_ctx": self.num_ctx(model)})
-            await self._engine_gpus()
-        resident = {model_key(r.name): r for r in await self.engine.ps()}
-        rm: ResidentModel | None = resident.get(model_key(model))
-        label = placement(rm.size, rm.size_vram).label if rm else "not resident"
-        if rm is not None and rm.digest:
-            self._digests[model] = rm.digest
-        if before:
-            run.placement_before = label
-        else:
-            run.placement_after = label
-        if rm is not None and rm.size:
-            run.resident_bytes = rm.size
-        if rm is None or label != "100% GPU":
-            msg = f"{model} placement {'before' if before else 'after'} the run: {label}"
-            if before and not self.s.allow_cpu:
-                raise BenchRefused(f"{msg}; the bench needs 100% GPU (use --allow-cpu to run it marked invalid)")
-            run.invalid.append(msg)
-
-    async def _engine_gpus(self) -> None:
-        """The GPUs a local Ollama's runner processes use, so power, clocks and foreign load
-        are read there and not on GPUs that serve other jobs (a multi-GPU box)."""
-        if self._sampler is None:
-            return
-        from sparkctl.probes.listeners import listener_pid, process_tree
-
-        pid = await asyncio.to_thread(listener_pid, self.engine.host)
-        if pid is None:
-            return
-        pids = await asyncio.to_thread(process_tree, pid)
-        report = await asyncio.to_thread(self.gpu_reader())
-        used = {g.index for g in report.gpus if isinstance(g.processes, tuple)
-                and any(p.pid in pids and p.used_bytes for p in g.processes)}
-        if used:
-            self._sampler.indices = (self._sampler.indices or set()) | used
-            self.host_facts["guard.engine_gpus"] = ",".join(str(i) for i in sorted(self._sampler.indices))
-
-    async def _unverified_placement(self, run: ModelRun, model: str, before: bool) -> None:
-        """Engines that cannot say where the weights sit (llama-server, vLLM, SGLang): check
-        the model is served, record placement as unknown and flag it; neither refuse the run
-        nor claim a GPU placement nobody saw."""
-        label = f"unknown ({self.engine.kind} does not report placement)"
-        if before:  # the engine's load() checks that the model is served and raises if not
-            await self.engine.load(model, keep_alive=self.keep_alive(model),
-                                   options={"num_ctx": self.num_ctx(model)})
-            evidence = await self._nvml_evidence(model)
-            if evidence:
-                label += f"; {evidence}"
-        else:
-            try:
-                await self.engine.show(model)
-            except ModelNotFound:
-                label = "not served"
-        if before:
-            run.placement_before = label
-            run.flags.append(f"placement not verified: {self.engine.kind} does not report where the weights are")
-        else:
-            run.placement_after = label
-        if label == "not served":
-            run.invalid.append(f"{model} is no longer served by {redact_uri(self.engine.host)} after the run")
-
-    async def _nvml_evidence(self, model: str) -> str:
-        """What NVML says about a local engine's process: evidence, not a placement claim
-        (a partly offloaded model with a large KV cache can hold as much GPU memory)."""
-        from sparkctl.probes.listeners import listener_pid
-
-        pid = await asyncio.to_thread(listener_pid, self.engine.host)
-        if pid is None:
-            return ""
-        host = await asyncio.to_thread(self.probes.read)
-        readable = [g for g in host.gpu.gpus if isinstance(g.processes, tuple)]
-        if not readable:
-            return ""  # no GPU, or NVML cannot list processes: no evidence either way
-        for g in readable:
-            for proc in g.processes:
-                if proc.pid == pid and proc.used_bytes:
-                    size = self._sizes.get(model) or 0
-                    self.host_facts["guard.engine_pid"] = str(pid)
-                    self.host_facts["guard.engine_gpu_bytes"] = str(proc.used_bytes)
-                    if self._sampler is not None:  # energy and clocks from the engine's GPUs only
-                        self._sampler.indices = {x.index for x in readable
-                                                 if any(p.pid == pid for p in x.processes)}
-                    of = f" for a {size / GIB:.2f} GiB model" if size else ""
-                    return f"NVML: pid {pid} holds {proc.used_bytes / GIB:.2f} GiB on GPU {g.index}{of}"
-        self.host_facts["guard.engine_pid"] = str(pid)
-        self.host_facts["guard.engine_gpu_bytes"] = "0"
-        return f"NVML: pid {pid} holds no GPU memory"
-
-    def _judge_prefill(self, run: ModelRun) -> None:
+    def judge_prefill(self, run: ModelRun) -> None:
         """Mark the requests served from the prompt cache, from the engine's own counts."""
         requests = run.warmups + run.reps
         verdicts = prefill.judge([prefill.PrefillSample(
@@ -1041,7 +511,8 @@ class BenchRunner:
                 run.flags.append(f"cache warm requested, but {len(misses)} repetition(s) evaluated the "
                                  "whole prompt")
 
-    def _finish(self, run: ModelRun, sampler: GpuSampler | None) -> None:
+    def finish(self, run: ModelRun, sampler: GpuSampler | None) -> None:
+        """The run's flags and summary from its repetitions (at its end, and for each journal)."""
         reps = run.reps
         if run.status == "FINISHED" and (not reps or all(r.error or r.dnf for r in reps)):
             # nothing was measured (every repetition an error, or past the ceiling with no
@@ -1049,7 +520,7 @@ class BenchRunner:
             run.status = "FAILED"
             if reps and all(r.dnf for r in reps):
                 run.flags.append(f"nothing measured: all {len(reps)} repetition(s) were DNF; the run is FAILED")
-        self._judge_prefill(run)
+        self.judge_prefill(run)
         if any(r.reload for r in reps):
             run.flags.append("reload detected after warm-up")
         ctx = self.num_ctx(run.model)
@@ -1066,7 +537,7 @@ class BenchRunner:
             mine = [r.window for r in reps if r.window]
             if mine:
                 # every request of the bench (other models', warm-ups) is the bench's own load
-                busy = sampler.busy_outside(self._windows, mine[0][0], mine[-1][1])
+                busy = sampler.busy_outside(self.session.windows, mine[0][0], mine[-1][1])
                 if busy:
                     run.flags.append(f"foreign load: the GPU was up to {max(u for _, u in busy):.0f}% busy "
                                      "between repetitions, while no request of the bench ran")
@@ -1103,12 +574,12 @@ class BenchRunner:
         positions = [r.spec_per_pos for r in ok if r.spec_per_pos]
         for k in range(max((len(p) for p in positions), default=0)):
             summ[f"spec_accepted_pos{k}_total"] = float(sum(p[k] for p in positions if k < len(p)))
-        opening = self._openings.get(run.model)
+        opening = self.session.opening(run.model)
         if opening is not None and opening.method.startswith(coldness.METHOD_RUNNER):
             counted = sorted(r.runner_cached for r in run.reps if r.runner_cached is not None)
             if counted:  # what every cold request reused: the template's opening, as the runner counted it
                 opening = replace(opening, tokens=counted[len(counted) // 2])
-                self._openings[run.model] = opening
+                self.session.set_opening(run.model, opening)
         if opening is not None and opening.tokens is not None:
             summ["shared_prefix_tokens"] = float(opening.tokens)
         elif opening is not None and self.engine.kind == "ollama" and summ.get("prefill_tps_median"):
@@ -1167,7 +638,7 @@ class BenchRunner:
         quant = run.show.details.get("quantization_level", "")
         bits = bits_per_weight_from_quant(quant)
         if bits is None and total_params:
-            size = self._sizes.get(run.model)
+            size = self.session.size(run.model)
             bits = bits_per_weight_from_size(size, total_params) if size else None
         if not params or not bits:
             return None
@@ -1200,18 +671,12 @@ class BenchRunner:
             "cache_method": ("cache_prompt=false (llama-server)" if not self.cold_by_request and s.cache == prefill.COLD
                              else prefill.PREAMBLE_FORMAT if s.cache == prefill.COLD else prefill.FOLLOW_UP_FORMAT),
         }
-        opening = self._openings.get(run.model)
+        opening = self.session.opening(run.model)
         not_ignored = [f for f in run.flags if f not in run.invalid]
+        session = self.session
         tags = {
-            "sparkctl.version": __version__,
-            "engine.kind": self.engine.kind, "engine.version": self.engine_version,
-            "engine.host": redact_uri(self.engine.host),
-            "model.name": run.model,
-            "model.key": model_key(run.model),  # 'qwen3' and 'qwen3:latest' alike, for exact filters
-            "model.digest": self._digests.get(run.model, ""),
-            "model.quantization": details.get("quantization_level", ""),
-            "model.parameter_size": details.get("parameter_size", ""),
-            "model.family": details.get("family", ""),
+            **session.engine_tags(),
+            **session.model_tags(run.model),
             "guard.mode": s.mode,
             "guard.cache_policy": s.cache,
             "guard.placement_before": run.placement_before,
@@ -1233,27 +698,21 @@ class BenchRunner:
             tags["guard.lane_restore"] = run.lane_restore
         if opening is not None:
             tags.update(opening.tags(self.nonce_position(run.model)))
-        tags.update(self._identity.get(run.model, {}))
-        tags.update(self._runner.tags(run.model))
-        if self._runner.per_request_cache(run.model):
-            tags["bench.prompt_cache_count"] = self._runner.per_request_cache(run.model)
+        tags.update(session.runner_tags(run.model))
+        if session.runners.per_request_cache(run.model):
+            tags["bench.prompt_cache_count"] = session.runners.per_request_cache(run.model)
         if run.show is not None:
             tags.update(model_shape.shape(run.show.model_info, details.get("quantization_level", "")))
         if run.residency:
             tags["guard.residency"] = run.residency
-        identity = self.workload(run)
-        tags.update(identity.to_tags())
-        tags["sparkctl.kind"] = identity.kind
+        tags.update(session.workload_tags(self.workload(run)))
         if run.ctx_note:
             # where the one context of this decision came from (services/bench/context.py)
-            tags["bench.num_ctx_source"] = self.context.source if self.context is not None else "resident"
+            tags["bench.num_ctx_source"] = session.context.source if session.context is not None else "resident"
             tags["bench.num_ctx_note"] = run.ctx_note
-        engine_identity = getattr(self.engine, "identity", None)
-        if callable(engine_identity):
-            # e.g. engine.build: a comparison must never mix engine builds by accident
-            tags.update({k: str(v) for k, v in engine_identity().items()})
-        if self._ctx_requested is not None:
-            tags["bench.num_ctx_requested"] = str(self._ctx_requested)
+        tags.update(session.build_tags())
+        if session.ctx_requested is not None:
+            tags["bench.num_ctx_requested"] = str(session.ctx_requested)
             tags["bench.num_ctx_source"] = "server"
         if sampler is not None:
             gs = sampler.summary(_windows(run))
@@ -1317,18 +776,6 @@ class BenchRunner:
         return out
 
 
-async def end_residency(guard: ResidencyGuard | None, sink: Sink) -> LaneRestore:
-    """The end of every tracked run: put back what the guard borrowed, each error loud."""
-    if guard is None:
-        return LaneRestore()
-    out = await guard.end(lambda text: sink(Phase(text)))
-    for line in out.errors():
-        sink(Notice(line))
-    for line in out.summary():
-        sink(Phase(line))
-    return out
-
-
 def _windows(run: ModelRun) -> list[tuple[float, float]]:
     """The time spans of one model's measured requests, for its share of the GPU samples."""
     return [r.window for r in run.reps if r.window is not None]
@@ -1343,19 +790,3 @@ def _client_tps(tokens: int, t_first: float | None, t_last: float | None) -> flo
     if t_first is None or t_last is None or tokens < 2 or t_last <= t_first:
         return None
     return (tokens - 1) / (t_last - t_first)
-
-
-def _host_tags(host) -> dict[str, str]:
-    tags = {"host.name": host.hostname}
-    gpu = host.gpu
-    if gpu.gpus:
-        g = gpu.gpus[0]
-        tags["gpu.name"] = str(g.name) if not isinstance(g.name, Unavailable) else "n/a"
-        tags["gpu.driver"] = str(g.driver) if not isinstance(g.driver, Unavailable) else "n/a"
-        tags["gpu.unified_memory"] = str(g.unified_memory).lower()
-    else:
-        tags["gpu.name"] = f"none ({gpu.unavailable.reason})" if gpu.unavailable else "none"
-    if isinstance(host.meminfo, MemInfo):
-        tags["host.mem_total_gib"] = f"{host.meminfo.total / GIB:.1f}"
-        tags["host.mem_available_gib"] = f"{host.meminfo.available / GIB:.1f}"
-    return tags

@@ -1,9 +1,9 @@
 """Workload sweeps: model x profile x context depth x concurrency, one MLflow run per cell.
 
-Built on BenchRunner rather than beside it: every cell is a BenchRunner (`CellRunner`) that
-shares the sweep's preflight, lock, GPU sampler and lane restore, so each cell keeps the
-single bench's guards (placement, free memory, throttling, cache policy, DNF, foreign load)
-and its record. What a sweep adds:
+Built on BenchRunner rather than beside it: every cell is a BenchRunner (`CellRunner`) on the
+sweep's MeasurementSession (session.py: its preflight, lock, GPU sampler and lane restore), so
+each cell keeps the single bench's guards (placement, free memory, throttling, cache policy,
+DNF, foreign load) and its record. What a sweep adds:
 - concurrency: a cell runs `reps` rounds of K requests sent at once; the runner's
   run_rep is reused as is, K at a time;
 - per-chunk arrival times for inter-token latency, taken by a thin engine wrapper
@@ -41,16 +41,13 @@ from sparkctl.core.latency import Slo
 from sparkctl.core.sweep import Cell, CellResult, RequestSample, cell_stats, context_needed, plan, round_ctx
 from sparkctl.core.workload import WorkloadIdentity, sha256_text
 from sparkctl.engines.base import TokenEvent
-from sparkctl.services.bench.lanes import LaneRestore
-from sparkctl.services.bench.residency import ResidencyGuard
-from sparkctl.services.bench.wrapup import finish_shielded
-from sparkctl.services.bench.lock import BenchLock
-from sparkctl.services.bench.recovery import repair_before
+from sparkctl.services.bench.events import Phase
+from sparkctl.services.bench.lane_restore import LaneRestore
 from sparkctl.services.bench.profiles import Profile
-from sparkctl.services.bench.runner import (
-    BenchRefused, BenchRunner, BenchSettings, ModelRun, Notice, Phase, RepResult, end_residency,
-)
-from sparkctl.services.bench.sampler import GpuSampler
+from sparkctl.services.bench.results import ModelRun, RepResult
+from sparkctl.services.bench.runner import BenchRunner
+from sparkctl.services.bench.session import MeasurementSession, model_names
+from sparkctl.services.bench.settings import BenchRefused, BenchSettings
 from sparkctl.tracking.record import RunRecord, new_record_id
 
 _CHUNKS: contextvars.ContextVar[list[float] | None] = contextvars.ContextVar("sweep_chunks", default=None)
@@ -124,20 +121,16 @@ class SweepResult:
 
 
 class CellRunner(BenchRunner):
-    """One cell: the parent sweep's preflight state, its own prompt (depth + profile),
-    num_predict, format and concurrency."""
+    """One cell: a BenchRunner on the sweep's session (its preflight state), with its own
+    prompt (depth + profile), num_predict, format and concurrency."""
 
-    def __init__(self, parent: BenchRunner, settings: BenchSettings, cell: Cell, profile: Profile,
+    def __init__(self, session: MeasurementSession, settings: BenchSettings, cell: Cell, profile: Profile,
                  sweep_id: str, slo: Slo | None, depth_target: int, baseline_prompt_tokens: int | None,
                  parent_record_id: str = "", order: int | None = None) -> None:
-        super().__init__(parent.cfg, parent.engine, parent.probes, settings, sink=parent._sink,
-                         recorder=None, journal=parent.journal)
-        for name in ("engine_version", "_shows", "_digests", "_sizes", "_ctx", "_ctx_note",
-                     "_ctx_requested", "_sampler", "_windows", "_start_ms", "residency", "_openings", "_identity",
-                     "_runner", "_runner_said"):
-            setattr(self, name, getattr(parent, name))
-        self._spec.runner = parent._spec.runner  # the runners the sweep located, read around each cell
-        self.host_facts = dict(parent.host_facts)
+        # requests in flight together: an engine's counters are read around the cell, not each request
+        super().__init__(session.cfg, session.engine, session.probes, settings, session=session,
+                         per_request_counters=cell.concurrency == 1)
+        self.host_facts = dict(session.host_facts)
         self.cell = cell
         self.profile = profile
         self.sweep_id = sweep_id
@@ -151,8 +144,6 @@ class CellRunner(BenchRunner):
         self.rounds: dict[int, int] = {}  # index -> round
         self.queued_ids: set[int] = set()
         self.num_parallel = ""
-        # requests in flight together: an engine's counters are read around the cell, not each request
-        self._spec.per_rep = cell.concurrency == 1
 
     async def run_rep(self, model: str, index: int, warmup: bool, round_no: int = 0) -> RepResult:
         times: list[float] = []
@@ -172,7 +163,7 @@ class CellRunner(BenchRunner):
             self.queued_ids.add(r.index)
         return r
 
-    def _judge_prefill(self, run: ModelRun) -> None:
+    def judge_prefill(self, run: ModelRun) -> None:
         if self.profile.context_load:
             # llama-benchy's prefix caching: the context is in the cache on purpose (loaded just
             # before, and kept from cell to cell, never reset), and each request prefills its
@@ -186,7 +177,7 @@ class CellRunner(BenchRunner):
                 r.cache_note = ("context loaded before the cell (prefix caching, llama-benchy's method)"
                                 if self.cell.depth else "depth 0: nothing to cache, the pp text is fresh")
             return
-        super()._judge_prefill(run)
+        super().judge_prefill(run)
 
     # ---- what the cell measured -------------------------------------------------------------
 
@@ -297,39 +288,41 @@ class CellRunner(BenchRunner):
 class SweepRunner:
     def __init__(self, cfg, engine, probes, settings: BenchSettings, profiles: list[Profile], depths: list[int],
                  concurrencies: list[int], slo: Slo | None = None, sink=None, recorder=None, journal=None,
-                 ctx_explicit: bool = False, schedule: list[tuple[int, int]] | None = None,
+                 schedule: list[tuple[int, int]] | None = None,
                  grid: str = "") -> None:
-        self.cfg = cfg
         # a published order of (depth, concurrency) cells, kept exactly (Spark Arena's), and
         # the name of the published grid it comes from ("arena-v2"); None/"": the own order
         self.schedule = schedule
         self.grid = grid
         self.parent_record_id = new_record_id()
-        self.engine = _TimedEngine(engine)
-        self.probes = probes
-        self.s = settings
+        # what every cell shares: lock, preflight, residency, sampler, identity, recording
+        self.session = MeasurementSession(cfg, _TimedEngine(engine), probes, settings, kind="sweep", sink=sink,
+                                          recorder=recorder, journal=journal)
+        self.cfg = cfg
+        self.engine = self.session.engine
         self.profiles = {p.name: p for p in profiles}
         self.depths = depths
         self.concurrencies = concurrencies
         self.slo = slo
-        self._sink = sink or (lambda ev: None)
-        self.recorder = recorder
-        self.journal = journal
-        self.ctx_explicit = ctx_explicit
         self.sweep_id = time.strftime("%Y%m%dT%H%M%S") + "-" + secrets.token_hex(3)
         self.result = SweepResult(self.sweep_id, slo=slo)
-        self.base: BenchRunner | None = None
+
+    @property
+    def s(self) -> BenchSettings:
+        return self.session.settings
+
+    @property
+    def engine_version(self) -> str:
+        """The engine's version as the preflight read it ("" before the sweep began)."""
+        return self.session.engine_version if self.session.start_ms else ""
 
     def sink(self, ev: Any) -> None:
-        try:
-            self._sink(ev)
-        except Exception:
-            self._sink = lambda ev: None
+        self.session.sink(ev)
 
-    def parent_record(self, base: BenchRunner, models: list[str], outcome: str, end_ms: int) -> RunRecord:
+    def parent_record(self, models: list[str], outcome: str, end_ms: int) -> RunRecord:
         """The sweep's own MLflow run: what it asked, the cells in the order they ran (or were
         to run), how many finished; its cells are written as its children."""
-        return _sweep_parent(self, base, models, outcome, end_ms)
+        return _sweep_parent(self, models, outcome, end_ms)
 
     def context_needed(self) -> int:
         """The context the deepest cell needs, with prompts counted at 3 characters a token
@@ -339,32 +332,27 @@ class SweepRunner:
                    for p in self.profiles.values())
 
     async def run(self, models: list[str]) -> SweepResult:
-        models = list(dict.fromkeys(models))
-        lock = BenchLock(self.engine.host, models)
-        await lock.acquire(self.s.wait, lambda text: self.sink(Notice(text)))
-        try:
-            await repair_before(self.cfg, self.engine, lambda text: self.sink(Notice(text)), lock_held=True)
+        models = model_names(models)
+        async with self.session.locked(models):
             await self._run_locked(models)
-        finally:
-            lock.release()
         return self.result
 
     async def _run_locked(self, models: list[str]) -> None:
         need = self.context_needed()
         s = self.s
-        if self.ctx_explicit and s.num_ctx < need:
+        if s.ctx_explicit and s.num_ctx < need:
             raise BenchRefused(f"depth {max(self.depths)} needs num_ctx >= {need} (depth + prompt + num_predict); "
                                f"--ctx is {s.num_ctx}")
         if s.num_ctx < need:
             s = replace(s, num_ctx=round_ctx(need), ctx_explicit=True, ctx_why="for the sweep")
             self.sink(Phase(f"num_ctx {s.num_ctx} for depth {max(self.depths)} (fixed for the whole sweep)"))
-        base = BenchRunner(self.cfg, self.engine, self.probes, s, sink=self._sink, journal=self.journal)
-        self.base = base
-        base._start_ms = int(time.time() * 1000)
-        shows = await base.preflight(models)
+        session = self.session
+        session.settings = s
+        session.start_ms = int(time.time() * 1000)
+        shows = await session.preflight(models)
         for m in models:
             trained = _trained_ctx(shows[m].model_info)
-            ctx = base.num_ctx(m)
+            ctx = session.num_ctx(m)
             if trained and need > trained:
                 raise BenchRefused(f"depth {max(self.depths)} needs {need} tokens of context; {m} was trained "
                                    f"for {trained}")
@@ -373,36 +361,21 @@ class SweepRunner:
                                    f"num_ctx {ctx}" + (" (the server's context per slot: restart it with a larger -c)"
                                                        if getattr(self.engine, "fixed_context", False) else
                                                        " (pass --ctx to reload it larger)"))
-        self.result.num_parallel = await asyncio.to_thread(_num_parallel, self.engine, self.cfg, base.engine_version)
-        base.residency = ResidencyGuard(self.cfg, self.engine, models, kind="sweep", mode=s.mode,
-                                        keep_loaded=s.keep_loaded)
-        await base.residency.begin(base.num_ctx, lambda text: self.sink(Notice(text)))
-        outcome = "FINISHED"
-        try:
-            if s.mode == "solo":
-                await base._unload_others(models)
-            base._sampler = GpuSampler(base.gpu_reader()).start()
-            await self._cells(base, models)
-        except (asyncio.CancelledError, KeyboardInterrupt):
-            outcome = "KILLED"
-            raise
-        except BaseException:
-            outcome = "FAILED"
-            raise
-        finally:
-            await finish_shielded(self._wrap_up(base, models, outcome),
-                                  lambda text: self.sink(Notice(text)), what="the cells")
+        self.result.num_parallel = await asyncio.to_thread(_num_parallel, self.engine, self.cfg,
+                                                           session.engine_version)
+        await session.guarded(models, lambda: self._cells(models),
+                              lambda outcome, end_ms: self._wrap_up(models, outcome, end_ms), what="the cells")
 
-    async def _calibrate(self, base: BenchRunner, model: str) -> tuple[float, dict[str, int | None]]:
+    async def _calibrate(self, model: str) -> tuple[float, dict[str, int | None]]:
         """Chars per token of the depth text and each profile's own prompt tokens, from the
         engine's prompt_eval_count (num_predict 1 requests, cold)."""
-        s1 = replace(base.s, num_predict=1, warmup=0, reps=1)
+        s1 = replace(self.s, num_predict=1, warmup=0, reps=1)
         counts: dict[str, int | None] = {}
 
         async def count(prompt: str) -> int | None:
-            probe = BenchRunner(self.cfg, self.engine, self.probes, replace(s1, prompt=prompt))
-            for name in ("engine_version", "_shows", "_ctx", "_windows", "residency"):
-                setattr(probe, name, getattr(base, name))
+            # a request of the sweep's (its keep-alive, its context), counted and nothing else
+            probe = BenchRunner(self.cfg, self.engine, self.session.probes, replace(s1, prompt=prompt),
+                                session=self.session, per_request_counters=False)
             r = await probe.run_rep(model, -99, True)
             return r.prompt_eval_count if not (r.error or r.dnf) else None
 
@@ -422,7 +395,8 @@ class SweepRunner:
                 self.sink(Phase(f"{model}: could not calibrate the depth text; assuming {cpt:g} characters a token"))
         return cpt, counts
 
-    async def _cells(self, base: BenchRunner, models: list[str]) -> None:
+    async def _cells(self, models: list[str]) -> None:
+        session = self.session
         cells = plan(models, list(self.profiles), self.depths, self.concurrencies, self.schedule)
         if self.s.mode == "solo":  # each model alone: all its cells, then the next model's
             cells.sort(key=lambda c: models.index(c.model))
@@ -434,39 +408,38 @@ class SweepRunner:
             if self.s.mode == "solo" and m not in warmed:
                 for other in models:
                     if other != m:
-                        await base._unload_if_resident(other)
+                        await session.unload_if_resident(other)
             prof = self.profiles[cell.profile]
-            setup = ModelRun(m, show=base._shows[m], num_ctx=base.num_ctx(m))
+            setup = session.new_run(m, with_ctx_note=False)
             if m not in warmed:
-                self.sink(Phase(base.load_phase(m)))
-                await base.check_placement(setup, m, before=True)
-                await base.read_identity(m)  # first: a runner that counts cached tokens makes probes needless
-                await base.measure_opening(m, counted_per_request=False)  # cells of several requests at once
-                if base.s.warmup:
-                    wr = CellRunner(base, replace(base.s, prompt=prof.prompt, num_predict=prof.num_predict),
+                self.sink(Phase(session.load_phase(m)))
+                await session.check_placement(setup, m, before=True)
+                await session.read_identity(m)  # first: a runner that counts cached tokens makes probes needless
+                await session.measure_opening(m, counted_per_request=False)  # cells of several requests at once
+                if self.s.warmup:
+                    wr = CellRunner(session, replace(self.s, prompt=prof.prompt, num_predict=prof.num_predict),
                                     cell, prof, self.sweep_id, None, 0, None, self.parent_record_id)
-                    for w in range(base.s.warmup):
-                        self.sink(Phase(f"{m}: warm-up {w + 1}/{base.s.warmup}"))
+                    for w in range(self.s.warmup):
+                        self.sink(Phase(f"{m}: warm-up {w + 1}/{self.s.warmup}"))
                         await wr.run_rep(m, -1 - w, True)
-                calib[m] = await self._calibrate(base, m)
-                await base._idle_check(setup)
+                calib[m] = await self._calibrate(m)
+                await session.idle_check(setup)
                 warmed.add(m)
             cpt, counts = calib[m]
             depth_text = depthtext.text_for_tokens(cell.depth, cpt)
             prompt = depthtext.assemble(depth_text, prof.prompt)
-            cs = replace(base.s, prompt=prompt, num_predict=prof.num_predict, warmup=0,
+            cs = replace(self.s, prompt=prompt, num_predict=prof.num_predict, warmup=0,
                          follow_up_chars=int(prof.pp_tokens * cpt) if prof.pp_tokens else 0)
             baseline = counts.get(cell.profile)
             if baseline and prof.pp_tokens:
                 baseline += prof.pp_tokens  # each request's fresh pp text is prompt, not depth
-            cr = CellRunner(base, cs, cell, prof, self.sweep_id, self.slo, cell.depth,
+            cr = CellRunner(session, cs, cell, prof, self.sweep_id, self.slo, cell.depth,
                             baseline + _assembly_overhead(cpt) if (baseline and cell.depth) else baseline,
                             self.parent_record_id, order=len(self.result.cells))
             cr.num_parallel = self.result.num_parallel
-            run = ModelRun(m, show=base._shows[m], num_ctx=base.num_ctx(m), ctx_note=base._ctx_note.get(m, ""))
+            run = session.new_run(m)
             run.flags.extend(f for f in setup.flags if f.startswith("foreign load"))  # the idle check
-            cr.lane_restore = None
-            cr._start_ms = int(time.time() * 1000)  # each cell its own span, not the sweep's
+            cr.start_ms = int(time.time() * 1000)  # each cell its own span, not the sweep's
             self.result.cells.append(CellRun(cell, prof, cr, run, cell.depth))
             self.sink(Phase(f"{m} {cell.key}: loading/checking placement"))
             await cr.check_placement(run, m, before=True)
@@ -476,7 +449,7 @@ class SweepRunner:
                 self.sink(Phase(f"{m} {cell.key}: loading the context ({k} request(s), not measured)"))
                 loads = await asyncio.gather(*(cr.run_rep(m, -1000 - j, True) for j in range(k)))
                 run.warmups.extend(loads)  # the cold reference the cache check judges the measured ones by
-            spec_start = await cr._spec.read(m)
+            spec_start = await cr.spec_counters(m)
             for rnd in range(cs.reps):
                 self.sink(Phase(f"{m} {cell.key}: round {rnd + 1}/{cs.reps}, {k} request(s) at once"))
                 tasks = [asyncio.ensure_future(cr.run_rep(m, rnd * k + j, False, rnd)) for j in range(k)]
@@ -491,50 +464,43 @@ class SweepRunner:
                         run.reps.append(cr.interrupted)
                     raise
                 run.reps.extend(done)
-                await cr._journal(run)
-            spec_end = await cr._spec.read(m)
+                await cr.journal_run(run)
+            spec_end = await cr.spec_counters(m)
             if spec_start is not None and spec_end is not None and spec_end.drafted is not None:
                 run.spec_total = spec_end.minus(spec_start)
             await cr.check_placement(run, m, before=False)
             run.completed = True
             self.result.cells[-1].end_ms = int(time.time() * 1000)
 
-    async def _wrap_up(self, base: BenchRunner, models: list[str], outcome: str) -> None:
-        sampler = base._sampler
-        if sampler is not None:
-            sampler.stop()
-        end_ms = int(time.time() * 1000)
-        lane_restore = await end_residency(base.residency, self.sink)
-        self.result.lane_restore = lane_restore
-        self.result.identity = dict(base._identity)
-        self.result.gpu = base.host_facts.get("gpu.name", "")
+    async def _wrap_up(self, models: list[str], outcome: str, end_ms: int) -> None:
+        session = self.session
+        sampler = session.sampler
+        self.result.lane_restore = session.lane_restore
+        self.result.identity = session.identities()
+        self.result.gpu = session.host_facts.get("gpu.name", "")
         finished = []
         for c in self.result.cells:
             cr, run = c.runner, c.run
-            cr.lane_restore = lane_restore
             if outcome != "FINISHED" and not run.completed:
                 run.status = outcome
-            cr._finish(run, sampler)
+            cr.finish(run, sampler)
             samples = cr.samples(run)
             run.flags.extend(cr.cell_flags(run, samples))
             st = cell_stats(samples, self.slo)
             st.extra.update({k: v for k, v in run.summary.items() if k in SPEC_CELL_KEYS})
             finished.append((c, st))
-        if self.recorder is not None and self.result.cells:
+        if session.recorder is not None and self.result.cells:
             # the sweep's own run first (the statuses are final now): its cells are its children
-            res = await asyncio.to_thread(self.recorder, self.parent_record(base, models, outcome, end_ms))
+            res = await session.record(self.parent_record(models, outcome, end_ms))
             if res is not None:
                 self.result.parent_run_id = res.run_id
         for c, st in finished:
             cr, run = c.runner, c.run
             run_id = None
-            if self.recorder is not None and (run.reps or run.status != "FINISHED"):
-                record = cr.to_record(run, cr._start_ms, c.end_ms or end_ms, sampler)
-                self.sink(Phase(f"recording the run of {run.model} {c.cell.key}…"))
-                res = await asyncio.to_thread(self.recorder, record)
+            if session.recorder is not None and (run.reps or run.status != "FINISHED"):
+                res = await session.record(cr.to_record(run, cr.began_ms, c.end_ms or end_ms, sampler), into=run,
+                                           what=f"{run.model} {c.cell.key}")
                 if res is not None:
-                    run.sync_message, run.run_id = res.message, res.run_id
-                    run.not_saved = bool(getattr(res, "lost", False))
                     run_id = res.run_id
             c.result = CellResult(c.cell, st, run_id=run_id, depth_tokens=cr.measured_depth(run),
                                   roofline_pct=run.summary.get("roofline_pct"), flags=tuple(run.invalid + run.flags),
@@ -549,12 +515,11 @@ class SweepRunner:
                                    or c.runner.baseline_prompt_tokens)
 
 
-def _sweep_parent(runner: "SweepRunner", base: BenchRunner, models: list[str], outcome: str,
-                  end_ms: int) -> RunRecord:
+def _sweep_parent(runner: "SweepRunner", models: list[str], outcome: str, end_ms: int) -> RunRecord:
     from sparkctl import __version__
     from sparkctl.core.workload import SWEEP
 
-    s = runner.s
+    s, session = runner.s, runner.session
     cells = runner.result.cells
     planned = getattr(runner, "order", None) or [c.cell for c in cells]
     ran = {(c.cell.model, c.cell.key): c for c in cells}
@@ -575,8 +540,8 @@ def _sweep_parent(runner: "SweepRunner", base: BenchRunner, models: list[str], o
         params["pp_tokens"] = ",".join(map(str, sorted(pp)))
     tags = {
         "sparkctl.version": __version__, "sparkctl.kind": SWEEP, "sweep.id": runner.sweep_id,
-        "sweep.grid": runner.grid, "engine.kind": base.engine.kind, "engine.version": base.engine_version,
-        "model.name": models[0] if len(models) == 1 else ", ".join(models), **base.host_facts,
+        "sweep.grid": runner.grid, "engine.kind": session.engine.kind, "engine.version": session.engine_version,
+        "model.name": models[0] if len(models) == 1 else ", ".join(models), **session.host_facts,
         **WorkloadIdentity(SWEEP).to_tags(),
     }
     if s.parent_run_id:
@@ -588,7 +553,7 @@ def _sweep_parent(runner: "SweepRunner", base: BenchRunner, models: list[str], o
     return RunRecord(experiment=runner.cfg.tracking.experiment,
                      run_name=f"sweep {runner.sweep_id}" + (f" ({runner.grid})" if runner.grid else ""),
                      status=outcome if outcome in ("FINISHED", "FAILED", "KILLED") else "FAILED",
-                     start_ms=base._start_ms or end_ms, end_ms=end_ms, params=params, tags=tags,
+                     start_ms=session.start_ms or end_ms, end_ms=end_ms, params=params, tags=tags,
                      summary_metrics=summary, artifacts={"sweep_order.json": order},
                      record_id=runner.parent_record_id)
 

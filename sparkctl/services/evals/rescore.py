@@ -14,7 +14,7 @@ from typing import Any, Iterable
 
 from sparkctl.core.suites.tally import Tally, item_counts
 from sparkctl.core.textfile import UnreadableFile, read_text
-from sparkctl.services.evals.scoring import score_item
+from sparkctl.services.evals.verdicts import score_item
 from sparkctl.services.evals.suites import Suite, SuiteError
 
 

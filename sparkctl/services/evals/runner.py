@@ -5,7 +5,7 @@ the per-engine lock (an eval and a bench on one engine would disturb each other)
 and memory checks before anything loads, placement checked before and after, lane models
 put back as they were, a journal of the run so far in the spool (a crash loses at most
 the last few seconds of items), and KILLED on an interruption. The guards and their
-checks are the bench runner's own (composed, not copied).
+checks are every measurement's own (services/bench/session.py), composed, not copied.
 
 Per item: temperature 0 and a fixed seed; the answer is scored on the final content,
 never the thinking text (the engine's separate field, or the text up to the last `</think>`
@@ -27,31 +27,20 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
-from sparkctl import __version__
 from sparkctl.config import Config
 from sparkctl.core.keepalive import parse_keep_alive
-from sparkctl.core.names import model_key
-from sparkctl.core.redact import redact_text, redact_uri
+from sparkctl.core.redact import redact_text
 from sparkctl.core import sampling
 from sparkctl.core.suites import thinking as thinking_rules
 from sparkctl.core.suites.sample import sample_ids
 from sparkctl.core.suites.tally import Tally
-from sparkctl.engines.base import DoneEvent, EngineError, EngineStalled, EngineUnreachable, ShowInfo, TokenEvent
-from sparkctl.services.bench import (
-    BenchLock,
-    BenchRunner,
-    BenchSettings,
-    GpuSampler,
-    LaneRestore,
-    ModelRun,
-    Notice,
-    Phase,
-)
-from sparkctl.services.bench.recovery import repair_before
-from sparkctl.services.bench.residency import ResidencyGuard
-from sparkctl.services.bench.runner import end_residency
-from sparkctl.services.bench.wrapup import finish_shielded
-from sparkctl.services.evals.scoring import chances, passed, score_item
+from sparkctl.engines.base import DoneEvent, EngineError, EngineStalled, EngineUnreachable, TokenEvent
+from sparkctl.services.bench.events import Phase
+from sparkctl.services.bench.lane_restore import LaneRestore
+from sparkctl.services.bench.results import ModelRun
+from sparkctl.services.bench.session import MeasurementSession, model_names
+from sparkctl.services.bench.settings import BenchSettings
+from sparkctl.services.evals.verdicts import chances, passed, score_item
 from sparkctl.services.evals.suites import Suite, SuiteItem
 
 UI_BATCH_S = 0.1
@@ -208,81 +197,69 @@ class EvalRunner:
         self.engine = engine
         self.s = settings
         self.suite = suite
-        self._sink = sink or (lambda ev: None)
-        self.recorder = recorder
-        self.journal = journal
         self.item_ids = tuple(sample_ids([it.id for it in suite.items], settings.n, settings.seed))
         self._items = suite.by_id()
-        # the bench runner's guards: engine identity, memory, fit, placement, GPU
-        self.guard = BenchRunner(cfg, engine, probes, settings.bench_settings(cfg), sink=self.sink)
-        self.lane_restore: LaneRestore | None = None
-        self._sampler: GpuSampler | None = None
+        # what every measurement shares: the lock, engine identity, memory, fit, placement,
+        # residency, the GPU sampler and recording
+        self.session = MeasurementSession(cfg, engine, probes, settings.bench_settings(cfg), kind="eval",
+                                          sink=sink, recorder=recorder, journal=journal)
         self._last_journal = 0.0
         self._journal_failed = False
         self._runs: dict[str, ModelEval] = {}
 
     def sink(self, ev: Any) -> None:
-        try:
-            self._sink(ev)
-        except Exception:  # a dead terminal must never change what is measured or recorded
-            self._sink = lambda ev: None
+        self.session.sink(ev)  # a dead terminal must never change what is measured or recorded
 
     @property
     def engine_version(self) -> str:
-        return self.guard.engine_version
+        return self.session.engine_version
+
+    @property
+    def lane_restore(self) -> LaneRestore | None:
+        return self.session.lane_restore
+
+    @property
+    def recorder(self):
+        return self.session.recorder
+
+    @property
+    def journal(self):
+        return self.session.journal
 
     # ---- the whole run ---------------------------------------------------------------------
 
     async def run(self, models: list[str]) -> list[ModelEval]:
-        models = list(dict.fromkeys(models))
-        lock = BenchLock(self.engine.host, models)
-        await lock.acquire(self.s.wait, lambda text: self.sink(Notice(text)))
-        try:
-            await repair_before(self.cfg, self.engine, lambda text: self.sink(Notice(text)), lock_held=True)
+        models = model_names(models)
+        async with self.session.locked(models):
             return await self._run_locked(models)
-        finally:
-            lock.release()
 
     async def _run_locked(self, models: list[str]) -> list[ModelEval]:
-        start_ms = int(time.time() * 1000)
-        shows = await self.guard.preflight(models)
-        runs = {m: self._new_run(m, shows[m], start_ms) for m in models}
+        session = self.session
+        start_ms = session.start_ms = int(time.time() * 1000)
+        await session.preflight(models)
+        runs = {m: self._new_run(m, start_ms) for m in models}
         self._runs = runs
-        self.guard.residency = ResidencyGuard(self.cfg, self.engine, models, kind="eval",
-                                              keep_loaded=self.guard.s.keep_loaded)
-        await self.guard.residency.begin(self.guard.num_ctx, lambda text: self.sink(Notice(text)))
-        outcome = "FINISHED"
-        try:
-            self._sampler = GpuSampler(self.guard.gpu_reader()).start()
-            self.guard._sampler = self._sampler
+
+        async def measure() -> None:
             for m in models:
                 await self._eval_model(runs[m])
-        except (asyncio.CancelledError, KeyboardInterrupt):
-            outcome = "KILLED"
-            raise
-        except BaseException:
-            outcome = "FAILED"
-            raise
-        finally:
-            # like the bench: lanes back and runs recorded even on a second Ctrl-C
-            wrap_up = await finish_shielded(self._wrap_up(models, runs, outcome),
-                                            lambda text: self.sink(Notice(text)))
-            if outcome != "FAILED" and not wrap_up.cancelled() and wrap_up.exception() is None:
-                self.sink(EvalFinished(list(runs.values())))  # stopped runs too, with their items
+
+        # like the bench: lanes back and runs recorded even on a second Ctrl-C
+        await session.guarded(models, measure, lambda outcome, end_ms: self._wrap_up(runs, outcome, end_ms),
+                              ended=lambda: self.sink(EvalFinished(list(runs.values()))))  # stopped runs too
         return list(runs.values())
 
-    def _new_run(self, model: str, show: ShowInfo, start_ms: int) -> ModelEval:
-        guard = ModelRun(model, show=show, num_ctx=self.guard.num_ctx(model),
-                         ctx_note=self.guard._ctx_note.get(model, ""))
-        return ModelEval(model, self.s.suite, self.item_ids, guard, tally=Tally(self.s.suite, len(self.item_ids)),
-                         start_ms=start_ms, thinking=self.guard.think_for(model))
+    def _new_run(self, model: str, start_ms: int) -> ModelEval:
+        return ModelEval(model, self.s.suite, self.item_ids, self.session.new_run(model),
+                         tally=Tally(self.s.suite, len(self.item_ids)), start_ms=start_ms,
+                         thinking=self.session.think_for(model))
 
     async def _eval_model(self, run: ModelEval) -> None:
         m = run.model
-        self.sink(Phase(self.guard.load_phase(m)))
+        self.sink(Phase(self.session.load_phase(m)))
         run.started = True
-        await self.guard.check_placement(run.guard, m, before=True)
-        await self.guard.read_identity(m)  # runner, build, flash attention, KV type (and Ollama's runner)
+        await self.session.check_placement(run.guard, m, before=True)
+        await self.session.read_identity(m)  # runner, build, flash attention, KV type (and Ollama's runner)
         self.sink(EvalStarted(m, self.s.suite, self.item_ids))
         queue: asyncio.Queue[tuple[int, str]] = asyncio.Queue()
         for pos, iid in enumerate(self.item_ids):
@@ -313,13 +290,13 @@ class EvalRunner:
             await asyncio.gather(*workers, return_exceptions=True)
             raise
         await self._read_sampling(run)
-        await self.guard.check_placement(run.guard, m, before=False)
+        await self.session.check_placement(run.guard, m, before=False)
         run.completed = True
         await self._journal(run, force=True)
 
     def options(self, model: str) -> dict[str, Any]:
         """What every item of `model` is sent (the sampling part of the record)."""
-        opts = {"num_ctx": self.guard.num_ctx(model), "num_predict": self.s.num_predict,
+        opts = {"num_ctx": self.session.num_ctx(model), "num_predict": self.s.num_predict,
                 "temperature": self.s.temperature, "seed": self.s.seed}
         if self.s.suite == "gsm8k":
             # lm-eval's task ends generation at these strings: a model that goes on to write
@@ -333,7 +310,7 @@ class EvalRunner:
         """After the model's last item: the sampling its runner really ran with (the newest
         task's /slots params), else what Ollama's layering makes of what was sent."""
         m = run.model
-        watch = self.guard._runner
+        watch = self.session.runners
         got = await watch.sampling(m) if watch.facts(m) is not None else None
         if got is not None:
             task, params = got
@@ -375,7 +352,7 @@ class EvalRunner:
 
         return WorkloadIdentity.eval(suite=self.s.suite, suite_sha256=self.suite.sha256,
                                      template_sha256=_template_sha256(self.s), rule_version=_rules(self.s.suite),
-                                     num_ctx=self.guard.num_ctx(run.model), num_predict=self.s.num_predict,
+                                     num_ctx=self.session.num_ctx(run.model), num_predict=self.s.num_predict,
                                      think=self.s.think)
 
     async def _run_item(self, model: str, item: SuiteItem, pos: int) -> ItemResult:
@@ -384,8 +361,8 @@ class EvalRunner:
         self.sink(ItemStarted(model, item.id, pos))
         opts = self.options(model)
         stream = self.engine.generate(model, prompt, options=opts,
-                                      keep_alive=self.guard.keep_alive(model),
-                                      think=self.guard.think_for(model))
+                                      keep_alive=self.session.keep_alive(model),
+                                      think=self.session.think_for(model))
         t_send = time.perf_counter()
         first: list[float] = []
         answer: list[str] = []
@@ -495,11 +472,7 @@ class EvalRunner:
 
     # ---- wrap-up, journal, record ------------------------------------------------------------
 
-    async def _wrap_up(self, models: list[str], runs: dict[str, ModelEval], outcome: str) -> None:
-        if self._sampler is not None:
-            self._sampler.stop()
-        end_ms = int(time.time() * 1000)
-        self.lane_restore = await end_residency(self.guard.residency, self.sink)
+    async def _wrap_up(self, runs: dict[str, ModelEval], outcome: str, end_ms: int) -> None:
         for run in runs.values():
             run.end_ms = end_ms
             if outcome != "FINISHED" and not run.completed:
@@ -509,12 +482,7 @@ class EvalRunner:
         if self.recorder is not None:
             for run in runs.values():
                 if run.items or (run.started and run.status != "FINISHED"):  # a model never reached: no run
-                    self.sink(Phase(f"recording the run of {run.model}…"))
-                    result = await asyncio.to_thread(self.recorder, self.to_record(run))
-                    if result is not None:
-                        run.sync_message = result.message
-                        run.run_id = result.run_id
-                        run.not_saved = bool(getattr(result, "lost", False))
+                    await self.session.record(self.to_record(run), into=run, what=run.model)
 
     def _finish(self, run: ModelEval) -> None:
         g = run.guard
@@ -569,13 +537,9 @@ class EvalRunner:
         if not force and now - self._last_journal < JOURNAL_EVERY_S:
             return
         self._last_journal = now
-        try:
-            record = self.to_record(run, status="KILLED", end_ms=int(time.time() * 1000),
-                                    items_file=self._sidecar_path(run.model))
-            await asyncio.to_thread(self.journal, record)
-        except Exception as exc:
-            self._journal_failed = True
-            self.sink(Phase(f"journal not written ({exc}); a crash would lose this run"))
+        ok = await self.session.write_journal(lambda: self.to_record(
+            run, status="KILLED", end_ms=int(time.time() * 1000), items_file=self._sidecar_path(run.model)))
+        self._journal_failed = not ok
 
     def to_record(self, run: ModelEval, status: str | None = None, end_ms: int | None = None,
                   items_file=None):
@@ -583,14 +547,13 @@ class EvalRunner:
         is read from that file when the record is written (tracking.store)."""
         from sparkctl.tracking.record import RunRecord
 
-        s, g = self.s, run.guard
-        details = g.show.details if g.show else {}
+        s, g, session = self.s, run.guard, self.session
         ids_text = "\n".join(run.item_ids)
         params = {
             "model": run.model, "suite": s.suite, "n": "all" if s.n is None else s.n, "seed": s.seed,
             "sample_size": len(run.item_ids), "sample_sha256": hashlib.sha256(ids_text.encode()).hexdigest(),
             "suite_sha256": self.suite.sha256, "timeout_s": s.timeout_s, "concurrency": s.concurrency,
-            "num_predict": s.num_predict, "temperature": s.temperature, "num_ctx": self.guard.num_ctx(run.model),
+            "num_predict": s.num_predict, "temperature": s.temperature, "num_ctx": self.session.num_ctx(run.model),
             "keep_alive": parse_keep_alive(s.keep_alive).wire, "think": s.think,
             # with several items in flight the ceiling counts from the first token (a queue is
             # not a DNF), so DNF counts compare only between runs of the same kind
@@ -603,28 +566,21 @@ class EvalRunner:
             params["prompt_template"] = s.template
         invalid = list(g.invalid)
         tags = {
-            "sparkctl.version": __version__, "sparkctl.kind": "eval", "eval.suite": s.suite,
-            "engine.kind": self.engine.kind, "engine.version": self.engine_version,
-            "engine.host": redact_uri(self.engine.host),
-            "model.name": run.model, "model.key": model_key(run.model),
-            "model.digest": self.guard._digests.get(run.model, ""),
-            "model.quantization": details.get("quantization_level", ""),
-            "model.parameter_size": details.get("parameter_size", ""),
-            "model.family": details.get("family", ""),
+            **session.engine_tags(), "sparkctl.kind": "eval", "eval.suite": s.suite,
+            **session.model_tags(run.model),
             "model.thinking": "n/a" if run.thinking is None else ("on" if run.thinking else "off"),
             "eval.suite_file": str(self.suite.path), "eval.suite_modified": str(self.suite.modified).lower(),
             "eval.suite_copy": self.suite.copy or "file",  # shipped, pulled, path or config
             "guard.placement_before": g.placement_before, "guard.placement_after": g.placement_after,
             "guard.valid": str(not invalid).lower(), "guard.invalid_reasons": "; ".join(invalid),
             "guard.flags": "; ".join(g.flags),
-            **self.guard.host_facts,
+            **session.host_facts,
         }
         if g.lane_restore:
             tags["guard.lane_restore"] = g.lane_restore
         if g.residency:
             tags["guard.residency"] = g.residency
-        tags.update(self.guard._identity.get(run.model, {}))
-        tags.update(self.guard._runner.tags(run.model))
+        tags.update(session.runner_tags(run.model))
         tags["sampling.sent"] = sampling.canonical(self.options(run.model))
         if run.sampling_effective:
             tags["sampling.effective"] = sampling.canonical(run.sampling_effective)
@@ -635,12 +591,10 @@ class EvalRunner:
             if not r.dnf and r.error is None:
                 removal[r.thinking_removed] = removal.get(r.thinking_removed, 0) + 1
         tags["eval.thinking_removal"] = thinking_rules.describe(removal)
-        tags.update(self.workload(run).to_tags())
-        identity = getattr(self.engine, "identity", None)
-        if callable(identity):
-            tags.update({k: str(v) for k, v in identity().items()})
-        if self._sampler is not None:
-            gs = self._sampler.summary(None)
+        tags.update(session.workload_tags(self.workload(run)))
+        tags.update(session.build_tags())
+        if session.sampler is not None:
+            gs = session.sampler.summary(None)
             tags["gpu.throttle_reasons"] = ",".join(gs["throttle_reasons"]) or "none"
         results = [run.items[i] for i in run.item_ids if i in run.items]
         summary = dict(run.summary)

@@ -7,8 +7,8 @@ Blocking (MLflow): call from a worker thread.
 
 from __future__ import annotations
 
-from sparkctl.core.fleet import HostStatus, LaneBench, lane_table
-from sparkctl.services.runs.decide import usable
+from sparkctl.core.host_status import HostStatus, LaneBench, lane_table
+from sparkctl.services.runs.comparison import usable
 from sparkctl.services.runs.query import list_runs
 
 HISTORY = 20  # newest runs of one lane model on one host looked at

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from sparkctl.config import Config, HostConfig
-from sparkctl.core.fleet import (
+from sparkctl.core.host_status import (
     STATUS_SCHEMA,
     HostStatus,
     LaneBench,

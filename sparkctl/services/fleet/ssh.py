@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sparkctl.config import Config, HostConfig
-from sparkctl.core.fleet import HostStatus, StatusFormatError, parse_status
+from sparkctl.core.host_status import HostStatus, StatusFormatError, parse_status
 from sparkctl.core.redact import redact_text, redact_uri
 from sparkctl.core.safeload import Unparsable, load_json
 from sparkctl.core.termtext import safe_line, safe_tree

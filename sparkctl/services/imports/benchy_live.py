@@ -1,5 +1,5 @@
 """Following llama-benchy's `--emit-progress` file as it grows, into the events a bench sends
-(services/bench/runner.py: Phase, RepStarted, Live, RepDone), so the Bench screen's gauges and
+(services/bench/events.py: Phase, RepStarted, Live, RepDone), so the Bench screen's gauges and
 the CLI's progress line show a llama-benchy run while it runs; at its end the stream is
 recorded as import runs (llama_benchy.progress_records).
 
@@ -19,7 +19,8 @@ from typing import Any
 
 from sparkctl.core import benchy_progress as progress
 from sparkctl.core.termtext import safe_line
-from sparkctl.services.bench.runner import Live, Phase, RepDone, RepResult, RepStarted
+from sparkctl.services.bench.events import Live, Phase, RepDone, RepStarted
+from sparkctl.services.bench.results import RepResult
 
 POLL_S = 0.1
 

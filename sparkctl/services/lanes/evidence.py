@@ -62,7 +62,7 @@ def limits_check(store, plan_model: str, incumbent: str, margins: dict[str, floa
         return None
     if not incumbent:
         return rules.Precondition("limits", rules.NOT_APPLICABLE, "the lane has no model to compare with")
-    from sparkctl.services.runs.decide import NothingToCompare, compare_models
+    from sparkctl.services.runs.comparison import NothingToCompare, compare_models
     from sparkctl.services.runs.decision import decision_table
 
     try:

@@ -41,7 +41,7 @@ from sparkctl.core.workload import WorkloadIdentity
 from sparkctl.core.names import model_key
 from sparkctl.engines.base import EngineError, EngineUnreachable
 from sparkctl.services.bench.lock import BenchLock
-from sparkctl.services.bench.residency import ResidencyGuard
+from sparkctl.services.bench.residency_guard import ResidencyGuard
 from sparkctl.services.bench.wrapup import finish_shielded
 from sparkctl.services.lanes.evidence import evidence_checks
 from sparkctl.services.lanes.history import NothingToRollBack, rollback_target

@@ -6,16 +6,16 @@ Every check that can say "no" says so in one line a user can act on, and every l
 followed by a look at what the engine really did ("verify what ran, not that something
 ran"): a CPU spill, an evicted lane model or an NVML disagreement is reported, not hidden.
 
-One module per capability (catalog, pull, fit, load; `common` holds what they share);
-this package re-exports their public names, so `from sparkctl.services.models import X`
-keeps working. Patch a name where it is used (e.g. `...models.pull._disk_free`).
+One module per capability (catalog, pull, fit, load; `common` holds the lookups they share,
+`errors` what they raise); this package re-exports their public names, so
+`from sparkctl.services.models import X` keeps working. Patch a name where it is used
+(e.g. `...models.pull._disk_free`).
 """
 
 from __future__ import annotations
 
+from sparkctl.services.models.errors import ModelsRefused, LoadFailed
 from sparkctl.services.models.common import (
-    ModelsRefused,
-    LoadFailed,
     close_names,
     did_you_mean,
     not_found,

@@ -14,7 +14,8 @@ from sparkctl.core.names import unique_by_name, validate_model_name
 from sparkctl.core.placement import Placement, placement
 from sparkctl.core.snapshots import LocalModel, ResidentModel
 from sparkctl.engines.base import EngineError, EngineUnreachable, ShowInfo
-from sparkctl.services.models.common import ModelsRefused, _find, not_found
+from sparkctl.services.models.common import _find, not_found
+from sparkctl.services.models.errors import ModelsRefused
 
 
 # ---------------------------------------------------------------------------- listing

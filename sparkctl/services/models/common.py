@@ -1,45 +1,14 @@
-"""What every model action shares: the refusal and load-failure errors, name lookups with
-"did you mean", lane labels, and whether the engine runs on this machine."""
+"""What every model action shares: name lookups with "did you mean", lane labels, and whether
+the engine runs on this machine. (The errors they raise are in errors.py.)"""
 
 from __future__ import annotations
 
 import difflib
 import re
-from typing import TYPE_CHECKING
 
 from sparkctl.config import Config
 from sparkctl.core.names import same_model
-from sparkctl.core.snapshots import ResidentModel
-from sparkctl.engines.base import EngineError, ModelNotFound
-
-if TYPE_CHECKING:
-    from sparkctl.services.models.fit import FitReport
-
-
-# ---------------------------------------------------------------------------- errors
-
-
-class ModelsRefused(Exception):
-    """A guard said no. `reason` is one line without the "how to override" hint, which
-    differs between the CLI (--force) and the TUI (a key)."""
-
-    def __init__(self, reason: str, *, fit: "FitReport | None" = None, kind: str = "guard") -> None:
-        super().__init__(reason)
-        self.reason = reason
-        self.fit = fit
-        self.kind = kind
-
-
-class LoadFailed(EngineError):
-    """The engine refused or failed the load. `lost_lanes` and `resident_after` say what is
-    resident now, because a failed load can still have evicted models (Ollama unloads to
-    make room before it tries, and unloads everything after an out-of-memory failure)."""
-
-    def __init__(self, message: str, status: int, *, lost_lanes: tuple[str, ...] = (),
-                 resident_after: tuple[ResidentModel, ...] | None = None) -> None:
-        super().__init__(message, status)
-        self.lost_lanes = lost_lanes
-        self.resident_after = resident_after
+from sparkctl.engines.base import ModelNotFound
 
 
 def _find(models, name: str):

@@ -17,7 +17,8 @@ from sparkctl.core.names import same_model, validate_model_name
 from sparkctl.core.placement import GpuAttribution, Placement, attribute_gpu_memory, placement
 from sparkctl.core.snapshots import GpuProcess, HostSnapshot, ResidentModel
 from sparkctl.engines.base import DoneEvent, EngineError, EngineUnreachable
-from sparkctl.services.models.common import LoadFailed, ModelsRefused, _find, did_you_mean, lane_label
+from sparkctl.services.models.common import _find, did_you_mean, lane_label
+from sparkctl.services.models.errors import LoadFailed, ModelsRefused
 from sparkctl.services.models.fit import FitEstimate, FitReport, fit_check, refusal_reason
 
 log = logging.getLogger(__name__)
@@ -232,7 +233,7 @@ class LoadReport:
 
 async def _remember_session(cfg: Config, name: str, keep_alive: str) -> None:
     """Keep the session length sparkctl gave `name` in its state file: a bench that has to
-    reload the model later puts it back with it (services/bench/residency.py), not with the
+    reload the model later puts it back with it (services/bench/residency_guard.py), not with the
     engine's default. A state file that cannot be written costs only that."""
     from pathlib import Path
 

@@ -39,7 +39,7 @@ from sparkctl.core.names import unique_by_name, validate_model_name
 from sparkctl.core.redact import redact_uri
 from sparkctl.core.ollama_manifest import BadManifest, ModelConfig, OllamaManifest, parse_config, parse_manifest
 from sparkctl.engines.base import ModelNotFound
-from sparkctl.registry import RegistryClient, RegistryError, registry_override, registry_ref
+from sparkctl.engines.registry import RegistryClient, RegistryError, registry_override, registry_ref
 from sparkctl.services.models.fit import FitReport, fit_check, judge_model
 
 INITIAL_HEADER_READ = 256 * 1024

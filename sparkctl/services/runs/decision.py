@@ -2,7 +2,7 @@
 speculative decoding) each with its interval and verdict, and one recommendation line
 (promote / keep / not resolved, with the reasons and what to run next).
 
-Built from a Comparison (services.runs.decide), so it reads exactly the runs and
+Built from a Comparison (services.runs.comparison), so it reads exactly the runs and
 repetitions compare chose; rendered as text (the CLI, the TUI's head to head), Markdown
 (`sparkctl compare --table`) and JSON (`--json`, under "decision").
 

@@ -19,7 +19,7 @@ from typing import Any
 
 from sparkctl.core.rebench import rebench_blocker  # noqa: F401  (the Runs screen's B and the dashboard share it)
 from sparkctl.services.benched import stale_message
-from sparkctl.services.runs.decide import usable
+from sparkctl.services.runs.comparison import usable
 from sparkctl.services.runs.query import list_runs, run_params
 from sparkctl.services.runs.rows import RunRow
 

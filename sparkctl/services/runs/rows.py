@@ -12,7 +12,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from sparkctl.core import engine_identity, workload
-from sparkctl.core.fleet import HardwareClass
+from sparkctl.core.host_status import HardwareClass
 from sparkctl.core.gpu import is_throttled
 from sparkctl.core.names import model_key
 from sparkctl.core.termtext import safe_line

@@ -363,19 +363,20 @@ class BenchScreen(Screen):
 
     def _form_settings(self) -> tuple[list[str], str, BenchSettings] | None:
         """Models, engine name and settings from the form; None after telling what is wrong."""
-        from sparkctl.core.names import InvalidModelName, validate_model_name
+        from sparkctl.core.names import InvalidModelName, ModelName, validate_model_name
 
         field = self.query_one("#models", ModelField)
         models = field.value.split()
         if not models:
             return self._refuse("name at least one model to bench")
         engine = str(self.query_one("#engine", Select).value)
-        if engine == OLLAMA:
-            for m in models:
-                try:
-                    validate_model_name(m)
-                except InvalidModelName as exc:
-                    return self._refuse(str(exc))
+        if engine != OLLAMA:
+            models = [ModelName.served(m) for m in models]  # the server's own names, kept as given
+        else:
+            try:
+                models = [validate_model_name(m) for m in models]  # parsed here, passed on as they are
+            except InvalidModelName as exc:
+                return self._refuse(str(exc))
             unknown = field.unknown(models)
             if unknown:
                 return self._refuse(unknown)
@@ -682,7 +683,7 @@ class BenchScreen(Screen):
         profiles, depths, conc, slo = plan
         runner = SweepRunner(self.app.config, engine, self.app.probes, settings, profiles, depths, conc, slo,
                              sink=lambda ev: self.post_message(BenchEvent(ev)), recorder=self.app.recorder,
-                             journal=getattr(self.app, "journal", None), ctx_explicit=settings.ctx_explicit)
+                             journal=getattr(self.app, "journal", None))
         try:
             await runner.run(models)
         except BenchRefused as exc:
@@ -693,7 +694,7 @@ class BenchScreen(Screen):
         finally:
             res = runner.result
             done = [c for c in res.cells if c.result is not None]
-            version = getattr(runner.base, "engine_version", "") if runner.base is not None else ""
+            version = runner.engine_version
             view = SweepView(res.sweep_id, tuple(c.result for c in done), slo.text() if slo else "",
                              f"{getattr(engine, 'kind', '')} {version}".strip(), tuple(c.run.status for c in done))
             self.post_message(SweepFinished(res, view))

@@ -24,7 +24,7 @@ class ConfigScreen(ModalScreen[None]):
 
     def __init__(self, config) -> None:
         super().__init__()
-        from sparkctl.textreport import render_config
+        from sparkctl.services.config_text import render_config
 
         self.text = render_config(config)  # pure formatting of what is already loaded: no I/O
 

@@ -22,7 +22,7 @@ from sparkctl.services.status import StatusReport
 from sparkctl.tui.breakpoints import preset_breakpoints
 from sparkctl.tui.shown import catch_up, watch_while_shown
 from sparkctl.tui.widgets.budget_bar import BudgetBar
-from sparkctl.tui.widgets.drift import DriftGate
+from sparkctl.tui.widgets.drift_gate import DriftGate
 from sparkctl.tui.widgets.notes import Note
 from sparkctl.tui.widgets.warning_lines import WarningLine, WarningLines
 
@@ -124,7 +124,7 @@ class DashboardScreen(Screen):
         if self.app._exit or not self.is_attached:
             return  # quit before this came (ctrl+q at once): nothing more to show
         from sparkctl.tui.widgets.footer import KeysFooter
-        from sparkctl.tui.widgets.history import HistorySparkline
+        from sparkctl.tui.widgets.history_sparkline import HistorySparkline
 
         mem = Vertical(HistorySparkline([], id="spark-mem", bounds=(0.0, 1.0)),  # 0..MemTotal once known
                        Label("", id="spark-mem-label"), classes="spark")
@@ -472,7 +472,7 @@ class DashboardScreen(Screen):
     def _show_pressure(self, r: StatusReport) -> None:
         p, b = r.host.pressure, r.budget
         # PSI in 0.1 % and memory in 0.1 GiB drift all the time: small moves are shown
-        # every few seconds (widgets/drift.py), a change of level (or of layout) at once
+        # every few seconds (widgets/drift_gate.py), a change of level (or of layout) at once
         figures = (p.some_avg10, p.full_avg10, p.some_avg60, p.full_avg60) if isinstance(p, Pressure) else ()
         level = (b.level, round(b.reserve / GIB, 1)) if isinstance(b, MemoryBudget) else None
         alarm = isinstance(p, Pressure) and (p.full_avg10 > 5, p.some_avg10 > 10)
@@ -562,7 +562,7 @@ class DashboardScreen(Screen):
         self.query_one("#engines", Panel).set_text(t)
 
     def _show_history(self, r: StatusReport) -> None:
-        from sparkctl.tui.widgets.history import HistorySparkline  # imported by _after_first_frame
+        from sparkctl.tui.widgets.history_sparkline import HistorySparkline  # imported by _after_first_frame
 
         mem = list(self.app.history_available)
         gpu = list(self.app.history_gpu)
@@ -572,7 +572,7 @@ class DashboardScreen(Screen):
         # One sparkline column spans several samples (300 s over ~56 cells), so redrawing
         # every refresh moves nothing a user can see: once per column's worth of samples,
         # and then on the drift gates' shared boundary, so the new bars reach the screen in
-        # the frame that brings the budget's and the labels' drift (widgets/drift.py), not
+        # the frame that brings the budget's and the labels' drift (widgets/drift_gate.py), not
         # in a frame of their own. The first samples are drawn at once.
         # No samples stay no samples: a blank sparkline, never a placeholder value.
         width = mem_spark.size.width  # 0 while hidden (the -short layout) or not laid out yet
@@ -605,7 +605,7 @@ def _add_columns(table: DataTable, labels: tuple[str, ...]) -> None:
 
 
 def _residency_headline(warning: str) -> str:
-    """A residency warning (tracking/residency.py) in a few words for its one line: which
+    """A residency warning (tracking/residency_journal.py) in a few words for its one line: which
     run left what; the engine, the pid and the repair are a key away (N shows it whole)."""
     pid = warning.find(" (pid ")
     if warning.startswith("models not put back after ") and pid > 0:

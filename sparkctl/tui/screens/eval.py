@@ -373,11 +373,10 @@ class EvalScreen(Screen):
         models = field.value.split()
         if not models:
             return self._refuse("name at least one model to evaluate")
-        for m in models:
-            try:
-                validate_model_name(m)
-            except InvalidModelName as exc:
-                return self._refuse(str(exc))
+        try:
+            models = [validate_model_name(m) for m in models]  # parsed here, passed on as they are
+        except InvalidModelName as exc:
+            return self._refuse(str(exc))
         unknown = field.unknown(models)
         if unknown:
             return self._refuse(unknown)

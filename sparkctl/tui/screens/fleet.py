@@ -23,7 +23,7 @@ from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import DataTable, Header, Label, Static
 
-from sparkctl.core.fleet import age_label, lane_of
+from sparkctl.core.host_status import age_label, lane_of
 from sparkctl.core.snapshots import GIB, MemInfo
 from sparkctl.tui.screens.dashboard import DashboardScreen, set_if_changed
 from sparkctl.tui.widgets.footer import KeysFooter

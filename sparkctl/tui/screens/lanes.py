@@ -123,7 +123,7 @@ class LanesScreen(ModalScreen[None]):
 
     @work(group="lanes-switch", exclusive=True, exit_on_error=False)
     async def run_switch(self, plan, force: bool) -> None:
-        from sparkctl.tui.screens.promote import apply_switch
+        from sparkctl.tui.screens.promote_dialog import apply_switch
 
         self.query_one("#lanes-status", Label).update(f"rolling lane {plan.lane} back: loading and verifying…")
         message, failed = await apply_switch(self.app, plan, force)

@@ -3,7 +3,7 @@
 - ``HistoryChartScreen``: one model's decode tok/s run by run (oldest at the top), each
   run's min..max with its median, labelled with engine version and date; a change of
   engine version is marked.
-- ``HeadToHeadScreen``: two or more models compared (``services.runs.decide``): the table
+- ``HeadToHeadScreen``: two or more models compared (``services.runs.comparison``): the table
   with intervals and verdicts, and bars of decode tok/s and accuracies.
 
 The rows come from sparkctl.core.charts and are re-laid out on resize, so an 80-column
@@ -25,6 +25,7 @@ from textual.widgets import Label, Static
 from textual.worker import get_current_worker
 
 from sparkctl.core.charts import MEDIAN, RangeItem, bar_rows, range_rows
+from sparkctl.tui.screens.run_labels import date_label, error_line
 
 HISTORY_RUNS = 60
 
@@ -49,12 +50,6 @@ class ChartFailed(Message):
     def __init__(self, error: str) -> None:
         super().__init__()
         self.error = error
-
-
-def _error_line(exc: BaseException) -> str:
-    from sparkctl.tui.screens.runs import _error_line as line
-
-    return line(exc)
 
 
 class _ChartScreen(ModalScreen[None]):
@@ -86,7 +81,7 @@ class _ChartScreen(ModalScreen[None]):
             data = self.read()
         except Exception as exc:  # a line, never a crash
             if not get_current_worker().is_cancelled:
-                self.post_message(ChartFailed(_error_line(exc)))
+                self.post_message(ChartFailed(error_line(exc)))
             return
         if not get_current_worker().is_cancelled:
             self.post_message(ChartLoaded(data))
@@ -145,8 +140,6 @@ class HistoryChartScreen(_ChartScreen):
         return list(reversed(rows))  # oldest first: time runs down the screen
 
     def render_chart(self, width: int) -> Text:
-        from sparkctl.tui.screens.runs import date_label
-
         rows = self.data or []
         if not rows:
             out = Text(f"no bench runs of {self.model} with a decode figure", style="dim")
@@ -180,7 +173,6 @@ class HistoryChartScreen(_ChartScreen):
     def _genai_chart(self, out: Text, width: int) -> None:
         """Time to first chunk (p50) of every run, sparkctl's and AIPerf's, read by the one name."""
         from sparkctl.core import genai
-        from sparkctl.tui.screens.runs import date_label
 
         runs = getattr(self, "genai", None) or []
         if not runs:
@@ -221,7 +213,7 @@ class HeadToHeadScreen(_ChartScreen):
         self.TITLE_TEXT = "Head to head: " + " vs ".join(models)
 
     def read(self) -> Any:
-        from sparkctl.services.runs.decide import NothingToCompare, compare_models
+        from sparkctl.services.runs.comparison import NothingToCompare, compare_models
         from sparkctl.services.runs.rerun import reruns_of
 
         try:
@@ -269,7 +261,7 @@ class HeadToHeadScreen(_ChartScreen):
 
     def render_chart(self, width: int) -> Text:
         from sparkctl.services.runs.decision import decision_table
-        from sparkctl.textreport import render_comparison_detail
+        from sparkctl.services.runs.report_text import render_comparison_detail
 
         if isinstance(self.data, str):
             return Text(self.data, style="yellow")
@@ -369,14 +361,14 @@ class RegressionsScreen(_ChartScreen):
     TITLE_TEXT = "Engine-change regressions (decode tok/s, latest vs previous engine version)"
 
     def read(self) -> Any:
-        from sparkctl.services.runs.decide import regression_report
+        from sparkctl.services.runs.regressions import regression_report
 
         report = regression_report(self.store, margins=self.app.config.promote.quality_margin_pp)
         report.rows.sort(key=lambda r: (not r.result.flagged, r.model))
         return report
 
     def render_chart(self, width: int) -> Text:
-        from sparkctl.textreport import render_regressions
+        from sparkctl.services.runs.report_text import render_regressions
 
         rows = self.data.rows if self.data is not None else []
         out = Text()

@@ -10,7 +10,6 @@ flags and the reasons the bench called it invalid.
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Any
 
 from rich.text import Text
@@ -26,6 +25,7 @@ from textual.worker import get_current_worker
 from sparkctl.core.termtext import safe_line
 from sparkctl.services.runs import RunRow, list_runs
 from sparkctl.tui.screens.run_extra import run_extra
+from sparkctl.tui.screens.run_labels import date_label, error_line
 from sparkctl.tui.widgets.fields import RowTable
 from sparkctl.tui.widgets.footer import KeysFooter
 from sparkctl.tui.wording import plain
@@ -86,12 +86,6 @@ def _num(value: float | None, fmt: str) -> Cell:
     if value is None:
         return _cell("-", None, right=True, style="dim")
     return _cell(format(value, fmt), value, right=True)
-
-
-def date_label(start_ms: int | None) -> str:
-    if start_ms is None:
-        return "-"
-    return datetime.fromtimestamp(start_ms / 1000).strftime("%Y-%m-%d %H:%M")
 
 
 def status_label(row: RunRow) -> tuple[str, str]:
@@ -202,11 +196,6 @@ class RunDetailFailed(Message):
         self.error = safe_line(error)
 
 
-def _error_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return text[0] if text else type(exc).__name__
-
-
 # ---------------------------------------------------------------------------- detail
 
 
@@ -272,13 +261,13 @@ class RunDetailScreen(ModalScreen[None]):
             found = self.store.search_runs(f"attributes.run_id = {quote(self.row.run_id)}", max_results=1)
         except Exception as exc:  # TrackingError, or anything else: a line, never a crash
             if not get_current_worker().is_cancelled:
-                self.post_message(RunDetailFailed(_error_line(exc)))
+                self.post_message(RunDetailFailed(error_line(exc)))
             return
         tags = (found[0].get("tags") or {}) if found else {}
         try:
             extra = run_extra(self.store, self.row)
         except Exception as exc:  # an artifact that cannot be read: the rest of the detail still shows
-            extra = Text(f"artifacts not shown: {_error_line(exc)}", style="yellow")
+            extra = Text(f"artifacts not shown: {error_line(exc)}", style="yellow")
         if not get_current_worker().is_cancelled:
             self.post_message(RunDetailLoaded(decode, ttft, tags, extra, acceptance))
 
@@ -423,7 +412,7 @@ class RunsScreen(Screen):
             rows = list_runs(store, limit=self.limit)
         except Exception as exc:  # TrackingError (unreachable, bad URI) or a setup error: one line
             if not get_current_worker().is_cancelled:
-                self.post_message(RunsFailed(_error_line(exc)))
+                self.post_message(RunsFailed(error_line(exc)))
             return
         if not get_current_worker().is_cancelled:
             self.post_message(RunsLoaded(rows))
@@ -630,7 +619,7 @@ class RunsScreen(Screen):
         if not lanes:
             self.notify("no lanes in [lanes] of your sparkctl.toml to promote into", severity="warning")
             return
-        from sparkctl.tui.screens.promote import PromoteDialog
+        from sparkctl.tui.screens.promote_dialog import PromoteDialog
 
         lane = "production" if "production" in lanes else lanes[0]
         self.app.push_screen(PromoteDialog(row.model, lanes, lane, store), callback=self._promote_confirmed)
@@ -643,7 +632,7 @@ class RunsScreen(Screen):
 
     @work(group="promote", exclusive=True, exit_on_error=False)
     async def run_promotion(self, plan, force: bool) -> None:
-        from sparkctl.tui.screens.promote import apply_switch
+        from sparkctl.tui.screens.promote_dialog import apply_switch
 
         message, failed = await apply_switch(self.app, plan, force)
         self.notify(message, severity="error" if failed else "information", timeout=20 if failed else 15)
@@ -687,7 +676,7 @@ class RunsScreen(Screen):
             left = [(s, rebench_blocker(s.run is not None, s.lane in spilled)) for s in stale]
             plans = [(s, *rebench_overrides(store, s.run)) for s, why in left if not why]
         except Exception as exc:  # a line, and the table keeps its own status
-            self.app.call_from_thread(self.notify, f"re-bench not planned: {_error_line(exc)}", severity="error")
+            self.app.call_from_thread(self.notify, f"re-bench not planned: {error_line(exc)}", severity="error")
             return
         self.post_message(RebenchPlanned(plans, [(s, why) for s, why in left if why]))
 

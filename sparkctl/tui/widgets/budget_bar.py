@@ -13,7 +13,7 @@ from sparkctl.core.budget import Level, MemoryBudget, bar_cells, reserve_cell
 from sparkctl.core.fmt import gib
 from sparkctl.core.names import model_key
 from sparkctl.core.snapshots import GIB, Unavailable
-from sparkctl.tui.widgets.drift import DriftGate
+from sparkctl.tui.widgets.drift_gate import DriftGate
 
 POOL_TITLE = {"unified": "Unified memory", "vram": "GPU memory (VRAM)", "host": "Host memory (no GPU)"}
 GLYPH = {"model": "█", "other": "▓", "cache": "▒", "free": "░"}

@@ -108,7 +108,7 @@ def _import_progress(args, cfg) -> int:
     if args.follow:
         import threading
 
-        from sparkctl.cli.bench import _Progress
+        from sparkctl.cli.bench_cmd import _Progress
         from sparkctl.services.imports.benchy_live import FollowFailed, follow
 
         from sparkctl.core.benchy_progress import ProgressState
@@ -159,7 +159,7 @@ def _import_progress(args, cfg) -> int:
 
 def cmd_export(args, cfg) -> int:
     from sparkctl.services.factory import make_spool_and_store
-    from sparkctl.services.imports.arena import ExportFailed, write_bundle
+    from sparkctl.services.imports.arena_export import ExportFailed, write_bundle
     from sparkctl.tracking.store import TrackingError
 
     _spool, store = make_spool_and_store(cfg)

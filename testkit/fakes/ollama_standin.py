@@ -46,7 +46,7 @@ from pathlib import Path
 from typing import Any
 
 # started as `ollama serve`, this file runs as a script: the repository root is on PYTHONPATH
-from tests.fakes.ollama_server import go_json, go_time
+from testkit.fakes.ollama_server import go_json, go_time
 
 CHATML = "<|im_start|>{role}\n{content}<|im_end|>\n"
 

@@ -1,7 +1,8 @@
 """`sparkctl compare` and `sparkctl regressions`: decisions from the recorded runs.
 
-The statistics are sparkctl.core.compare's; picking runs is sparkctl.services.runs.decide.
-This module reads arguments and prints."""
+The statistics are sparkctl.core.compare's; picking and pairing the runs is
+sparkctl.services.runs.comparison (compare) and .regressions (regressions). This module
+reads arguments and prints."""
 
 from __future__ import annotations
 
@@ -49,7 +50,7 @@ def _tracking_error(exc):
 def cmd_compare(args, cfg) -> int:
     import json
 
-    from sparkctl.services.runs.decide import NothingToCompare, compare_models
+    from sparkctl.services.runs.comparison import NothingToCompare, compare_models
     from sparkctl.tracking.store import TrackingError
 
     models = list(dict.fromkeys(m.strip() for m in args.models))
@@ -80,7 +81,7 @@ def cmd_compare(args, cfg) -> int:
 
         print(decision_table(cmp).markdown(), end="")
     else:
-        from sparkctl.textreport import render_comparison  # shared with the TUI's head to head
+        from sparkctl.cli.textreport import render_comparison  # the decision, then the tables the TUI shows too
 
         print(render_comparison(cmp))
         if community is not None:
@@ -119,7 +120,7 @@ def _genai(cfg, cmp):
 def cmd_regressions(args, cfg) -> int:
     import json
 
-    from sparkctl.services.runs.decide import regression_report
+    from sparkctl.services.runs.regressions import regression_report
     from sparkctl.tracking.store import TrackingError
 
     try:
@@ -133,7 +134,7 @@ def cmd_regressions(args, cfg) -> int:
         for note in report.notes:  # the list stays what it was; what was passed over goes to stderr
             print(f"sparkctl: note: {note}", file=sys.stderr)
     else:
-        from sparkctl.textreport import render_regressions
+        from sparkctl.services.runs.report_text import render_regressions
 
         print(render_regressions(rows, report.notes, report.quality))
     sys.stdout.flush()

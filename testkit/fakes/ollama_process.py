@@ -1,4 +1,4 @@
-"""A FAKE Ollama server in a process of its own (tests/fakes/ollama_server.py's fake, real
+"""A FAKE Ollama server in a process of its own (testkit/fakes/ollama_server.py's fake, real
 HTTP), for the tests of sparkctl's reader of a server's settings: a real process, named
 `ollama` as the real server's executable is, listening on a loopback port, with an
 environment of its own that the test's process does not share.
@@ -71,7 +71,7 @@ def spawn(tmp_path: Path, env: dict[str, str], *, undumpable: bool = False,
 
 
 def main() -> None:
-    from tests.fakes.ollama_server import FakeOllama, default_state, pull_scenario
+    from testkit.fakes.ollama_server import FakeOllama, default_state, pull_scenario
 
     scenarios = {"default": default_state, "pull": pull_scenario}
 

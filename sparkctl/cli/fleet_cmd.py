@@ -42,7 +42,7 @@ def _gpu(s) -> str:
 
 
 def _resident(view) -> str:
-    from sparkctl.core.fleet import lane_of
+    from sparkctl.core.host_status import lane_of
 
     s = view.status
     if s.engine_state != "up" or not view.current:
@@ -59,7 +59,7 @@ def _resident(view) -> str:
 
 def render_fleet(report) -> str:
     """One block per host: a headline, then its warnings, lanes' last benches and notes."""
-    from sparkctl.core.fleet import age_label
+    from sparkctl.core.host_status import age_label
     from sparkctl.services.fleet import UNREACHABLE
 
     lines = []

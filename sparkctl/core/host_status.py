@@ -1,6 +1,6 @@
 """Reading another host's `sparkctl status --json`, and what the fleet view says about it.
 
-Pure: the fleet service runs ssh and hands the parsed JSON here. The status JSON carries a
+Pure core of sparkctl.services.fleet: the fleet service runs ssh and hands the parsed JSON here. The status JSON carries a
 schema version (``STATUS_SCHEMA``); a status without one was written by a sparkctl from
 before the version existed (schema 1). This reader accepts the current schema and the one
 before it, and says when a host runs an older (or newer) sparkctl instead of guessing.

@@ -34,7 +34,7 @@ def cmd_status(args, cfg) -> int:
     if args.json:
         print(json.dumps(report_to_dict(report), indent=2))
     else:
-        from sparkctl.textreport import render_status
+        from sparkctl.cli.textreport import render_status
 
         print(render_status(report))
     if not report.engine.reachable:

@@ -75,8 +75,8 @@ from decimal import Decimal
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Callable, Iterable
 
-from tests.fakes.serving import RequestTiming, SharedDecode, now as _now
-from tests.fakes.templates import FORMATS, render as render_template
+from testkit.fakes.serving import RequestTiming, SharedDecode, now as _now
+from testkit.fakes.templates import FORMATS, render as render_template
 
 GIB = 1024**3
 MAX_DURATION_NS = 2**63 - 1  # Go's math.MaxInt64: what a negative keep_alive becomes
@@ -337,7 +337,7 @@ class FakeModel:
     parameters: str = ""  # the Modelfile PARAMETER block /api/show returns
     template: str = "{{ .Prompt }}"
     # The Modelfile SYSTEM (/api/show `system`; /api/generate's `system` replaces it) and the
-    # chat template family the fake renders prompts with (tests/fakes/templates.py); None:
+    # chat template family the fake renders prompts with (testkit/fakes/templates.py); None:
     # the older generic rendering, `FakeState.prompt_overhead_tokens` fixed tokens.
     system: str = ""
     chat_format: str | None = None
@@ -597,7 +597,7 @@ class FakeState:
     # "response"/message.content both set): the thinking parser splits one runner
     # response at the closing tag and returns both halves at once.
     thinking_and_content_in_one_chunk: bool = False
-    # -- concurrency (tests/fakes/serving.py) ---------------------------------------------
+    # -- concurrency (testkit/fakes/serving.py) ---------------------------------------------
     # OLLAMA_NUM_PARALLEL for runners loaded from now on; sequences decoding at once share
     # the runner: aggregate = single rate x k ** batch_scaling. Every generate/chat request
     # is logged in `request_log` (RequestTiming) for tests to compare against.
@@ -1752,7 +1752,7 @@ def prompt_token_ids(state: FakeState, prompt_text: str, num_ctx: int, *, model:
                      system: str = "", raw: bool = False) -> list[Any]:
     """The fake tokenizer: the templated prompt as the runner would see it.
 
-    A model with a `chat_format` is rendered by its family's template (tests/fakes/templates.py):
+    A model with a `chat_format` is rendered by its family's template (testkit/fakes/templates.py):
     fixed markers, its system prompt, the user's words, the assistant's marker. Otherwise
     `prompt_overhead_tokens` template tokens, identical for every request, then one token
     per whitespace-separated word. raw: the prompt's words only (no template).

@@ -1,6 +1,6 @@
 """What the residency tests share: a Spark-like engine with a production lane kept forever and
 a fast lane with a 30-minute session, /api/ps as a user reads it, the user's router, and
-sparkctl's TUI in a real pseudo-terminal. The Ollama is a FAKE (tests/fakes/ollama_server.py:
+sparkctl's TUI in a real pseudo-terminal. The Ollama is a FAKE (testkit/fakes/ollama_server.py:
 Ollama's wire format over real HTTP; a runner's session length kept as server/sched.go keeps it)."""
 
 from __future__ import annotations
@@ -20,9 +20,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.fakes.ollama_server import FakeOllama, FakeState, default_state, make_model
+from testkit.fakes.ollama_server import FakeOllama, FakeState, default_state, make_model
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[1]
 FOREVER_AFTER_S = 100 * 365 * 86400
 HALF_HOUR = 1800
 LANES_TOML = '[lanes]\nproduction = "qwen3:8b"\nfast = "qwen3:4b"\n[lanes.keep_alive]\nfast = "30m"\n'

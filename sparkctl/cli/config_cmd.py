@@ -41,7 +41,7 @@ def cmd_config(args, cfg) -> int:
         return cmd_init(args)
     # Shown, never saved: credentials in [tracking] uri, [engine] host, [engines.*] url
     # (user:token@, ?api_key=) print as ***.
-    from sparkctl.textreport import render_config
+    from sparkctl.services.config_text import render_config
 
     print(render_config(cfg), end="")
     return EXIT_OK

@@ -1,9 +1,9 @@
-"""Fixtures for the tracking tests: real MLflow on real SQLite files.
+"""Real MLflow on real SQLite files, for the tracking tests and the benchmarks: the store
+fixtures and a bench that records into a store.
 
 A fresh SQLite store runs ~70 schema migrations (6-9 s), so one template database is
 migrated per session and each test gets its own copy. Import the fixtures into a test
-module with ``from tests.integration.tracking_fixtures import mlflow_template_db,
-mlflow_store``.
+module with ``from testkit.tracking import mlflow_template_db, mlflow_store``.
 """
 
 from __future__ import annotations
@@ -58,7 +58,7 @@ def recording_bench(engine_url: str, store: MlflowStore, spool_path: Path, make_
     from sparkctl.services.bench import BenchRunner, BenchSettings
     from sparkctl.tracking.spool import Spool
     from sparkctl.tracking.sync import record_run
-    from tests.fakes.host import FakeProbes, spark_snapshot
+    from testkit.fakes.host import FakeProbes, spark_snapshot
 
     cfg = Config(tracking=TrackingConfig(experiment=TEST_EXPERIMENT))
     spool = Spool(spool_path)

@@ -7,7 +7,7 @@ import re
 import sys
 
 from sparkctl.cli.engine_args import engine_choice, validate_models
-from sparkctl.cli.sweep import add_sweep_args, cmd_sweep, sweep_requested
+from sparkctl.cli.sweep_cmd import add_sweep_args, cmd_sweep, sweep_requested
 from sparkctl.cli.running import ProgressLine, emit, lanes_failed, not_saved, recover, run_tracked
 from sparkctl.cli.exitcodes import (CliError, EXIT_BAD_INPUT, EXIT_ENGINE_ERROR, EXIT_NOT_SAVED, EXIT_OK, EXIT_REFUSED,
                                     EXIT_UNREACHABLE)
@@ -71,10 +71,11 @@ def _bench_args(b) -> None:
     add_sweep_args(b)
 
 
-def _validate(args, effective_kind: str = "ollama") -> None:
+def _validate(args, effective_kind: str = "ollama") -> list:
+    """The arguments checked; the model names parsed (the ModelNames the bench passes on)."""
     if not args.models:
         raise CliError("bench needs at least one MODEL", EXIT_BAD_INPUT)
-    validate_models(args.models, effective_kind)
+    models = validate_models(args.models, effective_kind)
     if args.solo and effective_kind != "ollama":
         raise CliError("--solo needs an engine that can unload models; an OpenAI-compatible server "
                        "serves one fixed model (run one server per model instead)", EXIT_BAD_INPUT)
@@ -87,7 +88,7 @@ def _validate(args, effective_kind: str = "ollama") -> None:
         if value is not None and value > high:
             raise CliError(f"{flag} must be at most {high}, got {_count(value)}", EXIT_BAD_INPUT)
     if getattr(args, "until_resolved", False):
-        if len(dict.fromkeys(args.models)) != 2:
+        if len(dict.fromkeys(models)) != 2:
             raise CliError("--until-resolved compares exactly two models", EXIT_BAD_INPUT)
         if args.max_reps < 3:
             raise CliError(f"--max-reps must be >= 3, got {args.max_reps}", EXIT_BAD_INPUT)
@@ -100,6 +101,7 @@ def _validate(args, effective_kind: str = "ollama") -> None:
     parent = getattr(args, "mlflow_parent_run_id", None)
     if parent is not None and not re.fullmatch(r"[0-9a-f]{32}", parent.strip()):
         raise CliError(f"--mlflow-parent-run-id: {parent!r} is not an MLflow run id (32 hex digits)", EXIT_BAD_INPUT)
+    return models
 
 
 def _count(value: int) -> str:
@@ -218,7 +220,7 @@ def cmd_bench(args, cfg) -> int:
     name, kind, url, effective_kind = engine_choice(args, cfg)
     if not args.models and name is not None and cfg.engines[name].model:
         args.models = [cfg.engines[name].model]
-    _validate(args, effective_kind)
+    models = _validate(args, effective_kind)
     try:
         engine = make_engine(cfg, name=name, kind=kind, url=url)
     except EngineChoiceError as exc:
@@ -236,7 +238,7 @@ def cmd_bench(args, cfg) -> int:
     )
     progress = _Progress(sys.stderr.isatty() and not args.json)
     if sweep_requested(args):  # --profile/--depth/--concurrency/--slo/--csv/--markdown
-        return cmd_sweep(args, cfg, engine, settings, progress)
+        return cmd_sweep(args, cfg, engine, settings, progress, models)
     spool, _store = make_spool_and_store(cfg)
     recovered = recover(spool)
     for text in recovered:
@@ -248,7 +250,7 @@ def cmd_bench(args, cfg) -> int:
             runner = BenchRunner(cfg, engine, make_probes(), settings, sink=progress,
                                  recorder=make_recorder(cfg), journal=getattr(spool, "journal", None))
             runner_box.append(runner)
-            return await runner.run(args.models)
+            return await runner.run(models)
         finally:
             await engine.close()
 
@@ -257,6 +259,8 @@ def cmd_bench(args, cfg) -> int:
     if stopped is not None:
         return stopped
     if args.mlflow_export:
+        from sparkctl.cli.mlflow_export import write_export
+
         write_export(args.mlflow_export, cfg, [(r.run_id, r.model, "") for r in runs], None)
     if args.json:
         emit(json.dumps([run_to_dict(r) for r in runs], indent=2, default=str), sys.stdout)
@@ -268,51 +272,6 @@ def cmd_bench(args, cfg) -> int:
         return EXIT_NOT_SAVED
     # a run with nothing measured (every repetition an engine error or DNF) is not a result
     return EXIT_ENGINE_ERROR if any(r.status == "FAILED" for r in runs) else EXIT_OK
-
-
-def write_export(path: str, cfg, runs: list[tuple[str | None, str, str]], parent: str | None) -> None:
-    """The file naming what was written to MLflow: AIPerf's mlflow_export.json keys for the
-    top run (the sweep's own run, or the only run), and every run as `runs`. Read back from
-    MLflow, so it says what the store holds; a run still in the spool has no run id yet."""
-    import time
-
-    from sparkctl.services.factory import make_spool_and_store
-    from sparkctl.tracking.store import TrackingError
-
-    _spool, store = make_spool_and_store(cfg)
-    top = parent or (runs[0][0] if len(runs) == 1 else None)
-    out: dict = {"tracking_uri": store.display_uri, "experiment": cfg.tracking.experiment, "run_id": top,
-                 "run_name": None, "parent_run_id": None, "live_streaming": False, "reused_live_run": False,
-                 "exported_at_ns": time.time_ns(),
-                 "runs": [{"run_id": rid, "model": model, "cell": cell} for rid, model, cell in runs]}
-    if top:
-        try:
-            found = store.search_runs(f"attributes.run_id = '{top}'", max_results=1)
-        except TrackingError:
-            found = []
-        if found:
-            tags = found[0].get("tags") or {}
-            out.update(run_name=found[0].get("run_name"), parent_run_id=tags.get("mlflow.parentRunId"),
-                       metric_keys=sorted(found[0].get("metrics") or {}), param_keys=sorted(found[0].get("params") or {}),
-                       tag_keys=sorted(tags))
-    _write_json(path, out)
-
-
-def _write_json(path: str, data: dict) -> None:
-    import json
-    import os
-    import tempfile
-    from pathlib import Path
-
-    target = Path(path)
-    try:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(json.dumps(data, indent=2) + "\n")
-        os.replace(tmp, target)
-    except OSError as exc:
-        raise CliError(f"--mlflow-export {path}: cannot write it ({exc.strerror or exc})", EXIT_BAD_INPUT) from None
 
 
 def cmd_sync(args, cfg) -> int:

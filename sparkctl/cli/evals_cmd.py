@@ -237,7 +237,7 @@ def _run_eval(args, cfg) -> int:
     from sparkctl.services.factory import EngineChoiceError, make_engine, make_probes, make_recorder, make_spool_and_store
 
     name, kind, url, effective_kind = engine_choice(args, cfg)
-    validate_models(args.models, effective_kind)
+    models = validate_models(args.models, effective_kind)
     import math
 
     if args.timeout is not None and not (math.isfinite(args.timeout) and args.timeout > 0):
@@ -296,7 +296,7 @@ def _run_eval(args, cfg) -> int:
 
     async def work():
         try:
-            return await runner.run(args.models)
+            return await runner.run(models)
         finally:
             await engine.close()
 

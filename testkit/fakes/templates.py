@@ -1,4 +1,4 @@
-"""Chat templates of the FAKE Ollama (tests/fakes/ollama_server.py), as the token sequence a
+"""Chat templates of the FAKE Ollama (testkit/fakes/ollama_server.py), as the token sequence a
 runner evaluates: what a model family's template renders around the system prompt and the
 user's text, one fake token per special marker or whitespace-separated word.
 

@@ -1,4 +1,4 @@
-"""Deterministic Models-screen scenarios on top of the FAKE Ollama (tests/fakes/ollama_server.py).
+"""Deterministic Models-screen scenarios on top of the FAKE Ollama (testkit/fakes/ollama_server.py).
 
 A Spark-like box: production lane gpt-oss:120b resident forever (68 GiB, 100% GPU), the
 contender qwen3:8b and a few others on disk, and the server's default context set the
@@ -11,7 +11,7 @@ from __future__ import annotations
 from datetime import datetime, timezone
 
 from sparkctl.config import Config, parse_config
-from tests.fakes.ollama_server import FakeState, load_scenario, make_model
+from testkit.fakes.ollama_server import FakeState, load_scenario, make_model
 
 # In the past on purpose: a model the fake pulls "now" then reads "just now" whatever the
 # real date, so snapshots taken after a pull do not drift.
@@ -62,7 +62,7 @@ def spark_state(*, spill: bool = False, evict: str | None = None, out_of_memory:
     return state
 
 
-# ---- realistic chat-template headers (tests/fakes/templates.py) -----------------------------
+# ---- realistic chat-template headers (testkit/fakes/templates.py) -----------------------------
 
 # A model's own system prompt, as Modelfiles ship them: the words are a paraphrase of the
 # long assistant preambles real models carry; only their length matters here.
@@ -81,8 +81,8 @@ def header_model(chat_format: str, header_tokens: int = 100, name: str | None = 
     """A model whose template puts about `header_tokens` tokens before the user's text:
     the family's fixed markers plus a Modelfile SYSTEM long enough to reach the total.
     chatml (qwen3), llama3 (llama3.1/3.2) and harmony (gpt-oss) render the system prompt
-    at different places; see tests/fakes/templates.py."""
-    from tests.fakes.templates import FORMATS, render
+    at different places; see testkit/fakes/templates.py."""
+    from testkit.fakes.templates import FORMATS, render
 
     fmt = FORMATS[chat_format]
     fixed = len(render(fmt, "x", "")[0]) - 1 - len(fmt.user_close + fmt.assistant_open)

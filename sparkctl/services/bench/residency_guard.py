@@ -2,7 +2,7 @@
 before the bench touches anything, and put back (verified) when it ends, however it ends.
 
 - ``ResidencyGuard.begin`` reads /api/ps and writes a journal file (fsynced, see
-  tracking/residency.py) into ``<data dir>/residency/``, beside the run spool: what was resident (context, kept
+  tracking/residency_journal.py) into ``<data dir>/residency/``, beside the run spool: what was resident (context, kept
   forever or when it expires, lane), what the bench will measure, which resident models it
   will have to unload or reload, and which process owns it.
 - While the bench runs, ``keep_alive(model)`` says what its requests carry: nothing for a
@@ -35,8 +35,8 @@ from sparkctl.core.redact import redact_text, redact_uri
 from sparkctl.core.residency import (EXPIRED, KEEP, KEPT_LOADED, LANE_KEPT, RESTORE, RETIRED, UNLOAD, find, plan,
                                     snapshot, verify)
 from sparkctl.engines.base import EngineError
-from sparkctl.services.bench.lanes import LaneRestore
-from sparkctl.tracking.residency import FAILED, ResidencyJournal
+from sparkctl.services.bench.lane_restore import LaneRestore
+from sparkctl.tracking.residency_journal import FAILED, ResidencyJournal
 
 log = logging.getLogger(__name__)
 

@@ -1,7 +1,7 @@
 """What a bench did to the models it found resident, and to the ones it loaded: the
 outcome every runner (bench, sweep, eval) records on its runs and shows on screen.
 
-The work itself is in residency.py (journal, guard, put back); this is the report.
+The work itself is in residency_guard.py (the guard and the put-back; the journal is tracking/residency_journal.py); this is the report.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """`sparkctl bench` as a workload sweep: --profile, --depth, --concurrency, --slo, and the
 exports (--json cells, --csv, --markdown). Without any of those flags `bench` is the single
-fixed-prompt bench, unchanged (cli/bench.py)."""
+fixed-prompt bench, unchanged (cli/bench_cmd.py)."""
 
 from __future__ import annotations
 
@@ -86,7 +86,7 @@ def _plan_args(args, cfg):
     return profiles, depths, conc, slo, grid
 
 
-def cmd_sweep(args, cfg, engine, settings, progress) -> int:
+def cmd_sweep(args, cfg, engine, settings, progress, models: list) -> int:
     import asyncio
     import json
     from dataclasses import replace
@@ -120,10 +120,10 @@ def cmd_sweep(args, cfg, engine, settings, progress) -> int:
         try:
             runner = SweepRunner(cfg, engine, make_probes(), settings, profiles, depths, conc, slo,
                                  sink=progress, recorder=make_recorder(cfg), journal=getattr(spool, "journal", None),
-                                 ctx_explicit=args.ctx is not None, schedule=schedule,
+                                 schedule=schedule,
                                  grid=grid.name if grid is not None else "")
             box.append(runner)
-            return await runner.run(args.models)
+            return await runner.run(models)
         finally:
             await engine.close()
 
@@ -136,7 +136,7 @@ def cmd_sweep(args, cfg, engine, settings, progress) -> int:
         return stopped
     results = result.results
     if getattr(args, "mlflow_export", None):
-        from sparkctl.cli.bench import write_export
+        from sparkctl.cli.mlflow_export import write_export
 
         write_export(args.mlflow_export, cfg, [(c.run.run_id, c.cell.model, c.cell.key) for c in result.cells],
                      result.parent_run_id)
