@@ -68,15 +68,20 @@ class SystemProbes:
         meminfo_path: str = MEMINFO_PATH,
         pressure_path: str = PRESSURE_PATH,
         nvml: GpuProbe | None = None,
-        cpu_percent_fn: Callable[[], float | Unavailable] = cpu_percent,
+        cpu_percent_fn: Callable[[], float | Unavailable] | None = None,
     ) -> None:
         self._meminfo_path = meminfo_path
         self._pressure_path = pressure_path
         self._nvml: GpuProbe = nvml if nvml is not None else NvmlProbe()
+        # The host's CPU use is shown nowhere (the dashboard, `status`, the fleet): not
+        # sampled unless asked for (`cpu_percent_fn=cpu_percent`). Sampling it imported
+        # psutil into every dashboard start (~10 ms of CPU before the first frame) and read
+        # /proc/stat at every refresh.
         self._cpu_percent = cpu_percent_fn
         self._hostname = hostname()
         self._cpu_count = cpu_count()
-        self._cpu_percent()  # prime psutil's interval so the first real sample means something
+        if cpu_percent_fn is not None:
+            cpu_percent_fn()  # prime psutil's interval so the first real sample means something
 
     @property
     def gpu_probe(self) -> GpuProbe:
@@ -91,7 +96,7 @@ class SystemProbes:
             gpu=self._nvml.read(host_mem_total=host_total),
             hostname=self._hostname,
             cpu_count=self._cpu_count,
-            cpu_percent=self._cpu_percent(),
+            cpu_percent=self._cpu_percent() if self._cpu_percent is not None else Unavailable("not sampled"),
         )
 
     def close(self) -> None:

@@ -80,10 +80,23 @@ def make_probes():
 
 def make_recorder(cfg: Config):
     """A blocking RunRecord -> SyncResult callable: spool first, then MLflow (call from a thread)."""
-    from sparkctl.tracking.sync import record_run
+    from sparkctl.services.benched import record_and_note
 
     spool, store = make_spool_and_store(cfg)
-    return lambda record: record_run(record, spool, store)
+    # which also notes the benches the engine-change note reads
+    return lambda record: record_and_note(record, spool, store)
+
+
+def ensure_data_dir():
+    """sparkctl's data dir, made if missing; SetupError (one line) where it cannot be."""
+    from sparkctl import paths
+
+    data = paths.data_dir()
+    try:
+        data.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise SetupError(f"data dir {data}: cannot create it ({exc.strerror}); set $SPARKCTL_DATA_DIR") from None
+    return data
 
 
 def make_spool_and_store(cfg: Config):
@@ -91,11 +104,7 @@ def make_spool_and_store(cfg: Config):
     from sparkctl.tracking.spool import Spool
     from sparkctl.tracking.store import MlflowStore, default_tracking_uri
 
-    data = paths.data_dir()
-    try:
-        data.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise SetupError(f"data dir {data}: cannot create it ({exc.strerror}); set $SPARKCTL_DATA_DIR") from None
+    data = ensure_data_dir()
     uri = cfg.tracking.uri or default_tracking_uri(data)
     # MLflow's log lines go to <data dir>/mlflow.log (for a server URI too), never the terminal.
     store = MlflowStore(uri, None, cfg.tracking.experiment, log_dir=data, deadline_s=cfg.tracking.timeout_s)

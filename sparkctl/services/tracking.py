@@ -22,13 +22,51 @@ def open_tracking(cfg: Config) -> tuple[Any, Any]:
     return make_spool_and_store(cfg)
 
 
+class TrackingLater:
+    """The spool and store, opened when first asked for (from any thread), not at start:
+    their modules (the spool, the store, its SQLite and REST readers) are ~10 ms of imports
+    the dashboard's first frame does not draw. The data dir is checked at once, so an
+    unwritable one is still a one-line error before the TUI starts."""
+
+    def __init__(self, cfg: Config) -> None:
+        import threading
+
+        from sparkctl.services.factory import ensure_data_dir
+
+        ensure_data_dir()
+        self._cfg = cfg
+        self._lock = threading.Lock()
+        self._opened: tuple[Any, Any] | None = None
+
+    def get(self) -> tuple[Any, Any]:
+        with self._lock:
+            if self._opened is None:
+                self._opened = open_tracking(self._cfg)
+            return self._opened
+
+    @property
+    def opened(self) -> bool:
+        return self._opened is not None
+
+
 def recorder_for(spool: Any, store: Any) -> Callable[[Any], Any]:
     """A RunRecord -> SyncResult callable: spool first, then MLflow (call from a thread)."""
 
     def record(record: Any) -> Any:
-        from sparkctl.tracking.sync import record_run
+        from sparkctl.services.benched import record_and_note
 
-        return record_run(record, spool, store)
+        return record_and_note(record, spool, store)  # and noted for the engine-change note
+
+    return record
+
+
+def recorder_later(tracking: TrackingLater, store: Any = None) -> Callable[[Any], Any]:
+    """recorder_for, with the spool and store opened at the first run recorded (``store``:
+    one given in their place)."""
+
+    def record(record: Any) -> Any:
+        spool, opened = tracking.get()
+        return recorder_for(spool, opened if store is None else store)(record)
 
     return record
 

@@ -39,6 +39,7 @@ BUSY_GROUPS = {"bench": "a bench", "eval": "an eval", "pull": "a pull"}
 DRIFT_DELAY_S = 3.0  # after the engine's version is first seen: the lane re-bench check
 ENGINES_REFRESH_S = 5.0  # the extra [engines.NAME] servers: a few seconds is fresh enough
 MESSAGES_KEPT = 200  # toasts kept for N (Messages)
+FIRST_FRAME_LATEST_S = 5.0  # what waits for the first frame starts by then whatever happens
 
 
 class SparkApp(App):
@@ -90,6 +91,7 @@ class SparkApp(App):
         spool: Any = None,
         store: Any = None,
         first: Any = None,
+        tracking: Any = None,
     ) -> None:
         super().__init__()
         # the CLI's StatusPrefetch (first samples taken while Textual imported), or None
@@ -98,11 +100,13 @@ class SparkApp(App):
         self._wake = {"probe": threading.Event(), "engine": threading.Event()}
         self._shown_at_mount: set[str] = set()  # sampling groups whose first sample the first frame had
         self._event_loop: asyncio.AbstractEventLoop | None = None
-        self.store = store  # the MlflowStore the Runs screen reads (None: built when first needed)
+        # The spool (benches journal to it; dead runs are closed at start) and the MlflowStore
+        # the Runs screen and the engine-change note read. With `tracking` (the CLI's
+        # TrackingLater) they are opened when first used, after the first frame.
+        self._tracking = tracking
+        self._spool, self._store = spool, store
         self.named_engines = named_engines or {}  # [engines.NAME] -> engine object
         self.recorder = recorder
-        self.spool = spool  # the local spool: benches journal to it; dead runs are closed at start
-        self.journal = spool.journal if spool is not None else None
         self.config = config
         self.engine = engine
         self.probes = probes
@@ -118,6 +122,9 @@ class SparkApp(App):
             wanted = FALLBACK_THEME
         self._start_with_theme(wanted)
         self._saved_theme = wanted
+        # the version and the engine's address in the title bar from the first frame on (set
+        # in on_mount, they reached the header only in a frame after it)
+        self.set_reactive(App.sub_title, self._sub_title_text())
         self._engine_status: EngineStatus | None = None
         self._host: HostSnapshot | None = None
         self._engine_down_since: float | None = None
@@ -149,6 +156,42 @@ class SparkApp(App):
         # every message a toast showed, newest last: N shows them whole after the toast is gone
         self.messages: deque[tuple[str, str, str]] = deque(maxlen=MESSAGES_KEPT)
 
+    # ---- the run record, opened when first used ------------------------------------------
+
+    def _open_tracking(self) -> None:
+        if self._tracking is not None and (self._spool is None or self._store is None):
+            spool, store = self._tracking.get()
+            self._spool = self._spool if self._spool is not None else spool
+            self._store = self._store if self._store is not None else store
+
+    @property
+    def spool(self) -> Any:
+        if self._spool is None:
+            self._open_tracking()
+        return self._spool
+
+    @property
+    def store(self) -> Any:
+        if self._store is None:
+            self._open_tracking()
+        return self._store
+
+    @store.setter
+    def store(self, store: Any) -> None:
+        self._store = store
+
+    @property
+    def journal(self) -> Any:
+        spool = self.spool
+        return spool.journal if spool is not None else None
+
+    def _has_spool(self) -> bool:
+        """Whether there is a spool, without opening it."""
+        return self._spool is not None or self._tracking is not None
+
+    def _has_store(self) -> bool:
+        return self._store is not None or self._tracking is not None
+
     # ---- start-up ------------------------------------------------------------------------
 
     def _start_with_theme(self, name: str) -> None:
@@ -158,6 +201,10 @@ class SparkApp(App):
         what the watcher does to an app that has no styles yet is done here (the theme's
         classes, and the ANSI colours matched to a dark or light theme; textual is pinned)."""
         self.set_reactive(App.theme, name)
+        # The stylesheet was made (in App.__init__) with Textual's default theme's variables:
+        # given this theme's now, before anything is parsed, the first parse is the last
+        # (the dashboard's screen is then taken as styled: tui/breakpoints.py).
+        self.stylesheet.set_variables(self.get_css_variables())
         dark = self.current_theme.dark
         self.set_class(dark, "-dark-mode", update=False)
         self.set_class(not dark, "-light-mode", update=False)
@@ -192,8 +239,6 @@ class SparkApp(App):
         self.sample_engine()
         if self.config.engines:
             self.sample_named_engines()
-        if self.spool is not None:
-            self.recover_runs()
         # views only read: what a dead bench left changed is shown on the dashboard, put back
         # when the user asks (P), or by a bench of this TUI before it starts
         self.check_residency()
@@ -322,11 +367,26 @@ class SparkApp(App):
             self._rebuild()
 
     def on_ready(self) -> None:
+        # should no dashboard frame ever say so (a screen that never draws), the collector
+        # still comes back
+        self.set_timer(FIRST_FRAME_LATEST_S, self.first_frame_written)
+
+    def first_frame_written(self) -> None:
+        """The dashboard's first frame is on the terminal (DashboardScreen says so, once the
+        frame is written: Textual's Ready can come before it). What that frame did not need
+        starts now."""
+        if self._painted:
+            return
         self._painted = True  # the runners are read from the next engine sample on, never for the first frame
         # Everything imported and built so far lives as long as the app. Moving it out of
         # the collector's view turns 100-140 ms full collections during a 2,000 tok/s
-        # stream into a few ms (measured by benchmarks/stream.py).
+        # stream into a few ms (measured by benchmarks/stream.py). The CLI paused the
+        # collector until this first frame (cli/__init__.py pause_gc_until_first_frame).
         gc.freeze()
+        gc.enable()
+        # the spool's modules and its read are nothing that frame shows
+        if self._has_spool():
+            self.recover_runs()
 
     # ---- workers -------------------------------------------------------------------------
 
@@ -486,13 +546,16 @@ class SparkApp(App):
     def on_named_engines_sampled(self, message: NamedEnginesSampled) -> None:
         self.engines_status = message.statuses
 
-    def _show_sub_title(self) -> None:
+    def _sub_title_text(self) -> str:
         from sparkctl.core.redact import redact_uri
 
         text = f"v{__version__} · {redact_uri(self.config.engine.host)}"
         if self.pending_runs:
             text += f" · {self.pending_runs} run(s) to sync (y)"
-        self.sub_title = text
+        return text
+
+    def _show_sub_title(self) -> None:
+        self.sub_title = self._sub_title_text()
 
     def watch_pending_runs(self, _count: int) -> None:
         self._show_sub_title()
@@ -508,7 +571,7 @@ class SparkApp(App):
         self.call_from_thread(setattr, self, "pending_runs", n)
 
     def action_sync(self) -> None:
-        if self.spool is None or self.store is None:
+        if not (self._has_spool() and self._has_store()):
             self.notify("no spool or store to sync", severity="warning")
             return
         self.notify("syncing the spooled runs to MLflow…", timeout=4)
@@ -596,14 +659,24 @@ class SparkApp(App):
     def check_drift(self, kind: str, version: str) -> None:
         """Which lane models were last benched on another engine version (the dashboard
         says so; the Runs screen's B re-benches them). Never imports MLflow here."""
-        if not self.config.lanes or self.store is None:
+        if not self.config.lanes or not self._has_store():
             return
-        from sparkctl.services.runs.drift import engine_change_notes
+        from sparkctl.services.benched import notes_from_file
 
-        try:
-            notes = engine_change_notes(self.store, self.config.lanes, kind, version)
-        except Exception:  # no store yet, a server away: the note is a nicety, not a failure
-            return
+        lanes = self.config.lanes
+        # what this machine's sparkctl last benched (a small file) answers first; only the
+        # lanes it has nothing on are searched for in the store
+        notes, rest = notes_from_file(self.store, lanes, kind, version)
+        if rest:
+            from sparkctl.services.runs.drift import engine_change_notes
+
+            try:
+                notes += engine_change_notes(self.store, rest, kind, version)
+            except Exception:  # no store yet, a server away: the note is a nicety, not a failure
+                return
+        # in the lanes' order; an entry with no lane (why the store was slow) stays last
+        order = {lane: i for i, lane in enumerate(lanes)}
+        notes.sort(key=lambda n: order.get(n[0], len(order)))
         self.call_from_thread(setattr, self, "stale_lanes", tuple(notes))
 
     def _rebuild(self) -> None:
@@ -772,15 +845,16 @@ def make_app(
         from sparkctl.paths import user_theme_dir as default_dir
 
         user_theme_dir = default_dir()
+    tracking = None
     if recorder is None:
-        from sparkctl.services.tracking import open_tracking, recorder_for
+        from sparkctl.services.tracking import TrackingLater, recorder_later
 
-        spool, made = open_tracking(config)  # mlflow itself is imported on the first write only
-        store = made if store is None else store
-        recorder = recorder_for(spool, store)
+        # the spool and store are opened when first used (MLflow itself on the first write)
+        tracking = TrackingLater(config)
+        recorder = recorder_later(tracking, store)
     if named_engines is None and config.engines:
         from sparkctl.services.factory import make_named_engines
 
         named_engines = make_named_engines(config)  # plain httpx clients: nothing is contacted yet
     return SparkApp(config, engine, probes, clock=clock, user_theme_dir=user_theme_dir, recorder=recorder,
-                    named_engines=named_engines, spool=spool, store=store, first=first)
+                    named_engines=named_engines, spool=spool, store=store, first=first, tracking=tracking)

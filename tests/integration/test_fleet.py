@@ -202,3 +202,27 @@ async def test_one_ssh_session_per_host_and_a_hung_host_never_holds_up_the_other
     assert ("a", "live") in answers and poller.asks_started["a"] >= 3  # went on answering meanwhile
     assert answers.index(("a", "live")) < answers.index(("slow", "unreachable"))  # not held up
     assert sessions("spark-slow") == 0  # the timed-out ssh is gone, not left behind
+
+
+def test_the_fleet_with_no_local_store_yet_shows_its_hosts_without_making_one(lab, fakes, tmp_path):
+    """This machine has never recorded a run (no MLflow database in its data dir): the fleet
+    lists each lane as never benched there, at once, without creating a store for the
+    asking (MLflow's import and schema migrations took ~5 s before anything was printed)."""
+    sshd = lab.server("a")
+    lab.alias("spark-a", sshd)
+    engine = fakes(two_models_resident())
+    a = install(tmp_path, "a", engine.url, {"production": "gpt-oss:120b"})
+    cfg = fleet_config(tmp_path / "fleet.toml", lab, {"a": {"ssh": "spark-a", "sparkctl": str(a)}})
+    data = Path(os.environ["SPARKCTL_DATA_DIR"])  # this machine's (tests/conftest.py)
+    code, out, err = run_fleet(cfg, "--json")
+    assert code == 0, err
+    host = by_name(out)["a"]
+    assert host["state"] == "live"
+    assert [(b["lane"], b["model"], b["engine_version"]) for b in host["last_bench"]] == [
+        ("production", "gpt-oss:120b", None)]
+    assert "last benches not shown" not in err
+    assert not (data / "mlflow.db").exists()  # nothing made on this machine for a read
+    code, text, err = run_fleet(cfg)
+    assert code == 0, err
+    assert "bench    production (gpt-oss:120b): never benched on this host" in text
+    assert not (data / "mlflow.db").exists()

@@ -17,7 +17,24 @@ HISTORY = 20  # newest runs of one lane model on one host looked at
 def lane_benches(store, status: HostStatus, override: dict[str, str] | None = None,
                  experiment: str | None = None) -> tuple[LaneBench, ...]:
     """For every lane of the host: its model's newest usable bench on that host, on the
-    engine kind the host serves with (engine_version None when there is none)."""
+    engine kind the host serves with (engine_version None when there is none).
+
+    Read without MLflow where the store allows (SQLite read directly, a server over REST):
+    a local store that does not exist yet has no benches, and is not created for the
+    asking (MLflow's import and its schema migrations took ~5 s before the fleet printed)."""
+    from sparkctl.tracking.store import NeedsMlflow
+
+    light = getattr(store, "without_mlflow", None)
+    if light is not None:
+        try:
+            return _lane_benches(light(), status, override, experiment)
+        except NeedsMlflow:  # a schema revision or a filter only MLflow's client reads
+            pass
+    return _lane_benches(store, status, override, experiment)
+
+
+def _lane_benches(store, status: HostStatus, override: dict[str, str] | None,
+                  experiment: str | None) -> tuple[LaneBench, ...]:
     out = []
     lanes = lane_table(status, override) or tuple((lane, model, False) for lane, model in (override or {}).items())
     for lane, model, _resident in lanes:

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sparkctl.core.rebench import rebench_blocker  # noqa: F401  (the Runs screen's B and the dashboard share it)
+from sparkctl.services.benched import stale_message
 from sparkctl.services.runs.comparison import usable
 from sparkctl.services.runs.query import list_runs, run_params
 from sparkctl.services.runs.rows import RunRow
@@ -36,8 +37,7 @@ class StaleLane:
     def message(self) -> str:
         if self.run is None:
             return f"{self.lane} ({self.model}) has no valid bench yet: bench it"
-        return (f"engine {self.engine_now} since last bench of {self.lane} "
-                f"({self.run.engine_version}): re-bench")
+        return stale_message(self.lane, self.engine_now, self.run.engine_version)
 
 
 def stale_lanes(store, lanes: dict[str, str], engine_kind: str, engine_version: str,

@@ -7,7 +7,9 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
+from textual.events import ScreenResume
 from textual.screen import Screen
+from textual.widget import MountError, Widget
 from textual.widgets import DataTable, Header, Label, Static
 
 from sparkctl.core.budget import Level, MemoryBudget
@@ -18,10 +20,9 @@ from sparkctl.core.placement import spill_headline, spill_warning
 from sparkctl.core.rebench import rebench_blocker
 from sparkctl.services.status import StatusReport
 from sparkctl.tui.breakpoints import preset_breakpoints
+from sparkctl.tui.shown import catch_up, watch_while_shown
 from sparkctl.tui.widgets.budget_bar import BudgetBar
 from sparkctl.tui.widgets.drift_gate import DriftGate
-from sparkctl.tui.widgets.footer import KeysFooter
-from sparkctl.tui.widgets.history_sparkline import HistorySparkline
 from sparkctl.tui.widgets.notes import Note
 from sparkctl.tui.widgets.warning_lines import WarningLine, WarningLines
 
@@ -77,7 +78,14 @@ class DashboardScreen(Screen):
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
-        self._gates = {"pressure": DriftGate(far=1.0), "spark-mem": DriftGate(far=1.0)}
+        self._gates = {"pressure": DriftGate(far=1.0), "spark-mem": DriftGate(far=1.0),
+                       "sparks": DriftGate(far=float("inf"))}
+        self._history_shown = False  # its boxes are mounted after the first frame
+        self._history_seen = 0
+        self._history_ticks = SPARK_EVERY * 100  # the first samples are drawn at once
+        self._resumed = False  # shown once already
+        self._written = False  # a frame of it written to the terminal
+        self._last_report: StatusReport | None = None
         preset_breakpoints(self)  # styled once for its size, not again at the first resize
 
     def compose(self) -> ComposeResult:
@@ -97,16 +105,56 @@ class DashboardScreen(Screen):
             yield Panel("reading…", id="pressure")
         if self.app.config.engines:  # only with [engines.NAME] entries: the usual layout stays as it was
             yield Panel("connecting…", id="engines")
-        with Horizontal(id="history"):
-            with Vertical(classes="spark") as v:
-                v.border_title = "Available memory"
-                yield HistorySparkline([], id="spark-mem", bounds=(0.0, 1.0))  # 0..MemTotal once known
-                yield Label("", id="spark-mem-label")
-            with Vertical(classes="spark") as v:
-                v.border_title = "GPU utilization"
-                yield HistorySparkline([], id="spark-gpu", bounds=(0.0, 100.0))
-                yield Label("", id="spark-gpu-label")
-        yield KeysFooter()
+        # the history's boxes and the footer's keys come after the first frame (_after_first_frame):
+        # their room is kept, so nothing moves when they come
+        yield Horizontal(id="history")
+        yield Widget(id="keys")
+
+    async def _after_first_frame(self) -> None:
+        """Once the first frame is on the terminal: the app's own work that waited for it,
+        then the two history boxes and the footer. A history of one sample says nothing
+        yet, and the keys (one widget each) can follow a frame later; styling, laying out
+        and drawing them was ~15-20% of the Python calls before the first frame (about
+        50-90 ms of CPU on a 2-core box). Their room (#history's fixed height, #keys' line)
+        is in the first frame. Their modules are imported here (Textual's Sparkline brings
+        the statistics module with it, the footer Textual's Footer)."""
+        first_frame_written = getattr(self.app, "first_frame_written", None)
+        if first_frame_written is not None:
+            first_frame_written()
+        if self.app._exit or not self.is_attached:
+            return  # quit before this came (ctrl+q at once): nothing more to show
+        from sparkctl.tui.widgets.footer import KeysFooter
+        from sparkctl.tui.widgets.history_sparkline import HistorySparkline
+
+        mem = Vertical(HistorySparkline([], id="spark-mem", bounds=(0.0, 1.0)),  # 0..MemTotal once known
+                       Label("", id="spark-mem-label"), classes="spark")
+        mem.border_title = "Available memory"
+        gpu = Vertical(HistorySparkline([], id="spark-gpu", bounds=(0.0, 100.0)), Label("", id="spark-gpu-label"),
+                       classes="spark")
+        gpu.border_title = "GPU utilization"
+        try:
+            await self.query_one("#history", Horizontal).mount(mem, gpu)
+            await self.query_one("#keys").mount(KeysFooter())
+        except MountError:  # the app quit while they were mounted
+            return
+        self._history_shown = True
+        if self._last_report is not None:
+            self._show_history(self._last_report)
+
+    def _compositor_refresh(self) -> None:
+        # Inside App.run's start-up batch Textual renders the screen and then drops the
+        # frame (App._display writes nothing while a batch is open; textual is pinned):
+        # ~20 ms of CPU for nothing. Left dirty, it is drawn by the first frame after.
+        if self.app._batch_count:
+            return
+        super()._compositor_refresh()
+        if not self._written:
+            # This is the first frame written. Not Textual's Ready, nor a call_after_refresh
+            # from on_mount: both come before it, as the refresh they follow is the one
+            # dropped in the start-up batch, and what they started was paid for by the
+            # first frame.
+            self._written = True
+            self.call_later(self._after_first_frame)
 
     def action_lanes(self) -> None:
         from sparkctl.tui.screens.lanes import LanesScreen
@@ -143,7 +191,7 @@ class DashboardScreen(Screen):
             table = self.query_one("#resident", DataTable)
             table.clear(columns=True)
             self._columns = self._resident_columns()
-            table.add_columns(*self._columns)
+            _add_columns(table, self._columns)
             self._rows_key = self._widths = None  # refilled, columns sized, at the next report
             if self.app.report is not None:
                 self._show_report(self.app.report)
@@ -151,7 +199,7 @@ class DashboardScreen(Screen):
     def on_mount(self) -> None:
         table = self.query_one("#resident", DataTable)
         self._columns = self._resident_columns()
-        table.add_columns(*self._columns)
+        _add_columns(table, self._columns)
         first = self.query_one("#first-run", Static)
         first.styles.padding = (0, 1)
         first.display = False
@@ -163,12 +211,24 @@ class DashboardScreen(Screen):
     def _watch_sources(self) -> None:
         """This machine's state, as the app samples it (the fleet's read-only view of
         another host feeds the same widgets from that host's status instead)."""
-        self.watch(self.app, "report", self._show_report, init=True)
-        self.watch(self.app, "stale_lanes", self._show_drift, init=True)
-        self.watch(self.app, "runners", self._show_runners, init=False)
+        watch_while_shown(self, "report", self._show_report)
+        watch_while_shown(self, "stale_lanes", self._show_drift)
+        watch_while_shown(self, "runners", self._show_runners, init=False)
         if self.app.config.engines:
             self.query_one("#engines", Panel).border_title = "Bench engines"
-            self.watch(self.app, "engines_status", self._show_engines, init=True)
+            watch_while_shown(self, "engines_status", self._show_engines)
+
+    def on_screen_resume(self, event: ScreenResume) -> None:
+        if not self._resumed:
+            self._resumed = True
+            if self._css_update_count == self.app._css_update_count:
+                # Textual styles the whole screen again when it is first shown, though every
+                # widget was styled as it was composed, with the stylesheet as it still is
+                # (preset_breakpoints): ~30 widgets, 10-20 ms of CPU before the first frame
+                # on a 2-core box, for styles that come out the same. Handled here, before
+                # Screen's own handler reads it (textual is pinned).
+                event.refresh_styles = False
+        catch_up(self)  # what changed while another mode was on screen
 
     def _contenders(self):
         """Model keys this machine's sparkctl marked contender (the legend says so too)."""
@@ -268,7 +328,9 @@ class DashboardScreen(Screen):
         self._show_first_run(report)
         self._show_gpu(report)
         self._show_pressure(report)
-        self._show_history(report)
+        self._last_report = report
+        if self._history_shown:
+            self._show_history(report)
 
     def _show_first_run(self, r: StatusReport) -> None:
         """No engine answered: what was looked for, how that address was chosen, how to
@@ -308,15 +370,17 @@ class DashboardScreen(Screen):
             lane = row.lane or ("contender" if model_key(m.name) in self._contenders() else None)
             lane_colour = self.app.theme_variables.get(f"lane-{lane or 'other'}", "")
             processor = Text(row.placement, style="bold red" if row.placement != "100% GPU" else "")
+            # every cell a Text: a str cell is read as Rich markup (a model's or a quant's
+            # name is the engine's, never markup), and that read loads Rich's emoji table
             rows.append((
                 Text(m.name, style=f"bold {lane_colour}"),
-                lane or "-",
-                size(m.size),  # a 1 MB model is "976.6 KiB", not "0.0 GiB"
+                Text(lane or "-"),
+                Text(size(m.size)),  # a 1 MB model is "976.6 KiB", not "0.0 GiB"
                 processor,
-                str(m.context_length) if m.context_length else "n/a",
-                row.until,
-                m.details.quantization_level or "-",
-                runners[m.name].short() if m.name in runners else "-",
+                Text(str(m.context_length) if m.context_length else "n/a"),
+                Text(row.until),
+                Text(m.details.quantization_level or "-"),
+                Text(runners[m.name].short() if m.name in runners else "-"),
             ))
         width = len(self._columns)  # narrow: Quant left out; Runner only once one is known
         key = [tuple(str(c) for c in row[:width]) for row in rows]
@@ -332,11 +396,15 @@ class DashboardScreen(Screen):
                 self._widths = widths
                 table.clear(columns=True)
                 for label, cells in zip(self._columns, widths):
-                    table.add_column(label, width=cells)
+                    table.add_column(Text(label), width=cells)
             else:
                 table.clear()
             for row in rows:
                 table.add_row(*row[:width])
+            # its height said at once (the header line and a line per row, what its auto
+            # height comes to): a DataTable works its height out only when it next idles,
+            # after the frame in progress, which then showed one row of two
+            table.styles.height = 1 + len(rows)
         self._show_warnings(r)
 
     def _compact(self) -> bool:
@@ -494,18 +562,26 @@ class DashboardScreen(Screen):
         self.query_one("#engines", Panel).set_text(t)
 
     def _show_history(self, r: StatusReport) -> None:
+        from sparkctl.tui.widgets.history_sparkline import HistorySparkline  # imported by _after_first_frame
+
         mem = list(self.app.history_available)
         gpu = list(self.app.history_gpu)
         mem_spark = self.query_one("#spark-mem", HistorySparkline)
         if isinstance(r.host.meminfo, MemInfo):
             mem_spark.bounds = (0.0, round(r.host.meminfo.total / GIB, 1))  # available out of MemTotal
         # One sparkline column spans several samples (300 s over ~56 cells), so redrawing
-        # every refresh moves nothing a user can see: once per column's worth of samples.
+        # every refresh moves nothing a user can see: once per column's worth of samples,
+        # and then on the drift gates' shared boundary, so the new bars reach the screen in
+        # the frame that brings the budget's and the labels' drift (widgets/drift_gate.py), not
+        # in a frame of their own. The first samples are drawn at once.
         # No samples stay no samples: a blank sparkline, never a placeholder value.
         width = mem_spark.size.width  # 0 while hidden (the -short layout) or not laid out yet
         per_column = self.app.history_available.maxlen // width if width else SPARK_EVERY
-        self._history_ticks = getattr(self, "_history_ticks", -1) + 1
-        if self._history_ticks % max(SPARK_EVERY, per_column) == 0:
+        self._history_seen += 1  # samples shown so far: what the gate sees move (a full history keeps its length)
+        self._history_ticks += 1  # samples since the sparklines were last given data
+        if (self._history_ticks >= max(SPARK_EVERY, per_column)
+                and self._gates["sparks"].due((bool(mem), bool(gpu)), (self._history_seen,))):
+            self._history_ticks = 0
             for spark, data in ((mem_spark, mem), (self.query_one("#spark-gpu", HistorySparkline), gpu)):
                 if list(spark.data or []) != data:
                     spark.data = data
@@ -519,6 +595,13 @@ class DashboardScreen(Screen):
             self.query_one("#spark-gpu-label", Label),
             f"{gpu[-1]:.0f}% now · max {max(gpu):.0f}% · last {window}" if gpu else _no_gpu_data(r),
         )
+
+
+def _add_columns(table: DataTable, labels: tuple[str, ...]) -> None:
+    """The resident table's columns, labelled with plain Text: a str label is read as Rich
+    markup, and the first markup read loads Rich's emoji table (~3 ms before the first frame)."""
+    for label in labels:
+        table.add_column(Text(label))
 
 
 def _residency_headline(warning: str) -> str:

@@ -398,12 +398,28 @@ class HostDashboardScreen(DashboardScreen, inherit_bindings=False):
         self._mem: deque[float] = deque(maxlen=n)
         self._gpu: deque[float] = deque(maxlen=n)
         self._down_since: float | None = None
+        self._timer = None
+        self._paused = False
 
     def _watch_sources(self) -> None:
         self.fleet.ask_hosts([self.host_name])  # fresh as soon as it opens
         self._timer = self.set_interval(self.app.config.fleet.refresh_s,
                                         lambda: self.fleet.ask_hosts([self.host_name]))
         self.show_view(self._view)
+
+    # Asked over ssh only while on screen: another mode in front (the local dashboard, the
+    # Runs screen...) pauses the asks, as the fleet's own table pauses its own.
+
+    def on_screen_suspend(self) -> None:
+        if self._timer is not None:
+            self._timer.pause()
+            self._paused = True
+
+    def on_screen_resume(self) -> None:
+        if self._paused:
+            self._paused = False
+            self.fleet.ask_hosts([self.host_name])  # fresh as soon as it is back
+            self._timer.resume()
 
     def show_view(self, view) -> None:
         from sparkctl.services.fleet.report import report_from_status

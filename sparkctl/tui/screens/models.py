@@ -59,6 +59,7 @@ from sparkctl.services.models import (
     unload_model,
     with_resident,
 )
+from sparkctl.tui.shown import catch_up, watch_while_shown
 from sparkctl.tui.widgets.fields import RowTable
 from sparkctl.tui.widgets.footer import KeysFooter
 from sparkctl.tui.widgets.model_dialogs import ConfirmDialog, LoadChoice, LoadDialog, PullDialog
@@ -344,8 +345,11 @@ class ModelsScreen(Screen):
         table = self.query_one("#models", DataTable)
         for label, key in COLUMNS:
             table.add_column(label, key=key)
-        self.watch(self.app, "report", self._on_report, init=False)
+        watch_while_shown(self, "report", self._on_report, init=False)
         self.refresh_list()
+
+    def on_screen_resume(self) -> None:
+        catch_up(self)  # the Loaded and Lane columns as the engine has them now
 
     # -- helpers ---------------------------------------------------------------------------
     @property

@@ -3,6 +3,9 @@ reclaimable cache, free, and the reserve floor marked at the right end."""
 
 from __future__ import annotations
 
+import re
+from collections.abc import Hashable
+
 from rich.text import Text
 from textual.widget import Widget
 
@@ -17,14 +20,22 @@ GLYPH = {"model": "█", "other": "▓", "cache": "▒", "free": "░"}
 SHORT_LABEL = {"reclaimable cache": "cache", "other use": "other use"}
 
 
+_NUMBER = re.compile(r"\d+(?:\.\d+)?")
+
+
 def _drawn(b: MemoryBudget | Unavailable | None,
            contenders: frozenset[str] = frozenset()) -> tuple[object, tuple[float, ...]]:
-    """(what the bar says in kind, its figures in GiB as shown: to 0.1)."""
+    """(what the bar says in kind, its figures in GiB as shown: to 0.1). A note's words are
+    kind, its numbers figures: "models claim 92.0 GiB but only 2.5 GiB of memory is in use"
+    drifts with the memory it quotes, and is no new note at each 0.1 GiB."""
     if not isinstance(b, MemoryBudget):
         return b, ()
     tenth = lambda n: round(n / GIB, 1)  # noqa: E731
-    kind = (b.pool, b.level, b.notes, contenders, tuple((s.kind, s.label, s.lane) for s in b.segments))
-    return kind, (tenth(b.total), tenth(b.available), tenth(b.reserve), *(tenth(s.bytes) for s in b.segments))
+    notes = tuple(_NUMBER.sub("#", n) for n in b.notes)
+    kind = (b.pool, b.level, notes, contenders, tuple((s.kind, s.label, s.lane) for s in b.segments))
+    quoted = tuple(float(x) for n in b.notes for x in _NUMBER.findall(n))
+    return kind, (tenth(b.total), tenth(b.available), tenth(b.reserve), *(tenth(s.bytes) for s in b.segments),
+                  *quoted)
 
 
 def _short_gib(n: int) -> str:
@@ -65,15 +76,24 @@ class BudgetBar(Widget):
         self.contenders: frozenset[str] = frozenset()  # model keys the legend calls contender
         # a level, a model, a note: at once; a drift of the figures under 1 GiB: every few s
         self._gate = DriftGate(far=1.0)
+        self._text: tuple[object, Hashable, Text] | None = None  # (the budget, its drawing's key, the text)
+        self._painted: Text | None = None  # the text last handed to Textual to draw
 
     def show(self, budget: MemoryBudget | Unavailable | None, contenders=()) -> None:
         # Repaint when what is drawn changes (figures at 0.1 GiB), not at every byte of
         # page cache, and small drifts seldom: the idle dashboard's CPU is mostly repaints.
+        # A repaint is the bar's own lines; the screen is laid out again only when their
+        # number changes (a layout of the whole screen cost more than drawing the bar).
         contenders = frozenset(contenders)
-        if self._gate.due(*_drawn(budget, contenders)):
-            self.budget = budget
-            self.contenders = contenders
-            self.refresh(layout=True)
+        if not self._gate.due(*_drawn(budget, contenders)):
+            return
+        self.budget = budget
+        self.contenders = contenders
+        painted = self._painted
+        text = self.render()
+        if painted is not None and text == painted:
+            return  # the same cells: nothing to draw
+        self.refresh(layout=painted is None or text.plain.count("\n") != painted.plain.count("\n"))
 
     def _colour(self, kind: str, lane: str | None) -> str:
         v = self.app.theme_variables
@@ -108,6 +128,16 @@ class BudgetBar(Widget):
         return figures
 
     def render(self) -> Text:
+        """The bar's text for its width now, made once per budget, width and theme (show
+        makes it to compare; Textual asks again to measure and to draw)."""
+        key = (self.contenders, self.content_size.width, self.app.theme)
+        made = self._text
+        if made is None or made[0] is not self.budget or made[1] != key:
+            self._text = made = (self.budget, key, self._make_text())
+        self._painted = made[2]
+        return self._painted
+
+    def _make_text(self) -> Text:
         b = self.budget
         if b is None:
             return Text("reading memory…", style="dim")

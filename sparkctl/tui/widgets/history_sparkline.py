@@ -33,12 +33,38 @@ class HistorySparkline(Sparkline):
     as Textual's Sparkline.
     """
 
-    bounds: reactive[tuple[float, float]] = reactive((0.0, 100.0))
+    # Repainted when the drawn cells change, not at every new sample: a column spans
+    # several samples and a bar an eighth of a row of the scale (~5 GiB of a Spark's 121),
+    # so most new data draws the same bars (watch_data, watch_bounds).
+    data: reactive[Sequence[float] | None] = reactive(None, repaint=False)
+    bounds: reactive[tuple[float, float]] = reactive((0.0, 100.0), repaint=False)
 
     def __init__(self, data: Sequence[float] | None = None, *, bounds: tuple[float, float] = (0.0, 100.0),
                  **kwargs) -> None:
+        self._drawn: tuple | None = None  # what the cells show: see _drawn_key
         super().__init__(data, **kwargs)
         self.set_reactive(HistorySparkline.bounds, bounds)
+
+    def _drawn_key(self) -> tuple:
+        """The bars as drawn at this size: each column's height in eighths and its colour's
+        place between the two ends in 1% steps (a finer change of colour is not seen)."""
+        data = list(self.data or ())
+        if not data:
+            return ()
+        bars = _FixedScaleBars(data, self.bounds, self.size.width, self.size.height, None, None)
+        return (self.size, tuple((filled, round(r * 100)) for filled, r in bars.columns()))
+
+    def _repaint_if_drawn_changed(self) -> None:
+        key = self._drawn_key()
+        if key != self._drawn:
+            self._drawn = key
+            self.refresh()
+
+    def watch_data(self) -> None:
+        self._repaint_if_drawn_changed()
+
+    def watch_bounds(self) -> None:
+        self._repaint_if_drawn_changed()
 
     @property
     def has_data(self) -> bool:
@@ -81,17 +107,23 @@ class _FixedScaleBars:
             return 0.0
         return min(1.0, max(0.0, (value - self.low) / span))
 
-    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
-        width, height = self.width, self.height
+    def columns(self) -> list[tuple[int, float]]:
+        """(filled eighths, ratio) per column."""
+        width = self.width
         buckets = list(SparklineRenderable._buckets(self.data, num_buckets=width))
-        levels = len(BARS) * height  # 8 steps per row
+        levels = len(BARS) * self.height  # 8 steps per row
         step = len(buckets) / width
-        columns: list[tuple[int, float]] = []  # (filled eighths, ratio) per column
+        columns: list[tuple[int, float]] = []
         for col in range(width):
             r = self.ratio(max(buckets[int(col * step)]))
             # every sample shows at least the lowest eighth: a reading of 0 is a floor line,
             # which must not look like the blank of no reading at all
             columns.append((max(1, round(r * levels)), r))
+        return columns
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        height = self.height
+        columns = self.columns()
         for row in reversed(range(height)):
             low = row * len(BARS)
             # one segment per run of equal cells (same bar, same colour), not per cell:
