@@ -228,7 +228,8 @@ async def test_a_sweep_from_the_bench_settings_records_one_run_per_cell_and_open
 
             # a bad list is one line, and nothing runs
             bench.query_one("#concurrency", Input).value = "1,x"
-            await pilot.click("#run")
+            # ctrl+r: at 80x24 the Run button may sit below the summary's rows, scrolled away
+            await pilot.press("ctrl+r")
             await pilot.pause(0.1)
             said = bench.query_one("#notes").text  # on screen, whole, not in a toast that goes
             assert "concurrency" in said and "whole number" in said
