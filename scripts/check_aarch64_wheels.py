@@ -76,6 +76,18 @@ def resolve(python: str, requirements: list[str], pure_dir: Path, report: Path,
         return subprocess.run(cmd + ["--target", target] + requirements, capture_output=True, text=True)
 
 
+def pip_error(stderr: str) -> str:
+    """The line of pip's output that says what went wrong: its last ERROR line, else its last
+    line that is not a closing note or hint (pip ends with "note: This error originates from
+    a subprocess", which names nothing)."""
+    lines = [line.strip() for line in stderr.splitlines() if line.strip()]
+    errors = [line for line in lines if line.startswith("ERROR:")]
+    if errors:
+        return errors[-1]
+    said = [line for line in lines if not line.lower().startswith(("note:", "hint:"))]
+    return said[-1] if said else "no wheel came out"
+
+
 def build_sdist(python: str, requirement: str, pure_dir: Path, extra: list[str]) -> tuple[Path | None, str]:
     """Build `requirement` from its sdist here: (the wheel if it is pure Python, why not)."""
     with tempfile.TemporaryDirectory(prefix="sparkctl-sdist-") as tmp:
@@ -85,8 +97,7 @@ def build_sdist(python: str, requirement: str, pure_dir: Path, extra: list[str])
                                "--wheel-dir", tmp, *extra, requirement], capture_output=True, text=True)
         wheels = list(Path(tmp).glob("*.whl"))
         if done.returncode != 0 or len(wheels) != 1:
-            last = (done.stderr.strip().splitlines() or ["no wheel came out"])[-1]
-            return None, f"its sdist does not build here ({last})"
+            return None, f"its sdist does not build here ({pip_error(done.stderr)})"
         wheel = wheels[0]
         tags = wheel.name[:-len(".whl")].split("-")[-3:]
         if tags[1:] != ["none", "any"]:
