@@ -129,3 +129,41 @@ async def test_three_resident_models_stay_on_screen_with_four_warnings_at_80x24(
             assert screen_text(app) == first  # nothing of the wide picture left behind
     finally:
         server.stop()
+
+
+async def test_a_long_model_name_at_80_columns_scrolls_sideways_and_hides_no_row(tmp_path):
+    """Review of issue 32: the table's height was set to its rows, and a horizontal
+    scrollbar (columns wider than 80 cells: a long Hugging Face name) took the last row's
+    line. FAKE Ollama with a fourth resident model of a long name."""
+    import dataclasses
+
+    from sparkctl.engines.ollama import OllamaEngine
+    from sparkctl.tui.app import make_app
+    from testkit.fakes.host import FakeProbes, spark_snapshot
+    from testkit.fakes.model_scenarios import spark_config
+    from testkit.fakes.ollama_server import GIB, FakeOllama
+    from tests.tui.test_screen_states import FIXED, three_resident
+
+    long_name = "hf.co/unsloth/gpt-oss-20b-GGUF:Q4_K_M"
+    state = three_resident()
+    state.add_resident(long_name, size=13 * GIB, size_vram=13 * GIB, expires_in_s=None, context_length=131072)
+    server = FakeOllama(state).start()
+    cfg = dataclasses.replace(spark_config(), contenders=("qwen3:30b-a3b",))
+    cfg = dataclasses.replace(cfg, ui=dataclasses.replace(cfg.ui, refresh_s=3600, history_s=60))
+    app = make_app(cfg, engine=OllamaEngine(server.url, timeout=5.0, connect_timeout=1.0),
+                   probes=FakeProbes(spark_snapshot()), clock=lambda: FIXED, user_theme_dir=tmp_path,
+                   recorder=lambda r: None)
+    app.animation_level = "none"
+    try:
+        async with app.run_test(size=(80, 24)) as pilot:
+            await pilot.pause(0.3)
+            await still(app, pilot)
+            table = app.screen.query_one("#resident", DataTable)
+            assert table.row_count == 4
+            assert table.max_scroll_x > 0  # wider than the screen: it scrolls sideways
+            assert table.max_scroll_y == 0  # and every row is on show above the scrollbar
+            text = screen_text(app)
+            for model in ("gpt-oss:120b", "llama3.2:3b", "qwen3:30b-a3b", long_name):
+                assert model in text, model
+    finally:
+        server.stop()

@@ -192,3 +192,34 @@ async def test_new_history_waits_for_the_frame_that_brings_the_other_drifts(monk
             await wait_for(pilot, lambda: 12.0 in spark())
     finally:
         server.stop()
+
+
+async def test_a_note_that_wraps_differently_lays_the_bar_out_again():
+    """Review of issue 32: the bar laid the screen out only when its number of lines
+    changed; a note that grows by two characters wraps onto a second line in the same
+    number of lines of text, and its end was cut off. The bar's height follows what it
+    draws."""
+    short, longer = budget(60.0, claimed_gib=92.0), budget(60.0, claimed_gib=192.0)
+    probe = Counting(BudgetBar())
+    async with probe.run_test(size=(200, 10)) as pilot:
+        probe.widget.show(short)
+        await pilot.pause()
+        def note_width() -> int:
+            return max(len(line) for line in probe.widget.render().plain.split("\n") if "models claim" in line)
+
+        width = note_width() + 200 - probe.widget.content_size.width  # the note just fits
+        probe.widget.show(longer)
+        await pilot.pause()
+        assert note_width() > width - (200 - probe.widget.content_size.width)
+
+    async def height_after(*shown) -> int:
+        app = Counting(BudgetBar())
+        async with app.run_test(size=(width, 12)) as pilot:
+            for b in shown:
+                app.widget.show(b)
+                await pilot.pause()
+                await pilot.pause()
+            return app.widget.size.height
+
+    fresh = await height_after(longer)
+    assert await height_after(short, longer) == fresh > await height_after(short)

@@ -7,6 +7,7 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
+from textual.css.query import NoMatches
 from textual.events import ScreenResume
 from textual.screen import Screen
 from textual.widget import MountError, Widget
@@ -134,8 +135,10 @@ class DashboardScreen(Screen):
         gpu.border_title = "GPU utilization"
         try:
             await self.query_one("#history", Horizontal).mount(mem, gpu)
+            if self.app._exit or not self.is_attached:
+                return  # quit while the history boxes were mounted
             await self.query_one("#keys").mount(KeysFooter())
-        except MountError:  # the app quit while they were mounted
+        except (MountError, NoMatches):  # the app quit while they were mounted
             return
         self._history_shown = True
         if self._last_report is not None:
@@ -401,10 +404,15 @@ class DashboardScreen(Screen):
                 table.clear()
             for row in rows:
                 table.add_row(*row[:width])
-            # its height said at once (the header line and a line per row, what its auto
-            # height comes to): a DataTable works its height out only when it next idles,
-            # after the frame in progress, which then showed one row of two
-            table.styles.height = 1 + len(rows)
+        # its height said at once (the header line and a line per row, what its auto height
+        # comes to, plus the horizontal scrollbar's line when the columns are wider than the
+        # screen, which auto height adds too): a DataTable works its height out only when
+        # it next idles, after the frame in progress, which then showed one row of two
+        wide = sum(w + 2 * table.cell_padding for w in getattr(self, "_widths", [])[:width])
+        room = table.size.width or self.app.size.width
+        height = 1 + len(rows) + (table.styles.scrollbar_size_horizontal if wide > room else 0)
+        if table.styles.height is None or table.styles.height.value != height:
+            table.styles.height = height
         self._show_warnings(r)
 
     def _compact(self) -> bool:

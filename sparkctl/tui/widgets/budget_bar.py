@@ -83,7 +83,7 @@ class BudgetBar(Widget):
         # Repaint when what is drawn changes (figures at 0.1 GiB), not at every byte of
         # page cache, and small drifts seldom: the idle dashboard's CPU is mostly repaints.
         # A repaint is the bar's own lines; the screen is laid out again only when their
-        # number changes (a layout of the whole screen cost more than drawing the bar).
+        # rows change (a layout of the whole screen cost more than drawing the bar).
         contenders = frozenset(contenders)
         if not self._gate.due(*_drawn(budget, contenders)):
             return
@@ -93,7 +93,13 @@ class BudgetBar(Widget):
         text = self.render()
         if painted is not None and text == painted:
             return  # the same cells: nothing to draw
-        self.refresh(layout=painted is None or text.plain.count("\n") != painted.plain.count("\n"))
+        # a line that grew or shrank may wrap onto another number of rows: lay out again
+        self.refresh(layout=painted is None or self._rows(text) != self._rows(painted))
+
+    def _rows(self, text: Text) -> int | None:
+        """How many rows `text` takes at the bar's width (its lines wrapped as drawn)."""
+        width = self.content_size.width
+        return len(text.wrap(self.app.console, width)) if width > 0 else None
 
     def _colour(self, kind: str, lane: str | None) -> str:
         v = self.app.theme_variables
@@ -176,3 +182,4 @@ class BudgetBar(Widget):
         if b.notes:
             out.append("\n" + "; ".join(b.notes), style="yellow")
         return out
+
