@@ -36,3 +36,20 @@ def explicit_ctx(raw: str) -> int | None:
     if value > MAX_NUM_CTX:
         raise ValueError(f"num_ctx must be at most {MAX_NUM_CTX}")
     return value
+
+
+def ctx_field(raw: str) -> int | None:
+    """The num_ctx field as the Bench and Eval screens take it: explicit_ctx, at least 256.
+    ValueError carries the one line the screen shows, naming what was typed."""
+    from sparkctl.core.limits import MAX_NUM_CTX
+
+    try:
+        num_ctx = explicit_ctx(raw)
+        if num_ctx is not None and num_ctx < 256:
+            raise ValueError
+    except ValueError:
+        typed = raw.strip()
+        shown = repr(typed) if len(typed) <= 24 else f"a {len(typed)}-character value"
+        raise ValueError(f"num_ctx must be a whole number from 256 to {MAX_NUM_CTX}, or empty for one "
+                         f"context chosen for every model, not {shown}") from None
+    return num_ctx

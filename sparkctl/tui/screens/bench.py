@@ -401,20 +401,12 @@ class BenchScreen(Screen):
             timeout = number("timeout", float, 0.001, "the ceiling")
         except ValueError:
             return None
-        from sparkctl.tui.context_hint import explicit_ctx
+        from sparkctl.tui.context_hint import ctx_field
 
-        raw_ctx = self.query_one("#num_ctx", Input).value
         try:
-            num_ctx = explicit_ctx(raw_ctx)
-            if num_ctx is not None and num_ctx < 256:
-                raise ValueError
-        except ValueError:
-            from sparkctl.core.limits import MAX_NUM_CTX
-
-            raw = raw_ctx.strip()
-            shown = repr(raw) if len(raw) <= 24 else f"a {len(raw)}-character value"
-            return self._refuse(f"num_ctx must be a whole number from 256 to {MAX_NUM_CTX}, or empty for one "
-                                f"context chosen for every model, not {shown}")
+            num_ctx = ctx_field(self.query_one("#num_ctx", Input).value)
+        except ValueError as exc:
+            return self._refuse(str(exc))
         solo = self.query_one("#solo", Switch).value
         if solo and engine != OLLAMA:
             return self._refuse("solo needs Ollama: an OpenAI-compatible server serves one fixed model")

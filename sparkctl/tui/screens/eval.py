@@ -408,20 +408,12 @@ class EvalScreen(Screen):
                 raise ValueError
         except ValueError:
             return self._refuse("concurrency must be a whole number >= 1")
-        from sparkctl.tui.context_hint import explicit_ctx
+        from sparkctl.tui.context_hint import ctx_field
 
-        raw_ctx = value("#num_ctx")
         try:
-            num_ctx = explicit_ctx(raw_ctx)
-            if num_ctx is not None and num_ctx < 256:
-                raise ValueError
-        except ValueError:
-            from sparkctl.core.limits import MAX_NUM_CTX
-
-            raw = raw_ctx.strip()
-            shown = repr(raw) if len(raw) <= 24 else f"a {len(raw)}-character value"
-            return self._refuse(f"num_ctx must be a whole number from 256 to {MAX_NUM_CTX}, or empty for one "
-                                f"context chosen for every model, not {shown}")
+            num_ctx = ctx_field(value("#num_ctx"))
+        except ValueError as exc:
+            return self._refuse(str(exc))
         suite = self.query_one("#suite", Select).value
         return EvalSettings.from_config(self.app.config, str(suite), n=n, seed=seed, timeout_s=timeout,
                                         concurrency=concurrency, think=self.query_one("#think", Switch).value,
