@@ -91,16 +91,20 @@ def run_cli(path: str, d: Path, server: FakeOllama) -> tuple[str, str]:
     time.sleep(0.5)
     if path == "SIGINT (CLI)":
         p.send_signal(signal.SIGINT)
-    elif path == "kill -9 (CLI), then `sparkctl status`":
+    elif path == "kill -9 (CLI), then `sparkctl status`, `sparkctl lanes --restore`":
         p.send_signal(signal.SIGKILL)
     p.communicate(timeout=60)
     server.state.runaway = None
     code = str(p.returncode)
     if path.startswith("kill -9"):
-        left = ps(server)
+        # status is a view: it shows the pending repair and changes nothing; the put-back
+        # is lanes --restore (or the next command that is not a view)
         s = cli(d, cfg, "status", "--json")
         s.communicate(timeout=120)
-        code += f" (before status: {left})"
+        left = ps(server)
+        s = cli(d, cfg, "lanes", "--restore")
+        s.communicate(timeout=120)
+        code += f" (after status: {left})"
     return code, spool_status(d)
 
 
@@ -140,7 +144,7 @@ def run_tui(path: str, d: Path, server: FakeOllama) -> tuple[str, str]:
 
 PATHS = [("finished", run_cli), ("refused", run_cli), ("failed", run_cli), ("Esc (TUI), then q", run_tui),
          ("quit (TUI: q, Stop and quit)", run_tui), ("SIGINT (CLI)", run_cli), ("SIGHUP (TUI: ssh drop)", run_tui),
-         ("SIGTERM (TUI)", run_tui), ("kill -9 (CLI), then `sparkctl status`", run_cli)]
+         ("SIGTERM (TUI)", run_tui), ("kill -9 (CLI), then `sparkctl status`, `sparkctl lanes --restore`", run_cli)]
 
 
 def main() -> None:
